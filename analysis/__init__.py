@@ -1,0 +1,1 @@
+"""Recovery metrics, aggregation across seeds, plots and reports."""

@@ -1,0 +1,1 @@
+"""Drifting agentic text environments (Gymnasium ``Env[str, str]``)."""

@@ -1,0 +1,1 @@
+"""Policy and critic models, tokenizers, the embedded tiny default."""
