@@ -1,0 +1,105 @@
+"""Named methods. Each factory reads only the config fields it uses; None means its default."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sao_online.algorithms.base import Method
+from sao_online.algorithms.estimators import (
+    CriticGAE,
+    GroupNormalized,
+    LeaveOneOut,
+    RunningMeanAdvantage,
+)
+from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
+from sao_online.config import AlgorithmConfig, ConfigError
+
+DEFAULT_GROUP_SIZE = 8
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def _single_rollout(cfg: AlgorithmConfig) -> int:
+    if cfg.group_size not in (None, 1):
+        raise ConfigError(f"algorithm.group_size: {cfg.name} uses one rollout per prompt, got {cfg.group_size}")
+    return 1
+
+
+def _group(cfg: AlgorithmConfig) -> int:
+    size = _or(cfg.group_size, DEFAULT_GROUP_SIZE)
+    if size < 2:
+        raise ConfigError(f"algorithm.group_size: {cfg.name} needs groups of 2 or more, got {size}")
+    return size
+
+
+def _dis(cfg: AlgorithmConfig) -> DoubleSidedIS:
+    return DoubleSidedIS(eps_low=_or(cfg.eps_low, 0.3), eps_high=_or(cfg.eps_high, 5.0))
+
+
+def sao(cfg: AlgorithmConfig) -> Method:
+    estimator = CriticGAE(gamma=cfg.gamma, critic_lambda=cfg.critic_lambda,
+                          lambda_alpha=cfg.lambda_alpha, level=cfg.advantage_level)
+    return Method("sao", _single_rollout(cfg), estimator, _dis(cfg))
+
+
+def sao_running_mean(cfg: AlgorithmConfig) -> Method:
+    return Method("sao_running_mean", _single_rollout(cfg),
+                  RunningMeanAdvantage(window=cfg.baseline_window), _dis(cfg))
+
+
+def grpo(cfg: AlgorithmConfig) -> Method:
+    objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
+                        dual_clip=cfg.dual_clip, aggregation="sequence_mean")
+    return Method("grpo", _group(cfg), GroupNormalized(normalize_std=True), objective)
+
+
+def grpo_dis(cfg: AlgorithmConfig) -> Method:
+    return Method("grpo_dis", _group(cfg), GroupNormalized(normalize_std=True), _dis(cfg))
+
+
+def dr_grpo(cfg: AlgorithmConfig) -> Method:
+    objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
+                        dual_clip=cfg.dual_clip, aggregation="constant_normalizer")
+    return Method("dr_grpo", _group(cfg), GroupNormalized(normalize_std=False), objective)
+
+
+def dapo(cfg: AlgorithmConfig) -> Method:
+    # Clip-higher: eps_high 0.28 (DAPO, Yu et al. 2025), token-level mean aggregation.
+    objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.28),
+                        dual_clip=cfg.dual_clip, aggregation="token_mean")
+    return Method("dapo", _group(cfg), GroupNormalized(normalize_std=True), objective)
+
+
+def gspo(cfg: AlgorithmConfig) -> Method:
+    objective = SequenceRatio(eps_low=_or(cfg.eps_low, 3e-4), eps_high=_or(cfg.eps_high, 4e-4))
+    return Method("gspo", _group(cfg), GroupNormalized(normalize_std=True), objective)
+
+
+def rloo(cfg: AlgorithmConfig) -> Method:
+    objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
+                        dual_clip=cfg.dual_clip, aggregation="token_mean")
+    return Method("rloo", _group(cfg), LeaveOneOut(), objective)
+
+
+METHODS: dict[str, Callable[[AlgorithmConfig], Method]] = {
+    "sao": sao,
+    "sao_running_mean": sao_running_mean,
+    "grpo": grpo,
+    "grpo_dis": grpo_dis,
+    "dr_grpo": dr_grpo,
+    "dapo": dapo,
+    "gspo": gspo,
+    "rloo": rloo,
+}
+
+
+def build_method(cfg: AlgorithmConfig) -> Method:
+    """The method named ``cfg.name``, configured. Raises ConfigError for an unknown name."""
+    try:
+        factory = METHODS[cfg.name]
+    except KeyError:
+        raise ConfigError(f"algorithm.name: unknown method {cfg.name!r}; "
+                          f"choose from {', '.join(METHODS)}") from None
+    return factory(cfg)

@@ -1,0 +1,171 @@
+"""The learner: one update from a batch of completed trajectories.
+
+``Learner.step`` reads top to bottom: collate, critic values, advantages, K critic updates, one
+policy update, bump the version. Diagnostics are namespaced where they are computed
+(``losses/``, ``charts/``, ``staleness/``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from sao_online.algorithms import Method
+from sao_online.batching import Batch, collate
+from sao_online.config import ExperimentConfig
+from sao_online.losses import value_loss
+from sao_online.regularizers import entropy_bonus, exact_kl, k3_kl
+from sao_online.types import Trajectory
+
+
+def _namespaced(prefix: str, stats: dict[str, float]) -> dict[str, float]:
+    return {f"{prefix}/{key}": float(value) for key, value in stats.items()}
+
+
+def _shift_to_tokens(per_position: torch.Tensor) -> torch.Tensor:
+    """Align outputs at position t-1 (which predict token t) with token t; position 0 gets 0."""
+    aligned = torch.zeros_like(per_position)
+    aligned[:, 1:] = per_position[:, :-1]
+    return aligned
+
+
+class Learner:
+    """Owns the policy (and critic, reference) and their optimisers; one ``step`` per batch.
+
+    Args:
+        policy: a causal LM (``model(input_ids, attention_mask=...).logits``).
+        method: the configured method (advantage estimator + policy objective).
+        config: the experiment config (optimiser, regularisers, temperature, critic settings).
+        pad_token_id: id used to pad batches.
+        critic: a value model ``critic(input_ids, attention_mask) -> [B, T]`` when the method
+            uses one.
+        reference: a frozen copy of the warm-start policy when ``regularizers.kl_coef > 0``.
+    """
+
+    def __init__(self, policy: torch.nn.Module, method: Method, config: ExperimentConfig,
+                 pad_token_id: int, critic: torch.nn.Module | None = None,
+                 reference: torch.nn.Module | None = None) -> None:
+        if method.uses_critic and critic is None:
+            raise ValueError(f"method {method.name!r} needs a critic")
+        if config.regularizers.kl_coef > 0 and reference is None:
+            raise ValueError("regularizers.kl_coef > 0 needs a reference policy")
+        self.policy = policy
+        self.critic = critic
+        self.reference = reference
+        self.method = method
+        self.config = config
+        self.pad_token_id = pad_token_id
+        self.version = 0
+        optim = config.optim
+        self.policy_optimizer = torch.optim.AdamW(
+            [p for p in policy.parameters() if p.requires_grad], lr=optim.lr,
+            betas=tuple(optim.betas), weight_decay=optim.weight_decay)
+        self.critic_optimizer = None
+        if critic is not None:
+            self.critic_optimizer = torch.optim.AdamW(
+                [p for p in critic.parameters() if p.requires_grad],
+                lr=optim.lr * config.algorithm.critic_lr_multiple,
+                betas=tuple(optim.betas), weight_decay=optim.weight_decay)
+
+    # -- the update -------------------------------------------------------------------------
+    def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """One learner update on ``trajectories``; returns namespaced metrics."""
+        batch = collate(trajectories, self.pad_token_id)
+        metrics: dict[str, float] = {"charts/reward_mean": float(batch.episode_rewards.mean()),
+                                     "charts/action_tokens": float(batch.num_action_tokens.sum())}
+        values = self._values(batch) if self.method.uses_critic else None
+        result = self.method.estimator(batch, values)
+        metrics.update(_namespaced("charts", result.stats))
+        if self.method.uses_critic:
+            for _ in range(self.config.algorithm.critic_updates):
+                metrics.update(self._critic_update(batch, result.critic_returns))
+        critic_only = self.method.uses_critic and self.version < self.config.algorithm.critic_warmup_steps
+        if not critic_only:
+            metrics.update(self._policy_update(batch, result.advantages))
+        metrics["charts/critic_only_step"] = float(critic_only)
+        self.version += 1
+        return metrics
+
+    def _values(self, batch: Batch) -> torch.Tensor:
+        with torch.no_grad():
+            return _shift_to_tokens(self.critic(batch.tokens, attention_mask=batch.attention_mask))
+
+    def _critic_update(self, batch: Batch, returns: torch.Tensor) -> dict[str, float]:
+        values = _shift_to_tokens(self.critic(batch.tokens, attention_mask=batch.attention_mask))
+        loss, stats = value_loss(values, returns, batch.action_mask)
+        grad_norm = self._apply(loss, self.critic, self.critic_optimizer)
+        return {"losses/value": float(loss), "charts/grad_norm_critic": grad_norm,
+                **_namespaced("charts", {k: v for k, v in stats.items() if k != "loss"})}
+
+    def _policy_update(self, batch: Batch, advantages: torch.Tensor) -> dict[str, float]:
+        regs = self.config.regularizers
+        logits = self._logits(self.policy, batch)
+        logprobs = _shift_to_tokens(
+            torch.gather(F.log_softmax(logits, dim=-1), 2, batch.tokens.unsqueeze(-1)).squeeze(-1))
+        loss, stats = self.method.objective(logprobs, batch, advantages)
+        metrics = {"losses/policy": float(loss), **_namespaced("charts", stats)}
+        shifted_logits = logits[:, :-1]
+        next_mask = batch.action_mask[:, 1:]
+        entropy = entropy_bonus(shifted_logits, next_mask)
+        metrics["charts/entropy"] = float(entropy)
+        if regs.entropy_coef > 0:
+            loss = loss - regs.entropy_coef * entropy
+        if self.reference is not None:
+            with torch.no_grad():
+                ref_logits = self._logits(self.reference, batch)
+            if regs.kl_estimator == "exact":
+                kl = exact_kl(shifted_logits, ref_logits[:, :-1], next_mask)
+            else:
+                ref_logprobs = _shift_to_tokens(torch.gather(
+                    F.log_softmax(ref_logits, dim=-1), 2, batch.tokens.unsqueeze(-1)).squeeze(-1))
+                kl = k3_kl(logprobs, ref_logprobs, batch.action_mask)
+            metrics["charts/kl_to_reference"] = float(kl)
+            loss = loss + regs.kl_coef * kl
+        metrics["losses/total"] = float(loss)
+        metrics["charts/grad_norm_policy"] = self._apply(loss, self.policy, self.policy_optimizer)
+        metrics["losses/skipped_nonfinite"] = float(not math.isfinite(metrics["charts/grad_norm_policy"]))
+        return metrics
+
+    def _logits(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        logits = model(input_ids=batch.tokens, attention_mask=batch.attention_mask.long()).logits
+        return logits.float() / self.config.rollout.temperature
+
+    def _apply(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
+        """Backward, clip, step — unless the loss or gradient is not finite (then nothing moves)."""
+        optimizer.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):
+            return float("nan")
+        loss.backward()
+        params = [p for p in model.parameters() if p.grad is not None]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.config.optim.max_grad_norm)
+        if not torch.isfinite(grad_norm):
+            optimizer.zero_grad(set_to_none=True)
+            return float("nan")
+        optimizer.step()
+        return float(grad_norm)
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        state = {
+            "version": self.version,
+            "policy": self.policy.state_dict(),
+            "policy_optimizer": self.policy_optimizer.state_dict(),
+            "estimator": self.method.estimator.state_dict(),
+        }
+        if self.critic is not None:
+            state["critic"] = self.critic.state_dict()
+            state["critic_optimizer"] = self.critic_optimizer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.version = state["version"]
+        self.policy.load_state_dict(state["policy"])
+        self.policy_optimizer.load_state_dict(state["policy_optimizer"])
+        self.method.estimator.load_state_dict(state["estimator"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])

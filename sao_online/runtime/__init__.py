@@ -1,0 +1,1 @@
+"""Runtimes that drive rollouts and the learner: sync, local processes, Ray."""

@@ -1,0 +1,48 @@
+import pandas as pd
+import pytest
+
+from sao_online.runlog import RunDirError, RunLog
+
+
+def test_chunks_are_written_atomically_and_read_back(tmp_path):
+    log = RunLog.create(tmp_path / "run", {"experiment": "x"}, flush_every=3)
+    for i in range(7):
+        log.log("episodes", {"episode": i, "reward": float(i)})
+    parts = sorted((tmp_path / "run" / "episodes.parquet").iterdir())
+    assert [p.name for p in parts] == ["part-00000.parquet", "part-00001.parquet"]
+    assert list(log.read("episodes")["episode"]) == list(range(7))
+    log.flush()
+    on_disk = pd.read_parquet(tmp_path / "run" / "episodes.parquet")
+    assert sorted(on_disk["episode"]) == list(range(7))
+
+
+def test_existing_run_is_never_silently_replaced(tmp_path):
+    RunLog.create(tmp_path / "run", {"a": 1})
+    with pytest.raises(RunDirError, match="--resume"):
+        RunLog.create(tmp_path / "run", {"a": 2})
+    with pytest.raises(RunDirError, match="no run"):
+        RunLog.create(tmp_path / "other", {"a": 2}, resume=True)
+
+
+def test_resume_drops_records_written_after_the_checkpoint(tmp_path):
+    log = RunLog.create(tmp_path / "run", {"a": 1}, flush_every=2)
+    for i in range(4):
+        log.log("episodes", {"episode": i})
+    log.save_checkpoint(1, {"counter": 4})
+    for i in range(4, 9):  # these follow the checkpoint; 4 of them reach disk
+        log.log("episodes", {"episode": i})
+    resumed = RunLog.create(tmp_path / "run", {"a": 1}, resume=True, flush_every=2)
+    state = resumed.load_checkpoint()
+    assert state["counter"] == 4
+    assert list(resumed.read("episodes")["episode"]) == [0, 1, 2, 3]
+    resumed.log("episodes", [{"episode": 4}, {"episode": 5}])
+    assert list(pd.read_parquet(tmp_path / "run" / "episodes.parquet")["episode"]) == list(range(6))
+
+
+def test_only_the_newest_checkpoints_are_kept(tmp_path):
+    log = RunLog.create(tmp_path / "run", {})
+    for version in range(4):
+        log.save_checkpoint(version, {"v": version}, keep=2)
+    names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*"))
+    assert names == ["step-000002", "step-000003"]
+    assert RunLog(tmp_path / "run").load_checkpoint()["v"] == 3
