@@ -1,1 +1,34 @@
-"""Drifting agentic text environments (Gymnasium ``Env[str, str]``)."""
+"""Drifting agentic text environments (Gymnasium ``Env[str, str]``).
+
+Importing this package registers ``sao_online/StyleShift-v0`` and ``sao_online/ToolShift-v0``.
+"""
+
+from sao_online.environments.base import (
+    TEXT_CHARSET,
+    ActionTypeError,
+    DriftingTextEnv,
+    TurnResult,
+    printable,
+)
+from sao_online.environments.registry import list_envs, register_envs
+from sao_online.environments.style_shift import StyleShiftEnv, detect_style, rule_judge
+from sao_online.environments.tool_shift import ToolShiftEnv
+from sao_online.environments.wrappers import DriftWrapper, LatencyWrapper
+
+register_envs()
+
+__all__ = [
+    "TEXT_CHARSET",
+    "ActionTypeError",
+    "DriftWrapper",
+    "DriftingTextEnv",
+    "LatencyWrapper",
+    "StyleShiftEnv",
+    "ToolShiftEnv",
+    "TurnResult",
+    "detect_style",
+    "list_envs",
+    "printable",
+    "register_envs",
+    "rule_judge",
+]

@@ -1,0 +1,267 @@
+"""The base class of every drifting text environment.
+
+A drifting environment is a ``gymnasium.Env[str, str]`` whose task distribution depends on a
+handful of drift parameters ``theta`` (declared in :attr:`DriftingTextEnv.drift_space`). The
+parameters in force are passed at each reset, ``reset(options={"drift": theta, "phase": k})``,
+usually by :class:`~sao_online.environments.DriftWrapper` reading a schedule.
+
+A subclass writes four methods: :meth:`~DriftingTextEnv._begin_episode` (the prompt),
+:meth:`~DriftingTextEnv._respond` (one turn), :meth:`~DriftingTextEnv.oracle_action` and
+:meth:`~DriftingTextEnv.oracle_reward`. The base class does the Gymnasium bookkeeping: seeding,
+option checking, ``info["phase"]`` / ``info["theta"]`` on every call, ``info["behavior"]`` at the
+end of an episode, and keeping observations inside the observation space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+from gymnasium.spaces import Text
+from sao_online.drift_schedules.space import Choice, Range, default_theta, validate_theta
+
+#: Printable ASCII (space to tilde) plus newline: every observation and action character.
+TEXT_CHARSET: str = "".join(chr(code) for code in range(0x20, 0x7F)) + "\n"
+_TEXT_CHARSET_SET = frozenset(TEXT_CHARSET)
+
+#: Keys accepted in ``reset(options=...)``.
+RESET_OPTION_KEYS = ("drift", "phase")
+
+
+class ActionTypeError(ValueError, TypeError):
+    """An action that is not text at all (text that is merely malformed never raises)."""
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """Make ``text`` safe to show in an observation.
+
+    Characters outside :data:`TEXT_CHARSET` become ``?`` and the result is cut to ``limit``
+    characters, so an environment can echo part of an agent's action back to it.
+
+    Args:
+        text: any string (an agent's action may hold anything).
+        limit: maximum length of the result; no limit when None.
+
+    Returns:
+        A string made only of :data:`TEXT_CHARSET` characters.
+    """
+    if limit is not None:
+        text = text[:limit]
+    return "".join(char if char in _TEXT_CHARSET_SET else "?" for char in text)
+
+
+def is_printable(text: str) -> bool:
+    """True when every character of ``text`` is in :data:`TEXT_CHARSET`."""
+    return all(char in _TEXT_CHARSET_SET for char in text)
+
+
+@dataclass
+class TurnResult:
+    """What an environment answers to one action.
+
+    Attributes:
+        observation: the next observation (tool output, verdict, ...).
+        reward: the reward earned by this action.
+        terminated: the task reached an end state (answered, written, solved).
+        truncated: a limit outside the task ended the episode (turn cap).
+        behavior: a short label of what the agent did, in the terms the drift is about;
+            required when the episode ends, ignored otherwise.
+        info: extra entries for this step's ``info``.
+    """
+
+    observation: str
+    reward: float
+    terminated: bool = False
+    truncated: bool = False
+    behavior: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class DriftingTextEnv(gymnasium.Env[str, str]):
+    """A text environment whose task distribution is set by drift parameters at each reset.
+
+    Subclasses declare :attr:`drift_space` and :attr:`description` and implement
+    :meth:`_begin_episode`, :meth:`_respond`, :meth:`oracle_action` and :meth:`oracle_reward`.
+    Inside them, :attr:`theta` holds the parameters of the current episode and
+    :attr:`np_random` is the only source of randomness.
+
+    Reset options:
+        ``drift``: parameter name -> value; missing parameters take their defaults; unknown
+        names or values raise :class:`~sao_online.drift_schedules.DriftValueError` naming the
+        parameter. ``phase``: the regime index (a non-negative int, default 0), reported back in
+        ``info["phase"]``. Any other key is an error, so a misspelt option cannot pass silently.
+
+    Info:
+        every reset and step: ``phase`` and ``theta`` (a fresh copy); at the end of an episode
+        (terminated or truncated): ``behavior``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    #: Drift parameter name -> allowed values (Choice) or interval (Range).
+    drift_space: ClassVar[dict[str, Choice | Range]] = {}
+    #: One line shown by ``sao-online envs``.
+    description: ClassVar[str] = ""
+    #: Longest observation, in characters (prompts and environment answers).
+    max_observation_length: ClassVar[int] = 1024
+    #: Longest action the action space contains; longer actions are still accepted by ``step``.
+    max_action_length: ClassVar[int] = 512
+
+    def __init__(self) -> None:
+        self.observation_space = Text(
+            max_length=self.max_observation_length, min_length=0, charset=TEXT_CHARSET
+        )
+        self.action_space = Text(
+            max_length=self.max_action_length, min_length=0, charset=TEXT_CHARSET
+        )
+        self._theta: dict[str, Any] = default_theta(self.drift_space)
+        self._phase = 0
+        self._turn = 0
+        self._episode_running = False
+
+    @property
+    def theta(self) -> dict[str, Any]:
+        """The drift parameters of the current episode (a copy)."""
+        return dict(self._theta)
+
+    @property
+    def phase(self) -> int:
+        """The regime index given at the last reset."""
+        return self._phase
+
+    @property
+    def turn(self) -> int:
+        """How many actions the current episode has received."""
+        return self._turn
+
+    def complete_theta(self, theta: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate ``theta`` against :attr:`drift_space` and fill in defaults.
+
+        Raises:
+            DriftValueError: naming the unknown parameter or the value out of its space.
+        """
+        resolved = validate_theta(self.drift_space, theta or {}, where="drift")
+        # Ranges are reported as floats so that info and logs do not mix 0 and 0.0.
+        return {
+            name: float(value) if isinstance(self.drift_space[name], Range) else value
+            for name, value in resolved.items()
+        }
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Start an episode under the drift given in ``options``.
+
+        Args:
+            seed: seeds :attr:`np_random` (see ``gymnasium.Env.reset``).
+            options: ``{"drift": {...}, "phase": int}``, both optional.
+
+        Returns:
+            The prompt and an info dict with ``phase``, ``theta`` and the environment's extras.
+
+        Raises:
+            ValueError: an unknown option key or a phase that is not a non-negative int.
+            DriftValueError: an unknown drift parameter or a value outside its space.
+        """
+        super().reset(seed=seed)
+        self._phase, self._theta = self._read_options(options)
+        self._turn = 0
+        prompt, extra_info = self._begin_episode()
+        self._episode_running = True
+        return self._observation(prompt), self._info(extra_info)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply one action. Malformed text never raises; it earns the env's defined penalty.
+
+        Raises:
+            gymnasium.error.ResetNeeded: no episode is running (before the first reset, or after
+                the episode terminated or was truncated).
+            ActionTypeError: ``action`` is neither ``str`` nor ``bytes``.
+        """
+        if not self._episode_running:
+            raise gymnasium.error.ResetNeeded(
+                f"{type(self).__name__}.step called with no episode running; call reset() first"
+            )
+        text = self._action_text(action)
+        self._turn += 1
+        result = self._respond(text)
+        info = dict(result.info)
+        ended = bool(result.terminated or result.truncated)
+        if ended:
+            if result.behavior is None:
+                raise RuntimeError(
+                    f"{type(self).__name__}._respond ended the episode without a behavior label"
+                )
+            info["behavior"] = result.behavior
+            self._episode_running = False
+        reward = float(result.reward)
+        return (
+            self._observation(result.observation),
+            reward,
+            bool(result.terminated),
+            bool(result.truncated),
+            self._info(info),
+        )
+
+    # ---- for subclasses -------------------------------------------------------------------
+
+    def _begin_episode(self) -> tuple[str, dict[str, Any]]:
+        """Draw a task under :attr:`theta` with :attr:`np_random`; return (prompt, extra info)."""
+        raise NotImplementedError
+
+    def _respond(self, action: str) -> TurnResult:
+        """Answer one action (any string: empty, huge, non-ASCII, garbage) without raising."""
+        raise NotImplementedError
+
+    def oracle_action(self, observation: str, info: dict[str, Any]) -> str:
+        """The action of a scripted agent that scores the maximum in every regime.
+
+        Args:
+            observation: the latest observation.
+            info: the latest info (it carries ``theta``: the oracle knows the regime).
+        """
+        raise NotImplementedError
+
+    def oracle_reward(self, theta: Mapping[str, Any]) -> float:
+        """The oracle's expected episode return under ``theta`` (the ceiling used for regret)."""
+        raise NotImplementedError
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _read_options(self, options: Mapping[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        if options is None:
+            options = {}
+        if not isinstance(options, Mapping):
+            raise ValueError(f"options: expected a dict, got {type(options).__name__}")
+        unknown = sorted(str(key) for key in options if key not in RESET_OPTION_KEYS)
+        if unknown:
+            raise ValueError(
+                f"options.{unknown[0]}: unknown reset option; accepted: "
+                + ", ".join(RESET_OPTION_KEYS)
+            )
+        phase = options.get("phase", 0)
+        if isinstance(phase, bool) or not isinstance(phase, int | np.integer) or phase < 0:
+            raise ValueError(f"options.phase: expected a non-negative int, got {phase!r}")
+        return int(phase), self.complete_theta(options.get("drift"))
+
+    def _action_text(self, action: Any) -> str:
+        if isinstance(action, str):
+            return action
+        if isinstance(action, bytes | bytearray):
+            return bytes(action).decode("utf-8", errors="replace")
+        raise ActionTypeError(
+            f"{type(self).__name__}.step: action must be str (or UTF-8 bytes), "
+            f"got {type(action).__name__}"
+        )
+
+    def _observation(self, text: str) -> str:
+        # Observations may echo parts of the agent's action; keeping them in the declared space
+        # here means no subclass can break the Gymnasium contract by accident.
+        return printable(text, self.max_observation_length)
+
+    def _info(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        info = {"phase": self._phase, "theta": dict(self._theta)}
+        info.update(extra)
+        return info
