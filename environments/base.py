@@ -14,6 +14,7 @@ end of an episode, and keeping observations inside the observation space.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -26,6 +27,7 @@ from sao_online.drift_schedules.space import Choice, Range, default_theta, valid
 #: Printable ASCII (space to tilde) plus newline: every observation and action character.
 TEXT_CHARSET: str = "".join(chr(code) for code in range(0x20, 0x7F)) + "\n"
 _TEXT_CHARSET_SET = frozenset(TEXT_CHARSET)
+_OUTSIDE_CHARSET = re.compile(r"[^\x20-\x7e\n]")
 
 #: Keys accepted in ``reset(options=...)``.
 RESET_OPTION_KEYS = ("drift", "phase")
@@ -55,7 +57,7 @@ def printable(text: str, limit: int | None = None) -> str:
 
 def is_printable(text: str) -> bool:
     """True when every character of ``text`` is in :data:`TEXT_CHARSET`."""
-    return all(char in _TEXT_CHARSET_SET for char in text)
+    return _OUTSIDE_CHARSET.search(text) is None
 
 
 @dataclass

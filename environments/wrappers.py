@@ -54,7 +54,8 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
 
     Raises:
         ValueError: the environment has no drift space, the schedule or clock lacks a method,
-            or the schedule does not fit the drift space (the schedule's own error).
+            no clock is given for a schedule whose ``clock`` is not ``"episodes"``, or the
+            schedule does not fit the drift space (the schedule's own error).
 
     Example:
         >>> env = DriftWrapper(gymnasium.make("sao_online/StyleShift-v0"), schedule)
@@ -75,6 +76,14 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
                 raise ValueError(f"schedule: {type(schedule).__name__} has no {method}() method")
         if clock is not None and not callable(getattr(clock, "now", None)):
             raise ValueError(f"clock: {type(clock).__name__} has no now() method")
+        # The built-in clock counts episodes; a schedule written in steps or seconds read with
+        # it would shift at the wrong times without any error.
+        schedule_clock = getattr(schedule, "clock", "episodes")
+        if clock is None and isinstance(schedule_clock, str) and schedule_clock != "episodes":
+            raise ValueError(
+                f"clock: the schedule counts {schedule_clock}; pass a clock that reads "
+                f"{schedule_clock} (the built-in one counts episodes)"
+            )
         schedule.validate(drift_space)
         self.schedule = schedule
         self.clock = clock

@@ -1,0 +1,121 @@
+"""Both built-in environments: Gymnasium's checker without warnings, registration, and a fuzz test
+showing that no text action makes them raise or leave their spaces."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import gymnasium
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sao_online.drift_schedules import Choice, Range
+from sao_online.environments import StyleShiftEnv, ToolShiftEnv, list_envs, register_envs
+
+ENV_IDS = ["sao_online/StyleShift-v0", "sao_online/ToolShift-v0"]
+ENV_CLASSES = {"sao_online/StyleShift-v0": StyleShiftEnv, "sao_online/ToolShift-v0": ToolShiftEnv}
+
+NASTY_ACTIONS = [
+    "", " ", "\n", "x" * 1_000_000, "\u00e9\u2603\U0001f600", "\x00\x07\x1b[2J", "ANSWER",
+    "ANSWER 99999999999999999999", "CALL calc(", "CALL calc()", "CALL calc(1*2", "CALL (1*2)",
+    "CALL calc(a=1, op=*, b=2, c=3)", "CALL calc(" + "9" * 100_000 + "*2)", "ANSWER -0",
+    "call calc(1*2)", "Nya~\n", "uwu " * 100,
+]
+
+
+def drifted_theta(env_class, draw_index: int) -> dict:
+    """A theta with every Choice at one of its values and every Range inside its interval."""
+    theta = {}
+    for name, spec in env_class.drift_space.items():
+        if isinstance(spec, Choice):
+            theta[name] = spec.values[draw_index % len(spec.values)]
+        else:
+            assert isinstance(spec, Range)
+            theta[name] = spec.low + (spec.high - spec.low) * (draw_index % 3) / 2
+    return theta
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_check_env_through_make_without_warnings(env_id):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env = gymnasium.make(env_id)
+        check_env(env.unwrapped)
+        env.reset(seed=0)
+        env.close()
+
+
+@pytest.mark.parametrize("env_class", [StyleShiftEnv, ToolShiftEnv])
+def test_check_env_on_a_directly_built_env_without_warnings(env_class):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # Built without gymnasium.make there is no spec to remake the env from, so the render
+        # check (which needs one) is skipped; there are no render modes anyway.
+        check_env(env_class(), skip_render_check=True)
+
+
+def test_registration_is_idempotent_and_listed():
+    register_envs()
+    register_envs()
+    listed = {env_id: (description, space) for env_id, description, space in list_envs()}
+    assert set(ENV_IDS) <= set(listed)
+    for env_id, env_class in ENV_CLASSES.items():
+        description, space = listed[env_id]
+        assert description == env_class.description and "\n" not in description
+        assert space == env_class.drift_space
+    assert set(listed["sao_online/StyleShift-v0"][1]["preferred"].values) == {
+        "academic", "cute", "chuunibyou", "classical"}
+    assert listed["sao_online/StyleShift-v0"][1]["pool"].values == (
+        "academic_cute_chuunibyou", "classical_cute_chuunibyou")
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_make_passes_drift_through_options(env_id):
+    env = gymnasium.make(env_id)
+    theta = drifted_theta(ENV_CLASSES[env_id], 1)
+    _, info = env.reset(seed=0, options={"drift": theta, "phase": 1})
+    assert info["theta"] == theta and info["phase"] == 1
+
+
+def assert_well_formed_step(env, result):
+    observation, reward, terminated, truncated, info = result
+    assert observation in env.observation_space
+    assert isinstance(reward, float) and math.isfinite(reward)
+    assert isinstance(terminated, bool) and isinstance(truncated, bool)
+    assert not (terminated and truncated)
+    assert {"phase", "theta"} <= set(info)
+    assert ("behavior" in info) == (terminated or truncated)
+    return terminated or truncated
+
+
+@pytest.mark.parametrize("env_class", [StyleShiftEnv, ToolShiftEnv])
+@pytest.mark.parametrize("action", NASTY_ACTIONS, ids=lambda a: repr(a[:20]))
+def test_nasty_actions_never_raise(env_class, action):
+    env = env_class()
+    env.reset(seed=0, options={"drift": drifted_theta(env_class, 1)})
+    assert_well_formed_step(env, env.step(action))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    actions=st.lists(
+        st.one_of(
+            st.text(max_size=200),
+            st.from_regex(r"(CALL|ANSWER)[ ]?[a-z]{0,8}\(?[-0-9a-z=,*+ ]{0,20}\)?", fullmatch=True),
+            st.binary(max_size=50),
+        ),
+        min_size=1, max_size=6,
+    ),
+    seed=st.integers(0, 2**31 - 1),
+    regime=st.integers(0, 11),
+)
+def test_fuzzed_episodes_stay_in_the_contract(actions, seed, regime):
+    for env_class in (StyleShiftEnv, ToolShiftEnv):
+        env = env_class()
+        observation, info = env.reset(seed=seed, options={"drift": drifted_theta(env_class, regime)})
+        assert observation in env.observation_space
+        for action in actions:
+            if assert_well_formed_step(env, env.step(action)):
+                break
