@@ -210,10 +210,12 @@ class StyleShiftEnv(DriftingTextEnv):
             checked.append(float(score))
         return checked[0], checked[1]
 
-    def demonstration(self, info: Mapping[str, Any], style: str, variant: int | None = None) -> str:
+    def demonstration(self, observation: str, info: Mapping[str, Any], style: str,
+                      variant: int | None = None) -> str:
         """A competent line in ``style`` about the episode's topic (for the warm start).
 
         Args:
+            observation: the prompt (unused: the topic is read from ``info``).
             info: the reset info (its ``topic`` is used).
             style: one of :data:`STYLES`.
             variant: which template; by default one fixed per topic, so demonstrations vary
@@ -232,7 +234,7 @@ class StyleShiftEnv(DriftingTextEnv):
 
     def oracle_action(self, observation: str, info: dict[str, Any]) -> str:
         """A line in the preferred style (reads the regime from ``info["theta"]``)."""
-        return self.demonstration(info, info["theta"]["preferred"])
+        return self.demonstration(observation, info, info["theta"]["preferred"])
 
     def oracle_reward(self, theta: Mapping[str, Any]) -> float:
         """1.0 when the preferred style is offered, else 0.0 (under :func:`rule_judge`)."""

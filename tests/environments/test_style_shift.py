@@ -110,7 +110,7 @@ def test_demonstrations_are_competent_but_only_the_preferred_style_is_rewarded()
     for seed in range(10):
         for style in POOLS[theta["pool"]]:
             observation, info = env.reset(seed=seed, options={"drift": theta})
-            _, reward, _, _, info = env.step(env.demonstration(info, style))
+            _, reward, _, _, info = env.step(env.demonstration(observation, info, style))
             assert info["quality"] == 1.0
             assert info["behavior"] == style
             assert reward == float(style == "chuunibyou")
@@ -127,9 +127,9 @@ def test_every_template_is_short_and_unambiguous_for_every_topic():
 
 def test_demonstration_rejects_unknown_style():
     env = StyleShiftEnv()
-    _, info = env.reset(seed=0)
+    observation, info = env.reset(seed=0)
     with pytest.raises(ValueError, match="'poetic'"):
-        env.demonstration(info, "poetic")
+        env.demonstration(observation, info, "poetic")
 
 
 def test_pluggable_judge_receives_the_episode_and_sets_the_reward():
