@@ -20,7 +20,7 @@ from sao_online.drift_schedules.state import DriftState
 LATENCY_TARGETS = ("step", "reset", "both")
 
 
-class SupportsAt(Protocol):
+class ScheduleLike(Protocol):
     """A schedule as the wrapper uses it."""
 
     def at(self, t: float) -> DriftState: ...
@@ -28,7 +28,7 @@ class SupportsAt(Protocol):
     def validate(self, drift_space: Any) -> Any: ...
 
 
-class SupportsNow(Protocol):
+class ClockLike(Protocol):
     """A clock: anything that tells the current time."""
 
     def now(self) -> float: ...
@@ -62,8 +62,8 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
         >>> observation, info = env.reset(seed=0)   # info["phase"], info["world_time"] == 0.0
     """
 
-    def __init__(self, env: gymnasium.Env[str, str], schedule: SupportsAt,
-                 clock: SupportsNow | None = None) -> None:
+    def __init__(self, env: gymnasium.Env[str, str], schedule: ScheduleLike,
+                 clock: ClockLike | None = None) -> None:
         super().__init__(env)
         try:
             drift_space = env.get_wrapper_attr("drift_space")

@@ -119,3 +119,13 @@ def test_fuzzed_episodes_stay_in_the_contract(actions, seed, regime):
         for action in actions:
             if assert_well_formed_step(env, env.step(action)):
                 break
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from sao_online.environments import style_shift, tool_shift
+
+    for module in (style_shift, tool_shift):
+        results = doctest.testmod(module)
+        assert results.attempted > 0 and results.failed == 0, module.__name__
