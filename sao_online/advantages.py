@@ -4,8 +4,7 @@ Conventions shared with :mod:`sao_online.losses`: token tensors have shape ``[ba
 ``action_mask`` is a bool tensor that is True exactly where the policy sampled the token (prompt,
 observation and padding tokens are False). Per-episode quantities have shape ``[batch]``.
 
-Everything here is computed without gradient: advantages and returns are targets, never paths
-for backpropagation.
+Everything here runs without gradient: advantages and returns are targets, not graph paths.
 """
 
 from __future__ import annotations
@@ -16,44 +15,31 @@ from typing import Any, Literal
 import torch
 
 __all__ = [
-    "RunningMeanBaseline",
-    "broadcast_to_tokens",
-    "check_token_tensors",
-    "group_advantages",
-    "length_adaptive_lambda",
-    "rloo_advantages",
-    "skip_observation_gae",
-    "turn_level_values",
+    "RunningMeanBaseline", "broadcast_to_tokens", "check_token_tensors", "group_advantages",
+    "length_adaptive_lambda", "rloo_advantages", "skip_observation_gae", "step_level_values",
     "zero_variance_group_fraction",
 ]
 
 
-def check_token_tensors(action_mask: torch.Tensor, **tensors: torch.Tensor) -> None:
-    """Checks that ``action_mask`` is a bool ``[batch, time]`` tensor and the others match it.
+def check_token_tensors(
+    action_mask: torch.Tensor, mask_name: str = "action_mask", **tensors: torch.Tensor
+) -> None:
+    """Checks ``action_mask`` is bool ``[batch, time]`` and each named float tensor matches it.
 
-    Args:
-        action_mask: bool tensor ``[batch, time]``.
-        **tensors: named floating tensors that must have the same shape as ``action_mask``.
-
-    Raises:
-        TypeError: if ``action_mask`` is not bool or a named tensor is not floating point.
-        ValueError: if a shape is wrong; the message names the offending argument.
+    Raises TypeError (wrong dtype) or ValueError (wrong shape) naming the offending argument;
+    ``mask_name`` is how the mask is called in those messages.
     """
     if not isinstance(action_mask, torch.Tensor) or action_mask.dtype != torch.bool:
         found = action_mask.dtype if isinstance(action_mask, torch.Tensor) else type(action_mask)
-        raise TypeError(f"action_mask must be a bool tensor, got {found}")
+        raise TypeError(f"{mask_name} must be a bool tensor, got {found}")
     if action_mask.dim() != 2:
-        raise ValueError(
-            f"action_mask must have shape [batch, time], got {tuple(action_mask.shape)}"
-        )
+        raise ValueError(f"{mask_name} must be [batch, time], got {tuple(action_mask.shape)}")
     for name, tensor in tensors.items():
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name} must be a tensor, got {type(tensor).__name__}")
         if tensor.shape != action_mask.shape:
-            raise ValueError(
-                f"{name} has shape {tuple(tensor.shape)}, action_mask has "
-                f"{tuple(action_mask.shape)}; they must match"
-            )
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, {mask_name} has "
+                             f"{tuple(action_mask.shape)}; they must match")
         if not tensor.is_floating_point():
             raise TypeError(f"{name} must be a floating-point tensor, got {tensor.dtype}")
 
@@ -83,10 +69,6 @@ def skip_observation_gae(
     Non-action tokens (prompt, observations, padding) get advantage 0 and return 0: they carry
     no learning signal and no value target, and a zero there keeps masked sums exact.
 
-    The recursion is vectorised over the batch: action tokens of each row are compacted to the
-    front by a stable sort (keeping their order along time), scanned in reverse, and scattered
-    back to their positions.
-
     Args:
         rewards: ``[batch, time]``; rewards must sit on action tokens (the last action token of
             the turn that earned them).
@@ -102,8 +84,7 @@ def skip_observation_gae(
         discounted reward-to-go over action tokens, independent of the values.
 
     Raises:
-        ValueError: on mismatched shapes, ``gamma`` or ``lam`` out of range, or a non-zero
-            reward on a non-action token.
+        ValueError: bad shapes, ``gamma``/``lam`` outside [0, 1], reward on a non-action token.
 
     Example:
         >>> mask = torch.tensor([[False, True, True, False, True]])  # prompt, turn 1, obs, turn 2
@@ -117,13 +98,9 @@ def skip_observation_gae(
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     batch_size, _ = action_mask.shape
     dtype = _compute_dtype(rewards, values)
-    if isinstance(lam, torch.Tensor):
-        if lam.shape != (batch_size,):
-            raise ValueError(f"lam as a tensor must have shape [batch]=({batch_size},), got "
-                             f"{tuple(lam.shape)}")
-        lam_per_row = lam.detach().to(device=rewards.device, dtype=dtype)
-    else:
-        lam_per_row = torch.full((batch_size,), float(lam), device=rewards.device, dtype=dtype)
+    if isinstance(lam, torch.Tensor) and lam.shape != (batch_size,):
+        raise ValueError(f"lam as a tensor must be [batch]=({batch_size},), got {tuple(lam.shape)}")
+    lam_per_row = torch.as_tensor(lam, device=rewards.device, dtype=dtype).expand(batch_size)
     if bool(((lam_per_row < 0) | (lam_per_row > 1) | lam_per_row.isnan()).any()):
         raise ValueError(f"lam must be in [0, 1], got {lam}")
     if bool((rewards.masked_select(~action_mask) != 0).any()):
@@ -135,11 +112,11 @@ def skip_observation_gae(
     num_actions = action_mask.sum(dim=1)
     max_actions = int(num_actions.max()) if batch_size else 0
 
-    # Stable sort on "is not an action" puts each row's action positions first, in time order.
+    # Vectorised over rows: a stable sort on "is not an action" compacts each row's action
+    # positions to the front in time order; scan those in reverse, then scatter back.
     order = torch.sort((~action_mask).to(torch.int8), dim=1, stable=True).indices
     positions = order[:, :max_actions]
-    slot = torch.arange(max_actions, device=action_mask.device)
-    valid = slot.unsqueeze(0) < num_actions.unsqueeze(1)
+    valid = torch.arange(max_actions, device=action_mask.device) < num_actions.unsqueeze(1)
     compact_rewards = rewards.gather(1, positions).masked_fill(~valid, 0.0)
     compact_values = values.gather(1, positions).masked_fill(~valid, 0.0)
     # V(t') of the next action token; the slot after a row's last action is invalid, hence 0.
@@ -147,11 +124,10 @@ def skip_observation_gae(
     next_values[:, :-1] = compact_values[:, 1:]
     deltas = compact_rewards + gamma * next_values - compact_values
 
-    decay = gamma * lam_per_row
     compact_advantages = torch.zeros_like(deltas)
     running = torch.zeros(batch_size, device=deltas.device, dtype=dtype)
     for index in range(max_actions - 1, -1, -1):
-        running = deltas[:, index] + decay * running
+        running = deltas[:, index] + gamma * lam_per_row * running
         compact_advantages[:, index] = running
     compact_advantages = compact_advantages.masked_fill(~valid, 0.0)
 
@@ -176,11 +152,8 @@ def length_adaptive_lambda(
         alpha: positive scale (paper default 1.5).
 
     Returns:
-        float32 tensor of lambdas, clipped below at 0 (only reachable when ``alpha * l < 1``)
-        so the result is always a valid GAE lambda in ``[0, 1)``.
-
-    Raises:
-        ValueError: if ``alpha`` is not positive or a count is negative.
+        float32 lambdas, clipped below at 0 (reachable only when ``alpha * l < 1``) so each is a
+        valid GAE lambda in ``[0, 1)``.
     """
     if not float(alpha) > 0:
         raise ValueError(f"alpha must be positive, got {alpha}")
@@ -191,31 +164,35 @@ def length_adaptive_lambda(
     return (1.0 - 1.0 / (alpha * lengths)).clamp(min=0.0)
 
 
-def _check_episode_inputs(rewards: torch.Tensor, group_ids: torch.Tensor) -> None:
+def _check_episode_rewards(rewards: torch.Tensor) -> None:
     if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
         raise ValueError("rewards must be a 1-D tensor [batch] of per-episode rewards")
+    if not bool(torch.isfinite(rewards).all()):
+        raise ValueError("rewards contains NaN or infinite values")
+
+
+def _check_episode_inputs(rewards: torch.Tensor, group_ids: torch.Tensor) -> None:
+    _check_episode_rewards(rewards)
     if not isinstance(group_ids, torch.Tensor) or group_ids.shape != rewards.shape:
         raise ValueError(f"group_ids must be a tensor with the shape of rewards "
                          f"{tuple(rewards.shape)}")
     if group_ids.is_floating_point() or group_ids.dtype == torch.bool:
         raise TypeError(f"group_ids must be an integer tensor, got {group_ids.dtype}")
-    if not bool(torch.isfinite(rewards).all()):
-        raise ValueError("rewards contains NaN or infinite values")
 
 
 def _group_statistics(
     rewards: torch.Tensor, group_ids: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-group index, size, mean, population std and a zero-variance flag (all per group)."""
-    _, group_index = torch.unique(group_ids, return_inverse=True)
-    num_groups = int(group_index.max()) + 1
+    unique_ids, group_index = torch.unique(group_ids, return_inverse=True)
+    num_groups = unique_ids.numel()
     rewards = rewards.detach().to(_compute_dtype(rewards))
     sizes = torch.zeros(num_groups, dtype=rewards.dtype, device=rewards.device)
     sizes.index_add_(0, group_index, torch.ones_like(rewards))
     sums = torch.zeros_like(sizes).index_add_(0, group_index, rewards)
     means = sums / sizes
-    squared = torch.zeros_like(sizes).index_add_(0, group_index, (rewards - means[group_index]) ** 2)
-    stds = (squared / sizes).sqrt()
+    squared_deviations = (rewards - means[group_index]) ** 2
+    stds = (torch.zeros_like(sizes).index_add_(0, group_index, squared_deviations) / sizes).sqrt()
     # Exact test (max == min) rather than std == 0, which rounding can miss.
     highest = torch.full_like(sizes, -torch.inf).scatter_reduce(0, group_index, rewards, "amax")
     lowest = torch.full_like(sizes, torch.inf).scatter_reduce(0, group_index, rewards, "amin")
@@ -224,10 +201,7 @@ def _group_statistics(
 
 @torch.no_grad()
 def group_advantages(
-    rewards: torch.Tensor,
-    group_ids: torch.Tensor,
-    normalize_std: bool = True,
-    eps: float = 1e-6,
+    rewards: torch.Tensor, group_ids: torch.Tensor, normalize_std: bool = True, eps: float = 1e-6
 ) -> torch.Tensor:
     """Group-relative advantages: GRPO (``normalize_std=True``) or Dr.GRPO (``False``).
 
@@ -244,7 +218,7 @@ def group_advantages(
         eps: added to the std to bound the scale of near-constant groups.
 
     Returns:
-        Advantages ``[batch]`` (float32, or float64 for float64 rewards).
+        Advantages ``[batch]`` (float32, or float64 for float64 rewards); empty for an empty batch.
 
     Example:
         >>> group_advantages(torch.tensor([1.0, 0.0, 2.0, 2.0]), torch.tensor([7, 7, 3, 3]),
@@ -252,8 +226,6 @@ def group_advantages(
         [0.5, -0.5, 0.0, 0.0]
     """
     _check_episode_inputs(rewards, group_ids)
-    if rewards.numel() == 0:
-        return torch.zeros(0, dtype=_compute_dtype(rewards), device=rewards.device)
     group_index, _, means, stds, zero_variance = _group_statistics(rewards, group_ids)
     advantages = rewards.to(means.dtype) - means[group_index]
     if normalize_std:
@@ -264,16 +236,10 @@ def group_advantages(
 def zero_variance_group_fraction(rewards: torch.Tensor, group_ids: torch.Tensor) -> float:
     """Fraction of groups whose rewards are all equal (they give no GRPO learning signal).
 
-    Args:
-        rewards: per-episode rewards ``[batch]``.
-        group_ids: integer tensor ``[batch]``.
-
-    Returns:
-        A float in ``[0, 1]``; NaN for an empty batch. A group of size 1 counts as zero-variance.
+    Takes the arguments of :func:`group_advantages`. A group of size 1 counts as zero-variance;
+    an empty batch gives NaN.
     """
     _check_episode_inputs(rewards, group_ids)
-    if rewards.numel() == 0:
-        return float("nan")
     zero_variance = _group_statistics(rewards, group_ids)[4]
     return float(zero_variance.to(torch.float64).mean())
 
@@ -282,23 +248,14 @@ def zero_variance_group_fraction(rewards: torch.Tensor, group_ids: torch.Tensor)
 def rloo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
     """REINFORCE leave-one-out advantages: ``A_i = r_i - mean of the other members' rewards``.
 
-    Equivalently ``A_i = G / (G - 1) * (r_i - mean_g)``. Groups whose rewards are all equal get
-    exactly zero.
-
-    Args:
-        rewards: per-episode rewards ``[batch]``.
-        group_ids: integer tensor ``[batch]``.
-
-    Returns:
-        Advantages ``[batch]``.
+    Equivalently ``A_i = G / (G - 1) * (r_i - mean_g)``. Takes the arguments of
+    :func:`group_advantages`; groups whose rewards are all equal get exactly zero.
 
     Raises:
         ValueError: if a group has a single member: it has no "others" to form a baseline, and
             silently returning 0 would hide a misconfigured group size.
     """
     _check_episode_inputs(rewards, group_ids)
-    if rewards.numel() == 0:
-        return torch.zeros(0, dtype=_compute_dtype(rewards), device=rewards.device)
     group_index, sizes, means, _, zero_variance = _group_statistics(rewards, group_ids)
     singletons = torch.unique(group_ids)[sizes == 1]
     if singletons.numel():
@@ -349,10 +306,7 @@ class RunningMeanBaseline:
         Rewards enter the window in batch order, so with a batch larger than the window only
         its last ``window`` rewards are kept.
         """
-        if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
-            raise ValueError("rewards must be a 1-D tensor [batch] of per-episode rewards")
-        if not bool(torch.isfinite(rewards).all()):
-            raise ValueError("rewards contains NaN or infinite values")
+        _check_episode_rewards(rewards)
         rewards = rewards.detach().to(_compute_dtype(rewards))
         advantages = rewards - self.baseline
         self._recent.extend(rewards.tolist())
@@ -363,59 +317,42 @@ class RunningMeanBaseline:
         return {"window": self.window, "rewards": list(self._recent)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores a snapshot taken by :meth:`state_dict`.
-
-        Raises:
-            ValueError: if the snapshot's window differs from this baseline's or it holds more
-                rewards than the window.
-        """
+        """Restores a :meth:`state_dict` snapshot; ValueError if its window differs."""
         if set(state) != {"window", "rewards"}:
             raise ValueError(f"state must have keys 'window' and 'rewards', got {sorted(state)}")
         if state["window"] != self.window:
             raise ValueError(f"state window {state['window']} != this baseline's {self.window}")
-        if len(state["rewards"]) > self.window:
-            raise ValueError(f"state holds {len(state['rewards'])} rewards, more than the "
-                             f"window {self.window}")
         self._recent = deque((float(reward) for reward in state["rewards"]), maxlen=self.window)
 
 
 def broadcast_to_tokens(episode_values: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
-    """Places a per-episode value on every action token of its row (0 elsewhere).
-
-    Args:
-        episode_values: ``[batch]`` (e.g. group advantages).
-        action_mask: bool ``[batch, time]``.
-
-    Returns:
-        ``[batch, time]`` tensor with the dtype of ``episode_values``.
-    """
+    """Places ``episode_values [batch]`` on every action token of its row, 0 elsewhere."""
     check_token_tensors(action_mask)
-    if not isinstance(episode_values, torch.Tensor) or episode_values.shape != (
-        action_mask.shape[0],
-    ):
+    batch_size = action_mask.shape[0]
+    if not isinstance(episode_values, torch.Tensor) or episode_values.shape != (batch_size,):
         found = tuple(episode_values.shape) if isinstance(episode_values, torch.Tensor) else None
-        raise ValueError(f"episode_values must have shape [batch]=({action_mask.shape[0]},), "
-                         f"got {found}")
+        raise ValueError(f"episode_values must be [batch]=({batch_size},), got {found}")
     expanded = episode_values.unsqueeze(1).expand(action_mask.shape)
     return torch.where(action_mask, expanded, torch.zeros_like(expanded))
 
 
+StepLevelMode = Literal["last_token", "average"]
+
+
 @torch.no_grad()
-def turn_level_values(
-    token_values: torch.Tensor,
-    turn_ids: torch.Tensor,
-    reduction: Literal["last", "mean"] = "last",
+def step_level_values(
+    token_values: torch.Tensor, turn_ids: torch.Tensor, mode: StepLevelMode = "last_token"
 ) -> torch.Tensor:
     """Replaces token-level values by one value per turn (the paper's step-level ablation).
 
-    ``"last"`` gives every token of a turn the value of the turn's last action token (the
-    "Last-Token" variant); ``"mean"`` gives it the mean over the turn's action tokens
-    ("Average"). Typical use: turn token-level GAE advantages into step-level ones.
+    ``"last_token"`` gives every token of a turn the value of the turn's last action token (the
+    paper's "Last-Token" variant); ``"average"`` gives it the mean over the turn's action tokens
+    ("Average"). Works on critic values (before GAE) or on advantages (after GAE) alike.
 
     Args:
         token_values: float ``[batch, time]``.
         turn_ids: int ``[batch, time]``, the turn index of each action token, -1 elsewhere.
-        reduction: ``"last"`` or ``"mean"``.
+        mode: ``"last_token"`` or ``"average"``.
 
     Returns:
         ``[batch, time]`` with each action token holding its turn's value, 0 where
@@ -424,20 +361,17 @@ def turn_level_values(
     Example:
         >>> values = torch.tensor([[1.0, 2.0, 0.0, 4.0, 6.0]])
         >>> turns = torch.tensor([[0, 0, -1, 1, 1]])
-        >>> turn_level_values(values, turns, "mean").tolist()
+        >>> step_level_values(values, turns, "average").tolist()
         [[1.5, 1.5, 0.0, 5.0, 5.0]]
     """
-    if reduction not in ("last", "mean"):
-        raise ValueError(f"reduction must be 'last' or 'mean', got {reduction!r}")
+    if mode not in ("last_token", "average"):
+        raise ValueError(f"mode must be 'last_token' or 'average', got {mode!r}")
     if not isinstance(turn_ids, torch.Tensor) or turn_ids.is_floating_point():
         raise TypeError("turn_ids must be an integer tensor")
-    if turn_ids.dim() != 2:
-        raise ValueError(f"turn_ids must have shape [batch, time], got {tuple(turn_ids.shape)}")
-    if not isinstance(token_values, torch.Tensor) or token_values.shape != turn_ids.shape:
-        raise ValueError(f"token_values must have the shape of turn_ids {tuple(turn_ids.shape)}")
     if bool((turn_ids < -1).any()):
         raise ValueError("turn_ids must be >= 0 on action tokens and -1 elsewhere")
     is_action = turn_ids >= 0
+    check_token_tensors(is_action, mask_name="turn_ids", token_values=token_values)
     batch_size, time = turn_ids.shape
     num_turns = int(turn_ids.max()) + 1 if turn_ids.numel() else 0
     if num_turns == 0:
@@ -447,10 +381,8 @@ def turn_level_values(
     spare_slot = batch_size * num_turns
     slots = torch.where(is_action, row_offsets + turn_ids, spare_slot).reshape(-1)
     flat_values = token_values.detach().reshape(-1)
-    if reduction == "last":
-        time_index = torch.arange(time, device=turn_ids.device).expand(batch_size, time)
-        flat_positions = (time_index + time * torch.arange(batch_size, device=turn_ids.device)
-                          .unsqueeze(1)).reshape(-1)
+    if mode == "last_token":
+        flat_positions = torch.arange(batch_size * time, device=turn_ids.device)
         last_position = torch.full((spare_slot + 1,), -1, dtype=torch.long, device=turn_ids.device)
         last_position.scatter_reduce_(0, slots, flat_positions, "amax")
         per_slot = flat_values[last_position.clamp(min=0)]

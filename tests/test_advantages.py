@@ -14,7 +14,7 @@ from sao_online.advantages import (
     length_adaptive_lambda,
     rloo_advantages,
     skip_observation_gae,
-    turn_level_values,
+    step_level_values,
     zero_variance_group_fraction,
 )
 
@@ -252,24 +252,24 @@ def test_broadcast_to_tokens():
         broadcast_to_tokens(torch.tensor([1.0]), mask)
 
 
-def test_turn_level_values_last_and_mean():
+def test_step_level_values_last_and_mean():
     values = torch.tensor([[9.0, 1.0, 2.0, 9.0, 4.0, 6.0, 9.0],
                            [3.0, 5.0, 9.0, 9.0, 9.0, 9.0, 9.0]])
     turns = torch.tensor([[-1, 0, 0, -1, 1, 1, -1],
                           [0, 0, -1, 1, -1, -1, -1]])
-    last = turn_level_values(values, turns, "last")
+    last = step_level_values(values, turns, "last_token")
     assert last.tolist() == [[0.0, 2.0, 2.0, 0.0, 6.0, 6.0, 0.0],
                              [5.0, 5.0, 0.0, 9.0, 0.0, 0.0, 0.0]]
-    mean = turn_level_values(values, turns, "mean")
+    mean = step_level_values(values, turns, "average")
     assert mean.tolist() == [[0.0, 1.5, 1.5, 0.0, 5.0, 5.0, 0.0],
                              [4.0, 4.0, 0.0, 9.0, 0.0, 0.0, 0.0]]
 
 
-def test_turn_level_values_bad_input():
+def test_step_level_values_bad_input():
     values = torch.zeros(1, 3)
-    with pytest.raises(ValueError, match="reduction"):
-        turn_level_values(values, torch.tensor([[0, 0, 0]]), "first")
+    with pytest.raises(ValueError, match="mode"):
+        step_level_values(values, torch.tensor([[0, 0, 0]]), "first_token")
     with pytest.raises(ValueError, match="-1"):
-        turn_level_values(values, torch.tensor([[0, -2, 0]]))
-    with pytest.raises(ValueError, match="token_values"):
-        turn_level_values(torch.zeros(1, 4), torch.tensor([[0, 0, 0]]))
+        step_level_values(values, torch.tensor([[0, -2, 0]]))
+    with pytest.raises(ValueError, match="token_values has shape .*, turn_ids has"):
+        step_level_values(torch.zeros(1, 4), torch.tensor([[0, 0, 0]]))
