@@ -230,6 +230,16 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
         """The oracle's expected episode return under ``theta`` (the ceiling used for regret)."""
         raise NotImplementedError
 
+    def demonstration_action(self, observation: str, info: dict[str, Any]) -> str:
+        """An action for warm-start demonstrations: competent, but not told the hidden regime.
+
+        The warm start should leave the policy able to do every choice the drift is about and
+        undecided between them, so that learning which one pays is the RL problem. The default
+        is the oracle; environments whose regimes are hidden choices override it to draw among
+        the competent choices with :attr:`np_random`.
+        """
+        return self.oracle_action(observation, info)
+
     # ---- internals --------------------------------------------------------------------------
 
     def _read_options(self, options: Mapping[str, Any] | None) -> tuple[int, dict[str, Any]]:

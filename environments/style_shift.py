@@ -232,6 +232,13 @@ class StyleShiftEnv(DriftingTextEnv):
             variant = TOPICS.index(topic) if topic in TOPICS else 0
         return templates[variant % len(templates)].format(topic=topic)
 
+    def demonstration_action(self, observation: str, info: dict[str, Any]) -> str:
+        """A competent line in a style drawn uniformly from the offered pool, any template."""
+        pool = info["pool"]
+        style = pool[int(self.np_random.integers(len(pool)))]
+        variant = int(self.np_random.integers(len(TEMPLATES[style])))
+        return self.demonstration(observation, info, style, variant)
+
     def oracle_action(self, observation: str, info: dict[str, Any]) -> str:
         """A line in the preferred style (reads the regime from ``info["theta"]``)."""
         return self.demonstration(observation, info, info["theta"]["preferred"])
