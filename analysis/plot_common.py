@@ -1,0 +1,93 @@
+"""Shared pieces of the plots: colours, shift markers, curves across seeds with a CI band.
+
+Figures are built as ``matplotlib.figure.Figure`` objects, not through pyplot: nothing global
+(backend, open-figure registry) is touched, and saving renders with the Agg canvas, so the plots
+work on headless machines and a report with many figures leaks none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.transforms import blended_transform_factory
+
+from sao_online.analysis.aggregate import nan_interquartile_mean
+
+GRID_POINTS = 300
+_PALETTE = colormaps["tab10"].colors
+
+
+def method_colors(methods: Sequence[str]) -> dict[str, tuple]:
+    """A stable colour per method: sorted names take the tab10 colours in order."""
+    return {method: _PALETTE[index % len(_PALETTE)]
+            for index, method in enumerate(sorted(set(methods)))}
+
+
+def label_colors(labels: Sequence[str]) -> dict[str, tuple]:
+    """A colour per behaviour label, from a palette distinct from the method colours' order."""
+    palette = colormaps["Dark2"].colors
+    return {label: palette[index % len(palette)] for index, label in enumerate(labels)}
+
+
+def new_axes(ax: Axes | None, figsize: tuple[float, float] = (9.0, 4.8)) -> Axes:
+    if ax is not None:
+        return ax
+    return Figure(figsize=figsize, layout="constrained").add_subplot()
+
+
+def draw_shift_markers(ax: Axes, positions: Sequence[float], phase_names: Sequence[str] | None,
+                       *, color: str | tuple = "black", label_phases: bool = True) -> None:
+    """Dashed vertical lines at each shift; the name of each phase at its left edge, on top."""
+    top = blended_transform_factory(ax.transData, ax.transAxes)
+    finite = [position for position in positions if np.isfinite(position)]
+    for position in finite:
+        ax.axvline(position, color=color, linestyle="--", linewidth=1.0, alpha=0.8, zorder=1)
+    if not label_phases or not phase_names:
+        return
+    x_start = ax.get_xlim()[0]
+    starts = [x_start, *finite]
+    for name, start in zip(phase_names, starts):
+        ax.text(start, 0.98, f" {name}", transform=top, ha="left", va="top", fontsize=8,
+                color="dimgray", clip_on=True,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1.0})
+
+
+def seed_band(curves: np.ndarray, *, reps: int, confidence: float,
+              seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """IQM across seeds (rows) at each grid point (columns) with a bootstrap percentile band.
+
+    Whole curves are resampled (runs, not points), so the band reflects seed-to-seed variation.
+    With one seed the band is the curve itself.
+    """
+    center = nan_interquartile_mean(curves, axis=0)
+    if curves.shape[0] < 2:
+        return center, center, center
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, curves.shape[0], size=(reps, curves.shape[0]))
+    bootstrap = nan_interquartile_mean(curves[picks], axis=1)  # [reps, grid]
+    tail = (1.0 - confidence) / 2.0
+    all_missing = ~np.isfinite(bootstrap).any(axis=0)
+    bootstrap[:, all_missing] = 0.0  # keeps nanquantile quiet; masked back to NaN below
+    lower, upper = np.nanquantile(bootstrap, [tail, 1.0 - tail], axis=0)
+    lower[all_missing] = np.nan
+    upper[all_missing] = np.nan
+    return center, lower, upper
+
+
+def finish(ax: Axes, path: str | Path | None) -> Axes:
+    """Save the figure holding ``ax`` when a path is given (creating its folder)."""
+    if path is not None:
+        save_figure(ax.figure, path)
+    return ax
+
+
+def save_figure(figure: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    return path
