@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
 from sao_online.drift_schedules.checks import check_number, check_scalar, check_scalar_list
 from sao_online.drift_schedules.errors import ScheduleError
 from sao_online.drift_schedules.kinds import (

@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 import yaml
+
 from sao_online.drift_schedules.checks import check_fields, type_name
 from sao_online.drift_schedules.clocks import CLOCK_NAMES, Clock, make_clock
 from sao_online.drift_schedules.errors import ScheduleError

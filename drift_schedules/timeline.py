@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
+
 from sao_online.drift_schedules.kinds import ParameterSchedule, format_value, numeric_values
 from sao_online.drift_schedules.random_kinds import Gradual
 from sao_online.drift_schedules.schedule import Schedule, check_time
@@ -137,6 +137,9 @@ def plot_timeline(schedule: Schedule, path: str | Path, until: float | None = No
     Returns:
         The path written.
     """
+    # Imported here so that reading schedules (in every rollout worker) never loads matplotlib.
+    from matplotlib.figure import Figure
+
     until = _resolve_until(schedule, until)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import pickle
 import threading
 
 import pytest
+
 from sao_online.drift_schedules import (
     EpisodeClock,
     ManualClock,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+import threading
 
 import numpy as np
 import pytest
+
 from sao_online.drift_schedules import DriftState, Schedule, ScheduleError
 
 
@@ -202,6 +208,9 @@ def test_random_walk_steps_are_gaussian_with_scale_step_when_unclipped():
     increments = np.diff(path)
     assert np.std(increments) == pytest.approx(0.5, rel=0.1)
     assert abs(np.mean(increments)) < 0.05
+    # The walk is generated in blocks of 1024 steps: each block must draw fresh increments.
+    first_block, second_block = increments[:1000], increments[1024:2024]
+    assert abs(np.corrcoef(first_block, second_block)[0, 1]) < 0.15
 
 
 def test_random_walk_is_clipped_and_independent_of_access_order():
@@ -244,3 +253,47 @@ def test_change_points_are_seeded_and_independent_of_access_order():
     assert one(spec, seed=10).change_points(until=2000) != reference
     with pytest.raises(ScheduleError, match=r"^until: parameter 'x' \(change_points\)"):
         one(spec).change_points()
+
+
+# --- purity across threads and processes ---------------------------------------------------
+
+SEEDED = {
+    "tool": {"kind": "gradual", "from": "calc", "to": "compute", "start": 0, "width": 400},
+    "failure": {"kind": "random_walk", "start": 0.1, "step": 0.05, "low": 0.0, "high": 0.5},
+    "mix": {"kind": "change_points", "values": ["easy", "hard"], "rate": 0.02},
+}
+
+
+def test_threads_reading_a_fresh_schedule_see_what_one_thread_sees():
+    times = [(index * 7919) % 5000 for index in range(800)]  # scattered, out of order
+    expected = [Schedule(SEEDED, seed=1).at(t) for t in times]
+    shared = Schedule(SEEDED, seed=1)
+    results: dict[int, list[DriftState]] = {}
+
+    def read(worker: int) -> None:
+        results[worker] = [shared.at(t) for t in times[worker::4]]
+
+    workers = [threading.Thread(target=read, args=(worker,)) for worker in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    for worker in range(4):
+        assert results[worker] == expected[worker::4]
+
+
+def test_draws_do_not_depend_on_the_process_hash_seed():
+    # Python salts str hashes per process; the draws must come from a stable hash instead.
+    times = [0, 150, 200, 250, 1234, 4999]
+    program = (
+        "import json, sys; from sao_online.drift_schedules import Schedule; "
+        "schedule = Schedule(json.loads(sys.argv[1]), seed=1); "
+        "print(json.dumps([schedule.at(t).theta for t in json.loads(sys.argv[2])]))"
+    )
+    other_process = subprocess.run(
+        [sys.executable, "-c", program, json.dumps(SEEDED), json.dumps(times)],
+        env={**os.environ, "PYTHONHASHSEED": "12345"}, capture_output=True, text=True,
+        check=True, timeout=60,
+    )
+    here = [Schedule(SEEDED, seed=1).at(t).theta for t in times]
+    assert json.loads(other_process.stdout) == here

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from sao_online.drift_schedules import (
     Choice,
     DriftState,
