@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from sao_online.drift_schedules.checks import (
+    check_list,
     check_number,
     check_scalar,
     check_scalar_list,
@@ -24,6 +25,10 @@ from sao_online.drift_schedules.checks import (
 )
 from sao_online.drift_schedules.errors import ScheduleError
 from sao_online.drift_schedules.space import Choice, DriftValueError, Range
+
+#: More change points than this up to one time is almost surely a mistake (a rate or a period
+#: in the wrong unit) and would exhaust memory, so listing them is refused with an error.
+MAX_CHANGE_POINTS = 1_000_000
 
 
 def format_value(value: Any) -> str:
@@ -167,7 +172,7 @@ class Abrupt(ParameterSchedule):
     def __init__(self, spec: Mapping[str, Any], entropy: tuple[int, ...]) -> None:
         super().__init__(spec, entropy)
         self.values = check_scalar_list(spec["values"], "values")
-        self.at = check_scalar_list(spec["at"], "at")
+        self.at = check_list(spec["at"], "at")
         self.times = check_change_times(self.at, "at")
         if len(self.values) != len(self.at):
             raise ScheduleError(
@@ -275,7 +280,11 @@ class Cyclic(ParameterSchedule):
     def change_points(self, until: float | None = None) -> list[float]:
         if until is None:
             raise ScheduleError("", "kind cyclic has infinitely many change points; pass until")
-        return [index * float(self.period) for index in range(1, self.changes_until(until) + 1)]
+        count = self.changes_until(until)
+        if count > MAX_CHANGE_POINTS:
+            raise ScheduleError("period", f"{count} change points up to t={until:g} with period "
+                                          f"{self.period!r}; is the period in the clock's unit?")
+        return [index * float(self.period) for index in range(1, count + 1)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "values": list(self.values), "period": self.period}

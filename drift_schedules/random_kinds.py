@@ -23,6 +23,7 @@ import numpy as np
 from sao_online.drift_schedules.checks import check_number, check_scalar, check_scalar_list
 from sao_online.drift_schedules.errors import ScheduleError
 from sao_online.drift_schedules.kinds import (
+    MAX_CHANGE_POINTS,
     ParameterSchedule,
     check_value_allowed,
     format_value,
@@ -30,10 +31,6 @@ from sao_online.drift_schedules.kinds import (
     unique_in_order,
 )
 from sao_online.drift_schedules.space import Choice, Range
-
-#: More change points than this up to one time is almost surely a mistake (a rate or a period
-#: in the wrong unit) and would exhaust memory, so it is refused with an error.
-MAX_CHANGE_POINTS = 5_000_000
 
 
 def parameter_entropy(seed: int, name: str) -> tuple[int, ...]:

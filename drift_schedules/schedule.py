@@ -178,7 +178,12 @@ class Schedule:
     def at(self, t: float) -> DriftState:
         """The drift state at clock reading ``t``: a pure function of (schedule, t)."""
         t = check_time(t)
-        theta = {name: scheduler.value(t) for name, scheduler in self._parameters.items()}
+        theta = {}
+        for name, scheduler in self._parameters.items():
+            try:
+                theta[name] = scheduler.value(t)
+            except ScheduleError as error:  # a runaway rate or period, found only now
+                raise error.within(f"parameters.{name}") from None
         return DriftState(phase=self.phase_at(t), theta=theta)
 
     def phase_at(self, t: float) -> int:

@@ -2,6 +2,7 @@
 
 Example (``configs/schedules/style_shift_paper.yaml``)::
 
+    >>> from sao_online.drift_schedules import load_schedule
     >>> print(format_timeline(load_schedule("configs/schedules/style_shift_paper.yaml")))
     clock: episodes  seed: 0  3 phase(s) up to t = 4500
     phase  start   end  theta

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -12,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from sao_online.drift_schedules import DriftState, Schedule, ScheduleError
+from sao_online.drift_schedules import DriftState, Schedule, ScheduleError, kinds, random_kinds
 
 
 def one(spec: dict, *, name: str = "x", seed: int = 0) -> Schedule:
@@ -265,7 +266,7 @@ SEEDED = {
 
 
 def test_threads_reading_a_fresh_schedule_see_what_one_thread_sees():
-    times = [(index * 7919) % 5000 for index in range(800)]  # scattered, out of order
+    times = [(index * 7919) % 5000 for index in range(400)]  # scattered, out of order
     expected = [Schedule(SEEDED, seed=1).at(t) for t in times]
     shared = Schedule(SEEDED, seed=1)
     results: dict[int, list[DriftState]] = {}
@@ -297,3 +298,18 @@ def test_draws_do_not_depend_on_the_process_hash_seed():
     )
     here = [Schedule(SEEDED, seed=1).at(t).theta for t in times]
     assert json.loads(other_process.stdout) == here
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"kind": "cyclic", "values": ["a", "b"], "period": 0.5},
+     "parameters.x.period: 20000 change points up to t=10000"),
+    ({"kind": "change_points", "values": ["a", "b"], "rate": 10},
+     "parameters.x.rate: more than 1000 change points"),
+])
+def test_a_rate_or_period_in_the_wrong_unit_is_refused_not_run_out_of_memory(
+        spec, message, monkeypatch):
+    # The real limit (a million) would make this test slow; the check is the same.
+    monkeypatch.setattr(kinds, "MAX_CHANGE_POINTS", 1000)
+    monkeypatch.setattr(random_kinds, "MAX_CHANGE_POINTS", 1000)
+    with pytest.raises(ScheduleError, match="^" + re.escape(message)):
+        one(spec).at(10_000)
