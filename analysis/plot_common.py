@@ -89,5 +89,5 @@ def finish(ax: Axes, path: str | Path | None) -> Axes:
 def save_figure(figure: Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})
     return path

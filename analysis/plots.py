@@ -31,6 +31,7 @@ from sao_online.analysis.recovery import DEFAULT_SMOOTH_FRACTION
 from sao_online.analysis.smoothing import trailing_mean
 from sao_online.analysis.timeline import (
     X_AXES,
+    X_UNITS,
     ChangePointsArg,
     change_points_for_run,
     check_x_axis,
@@ -167,7 +168,7 @@ def plot_recovery(df: pd.DataFrame, x: str = "world_time", metric: str = "reward
     ax.set_ylabel(f"{metric} (trailing mean)")
     band = f", band: {confidence:.0%} bootstrap CI over seeds" if len(series) > len(colors) else ""
     ax.set_title(title or f"{experiment}: {metric} over {X_AXES[x]}\n"
-                          f"(window {smooth:.3g} {x} units, restarted at each shift{band})",
+                          f"(window {smooth:.3g} {X_UNITS[x]}, restarted at each shift{band})",
                  fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
@@ -224,8 +225,8 @@ def plot_behavior_shares(df: pd.DataFrame, x: str = "world_time", smooth: float 
         ax.grid(alpha=0.3)
     axes[0].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="behavior")
     axes[-1].set_xlabel(X_AXES[x])
-    figure.suptitle(title or f"{experiment}: behaviour shares (trailing window {smooth:.3g} {x} "
-                             f"units)", fontsize=10)
+    figure.suptitle(title or f"{experiment}: behaviour shares (trailing window {smooth:.3g} "
+                             f"{X_UNITS[x]})", fontsize=10)
     if path is not None:
         save_figure(figure, path)
     return figure

@@ -220,6 +220,10 @@ def _learner_blocks(updates: pd.DataFrame, episodes: pd.DataFrame, prefix: str, 
             continue  # e.g. GRPO-only runs log no explained variance: skip quietly
         if not blocks:
             blocks.append(Heading("Learner diagnostics", 3))
+            if markers:
+                blocks.append(Paragraph(
+                    "Dashed lines mark the shifts at episodes trained on = the shift's clock "
+                    "reading; the learner lags the clock by the episodes in flight."))
         file_name = f"{prefix}_{name}.png"
         plot_update_metric(updates, present if len(present) > 1 else present[0], x=x,
                            path=figures / file_name, change_points=markers,

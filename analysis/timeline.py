@@ -26,6 +26,9 @@ X_AXES = {
     "seconds": "wall-clock seconds",
 }
 
+# The unit of each axis, for labels such as "window 20 clock units".
+X_UNITS = {"world_time": "clock units", "tokens": "tokens", "seconds": "seconds"}
+
 ChangePointsArg = Sequence[float] | Mapping[str, Sequence[float]] | None
 
 
@@ -55,7 +58,7 @@ def x_values(run: pd.DataFrame, x: str) -> np.ndarray:
 
 def change_points_for_run(frame: pd.DataFrame, run: pd.DataFrame, key: tuple,
                           explicit: ChangePointsArg = None) -> list[float]:
-    """The shift times (clock units) of one run, in the order the caller's contract promises.
+    """The shift times (clock units) of one run, sorted, shifts only.
 
     Priority: ``explicit`` (one list for every run, or experiment name -> list), then the
     run's config as recorded by :func:`load_runs` in ``frame.attrs["runs"]``, then the first

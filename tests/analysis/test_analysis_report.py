@@ -1,0 +1,95 @@
+"""write_report: the files it promises, their columns, and degenerate inputs."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from analysis_synthetic import simulated_episodes, updates_frame, write_run
+from matplotlib.image import imread
+
+from sao_online.analysis import write_report
+
+
+def assert_real_png(path):
+    assert path.stat().st_size > 0
+    pixels = imread(path)[..., :3].reshape(-1, 3)
+    assert len(np.unique(pixels, axis=0)) > 1, f"{path.name} is a blank image"
+
+
+def test_full_report(simulated_root, tmp_path):
+    out = tmp_path / "report"
+    report = write_report(simulated_root, out, title="Style shift", reps=200)
+    assert report == out / "report.md"
+    for name in ("report.md", "report.html", "metrics.csv", "recovery_per_seed.csv",
+                 "improvement.csv"):
+        assert (out / name).stat().st_size > 0
+
+    figures = sorted(path.name for path in (out / "figures").glob("*.png"))
+    for kind in ("recovery_world_time", "recovery_tokens", "recovery_seconds", "behavior_shares",
+                 "time_to_recovery", "staleness", "zero_variance", "masked_fractions",
+                 "explained_variance"):
+        assert f"style-shift_{kind}.png" in figures
+    for name in figures:
+        assert_real_png(out / "figures" / name)
+
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert {"method", "change_point", "metric", "iqm", "lower", "upper", "censored_fraction",
+            "n_seeds"} <= set(metrics.columns)
+    per_metric = metrics.groupby("metric").size()
+    assert (per_metric == 2 * 2).all()  # methods x change points for every metric
+    assert "forgetting" in per_metric.index  # the runs have evals
+    assert (metrics["lower"] <= metrics["iqm"] + 1e-12).all()
+    assert (metrics["iqm"] <= metrics["upper"] + 1e-12).all()
+    assert (metrics["n_seeds"] == 3).all()
+
+    per_seed = pd.read_csv(out / "recovery_per_seed.csv")
+    assert len(per_seed) == 12 and "time_to_recovery" in per_seed.columns
+
+    markdown = (out / "report.md").read_text()
+    html = (out / "report.html").read_text()
+    assert markdown.startswith("# Style shift")
+    assert "How to read this" in markdown and "censored" in markdown
+    for name in figures:  # every figure is shown, and every image shown exists
+        assert f"figures/{name}" in markdown and f'src="figures/{name}"' in html
+    for source in re.findall(r'src="([^"]+)"', html):
+        assert (out / source).exists()
+    assert "<style>" in html and "<table>" in html and "http" not in html.split("<body>")[1]
+
+
+def test_single_seed_single_method_and_no_critic(tmp_path):
+    episodes = simulated_episodes(phase_length=100, phases=2, recovery_episodes=30, seed=4)
+    write_run(tmp_path / "runs", "solo", "grpo", 0, episodes, change_points=[100],
+              updates=updates_frame(episodes, with_value_loss=False))
+    out = tmp_path / "report"
+    write_report(tmp_path / "runs", out, reps=50)
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert len(metrics) and (metrics["n_seeds"] == 1).all()
+    defined = metrics.dropna(subset=["iqm"])
+    np.testing.assert_allclose(defined["lower"], defined["iqm"])
+    np.testing.assert_allclose(defined["upper"], defined["iqm"])
+    assert len(pd.read_csv(out / "improvement.csv")) == 0
+    figures = {path.name for path in (out / "figures").glob("*.png")}
+    assert "solo_explained_variance.png" not in figures  # GRPO logs no critic: skipped quietly
+    assert "solo_recovery_world_time.png" in figures
+    assert "Probability of improvement" not in (out / "report.md").read_text()
+
+
+def test_report_from_a_frame_and_without_shifts(tmp_path):
+    episodes = simulated_episodes(phase_length=80, phases=1, recovery_episodes=20, seed=1)
+    episodes.insert(0, "experiment", "flat")
+    episodes.insert(1, "method", "sao")
+    episodes.insert(2, "seed", 0)
+    out = tmp_path / "report"
+    write_report(episodes, out, reps=20)
+    assert "No shift with data on both sides" in (out / "report.md").read_text()
+    assert_real_png(out / "figures" / "flat_recovery_world_time.png")
+    assert len(pd.read_csv(out / "recovery_per_seed.csv")) == 0
+
+
+def test_empty_input_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="no episodes"):
+        write_report(pd.DataFrame(columns=["experiment", "method", "seed", "reward"]),
+                     tmp_path / "out")
