@@ -133,6 +133,9 @@ def load_runs(paths: PathsLike, table: str = "episodes") -> pd.DataFrame:
     else:
         columns = EVAL_COLUMNS if table == "evals" else []
         combined = pd.DataFrame(columns=[*RUN_KEYS, *columns])
+    if table == "evals":  # runs whose evals folder holds no part yet still give the columns
+        combined = combined.reindex(
+            columns=[*combined.columns, *[c for c in EVAL_COLUMNS if c not in combined]])
     combined["seed"] = combined["seed"].astype("int64")
     combined.attrs["runs"] = {
         (run.experiment, run.method, int(run.seed)): {

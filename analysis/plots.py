@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from sao_online.analysis.plot_common import (
     GRID_POINTS,
@@ -380,8 +381,7 @@ def plot_metric_intervals(aggregated: pd.DataFrame, metric: str = "time_to_recov
             ax.errorbar(x_position, row["iqm"],
                         yerr=[[row["iqm"] - row["lower"]], [row["upper"] - row["iqm"]]],
                         fmt="o", color=colors[method], capsize=4, markersize=7,
-                        markerfacecolor="white" if hollow else colors[method],
-                        label=method if position == 0 else None)
+                        markerfacecolor="white" if hollow else colors[method])
             if hollow:
                 ax.annotate(f"{censored:.0%} censored", (x_position, row["upper"]),
                             textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
@@ -396,6 +396,11 @@ def plot_metric_intervals(aggregated: pd.DataFrame, metric: str = "time_to_recov
     confidence = float(rows["confidence"].iloc[0]) if "confidence" in rows else 0.95
     ax.set_title(title or f"{metric}: IQM over seeds, {confidence:.0%} stratified-bootstrap CI",
                  fontsize=10)
-    ax.legend(fontsize=8)
+    handles = [Line2D([], [], color=colors[method], marker="o", linestyle="", label=method)
+               for method in sorted(colors)]
+    if (rows.get("censored_fraction", pd.Series(dtype=float)).fillna(0) > 0).any():
+        handles.append(Line2D([], [], color="gray", marker="o", markerfacecolor="white",
+                              linestyle="", label="some seeds censored"))
+    ax.legend(handles=handles, fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return finish(ax, path)

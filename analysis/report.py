@@ -56,7 +56,7 @@ LEARNER_PLOTS = [
 
 def _how_to_read(rho: float, confidence: float, unit: str) -> str:
     return (
-        f"How to read this. Each shift (dashed line) changes what the environment rewards. For "
+        f"Each shift (dashed line) changes what the environment rewards. For "
         f"every run and shift, `pre_level` is the mean reward just before the shift; `drop` is "
         f"how far the smoothed reward falls below it afterwards; `time to recovery` is how long "
         f"(in {unit}) the smoothed reward takes to reach {rho:g} x pre_level again; `recovery AUC` "
@@ -292,6 +292,7 @@ def write_report(paths_or_df: PathsLike | pd.DataFrame, out_dir: str | Path, *,
         Paragraph(f"{episodes.groupby(['experiment', 'method', 'seed']).ngroups} runs from "
                   f"{sources}."),
         Table(_runs_table(episodes)),
+        Heading("How to read this", 2),
         Paragraph(_how_to_read(rho, confidence, unit_note)),
     ]
     for experiment in sorted(episodes["experiment"].unique()):

@@ -157,6 +157,11 @@ def test_metric_intervals_mark_censoring(tmp_path):
     path = tmp_path / "ttr.png"
     ax = plot_metric_intervals(aggregated, unit="episodes", path=path)
     assert [text.get_text() for text in ax.texts] == ["50% censored"]
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["a", "b", "some seeds censored"]
+    points = {line.get_xydata()[0, 1]: line.get_markerfacecolor() for line in ax.get_lines()
+              if line.get_marker() == "o"}
+    assert points[30.0] == "white" and points[10.0] != "white"  # b is the censored one
     assert ax.get_ylabel() == "time_to_recovery (episodes)"
     assert distinct_colors(path) > 5
     with pytest.raises(ValueError, match="no aggregated rows"):
