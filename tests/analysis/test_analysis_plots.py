@@ -36,8 +36,8 @@ def vertical_line_positions(ax) -> list[float]:
 
 
 def distinct_colors(path) -> int:
-    pixels = imread(path)[..., :3].reshape(-1, 3)
-    return len(np.unique(pixels, axis=0))
+    rgb = (imread(path)[..., :3] * 255).astype(np.int64)
+    return len(np.unique(rgb[..., 0] << 16 | rgb[..., 1] << 8 | rgb[..., 2]))
 
 
 def test_recovery_curve_is_the_iqm_of_seed_curves_with_shift_markers(tmp_path):
@@ -86,10 +86,9 @@ def test_one_experiment_at_a_time():
         plot_recovery(constant_runs({("a", 0): 0.5}), metric="score")
 
 
-def test_behavior_shares_sum_to_one_and_switch(simulated_root, tmp_path):
+def test_behavior_shares_sum_to_one_and_switch(simulated_root):
     episodes = load_runs(simulated_root)
-    path = tmp_path / "shares.png"
-    figure = plot_behavior_shares(episodes, path=path)
+    figure = plot_behavior_shares(episodes)
     axes = figure.axes
     assert [ax.get_title().split(" ")[0] for ax in axes] == ["grpo", "sao"]
     sao = {line.get_label(): line.get_ydata() for line in axes[1].get_lines()
@@ -101,7 +100,6 @@ def test_behavior_shares_sum_to_one_and_switch(simulated_root, tmp_path):
     # late in phase 1 the new style dominates; late in phase 2 the next one does
     assert sao["chuunibyou"][np.searchsorted(grid, 390)] > 0.6
     assert sao["classical"][np.searchsorted(grid, 590)] > 0.6
-    assert distinct_colors(path) > 10
 
 
 def test_rare_behaviours_are_pooled_as_other():
@@ -122,16 +120,14 @@ def test_staleness_histogram_bar_heights():
     assert "never trained: 25%" in ax.get_legend().get_texts()[0].get_text()
 
 
-def test_update_metric_panels_and_missing_columns(simulated_root, tmp_path):
+def test_update_metric_panels_and_missing_columns(simulated_root):
     updates = load_runs(simulated_root, table="updates")
-    path = tmp_path / "masked.png"
     figure = plot_update_metric(updates, ["charts/masked_below_fraction",
                                           "charts/masked_above_fraction"],
-                                x="episodes_seen", change_points=[200, 400], path=path)
+                                x="episodes_seen", change_points=[200, 400])
     assert len(figure.axes) == 2
     assert figure.axes[1].get_ylabel() == "charts/masked_above_fraction"
     assert vertical_line_positions(figure.axes[0]) == [200.0, 400.0]
-    assert distinct_colors(path) > 10
     with pytest.raises(ValueError, match="charts/nope"):
         plot_update_metric(updates, "charts/nope")
     grpo_only = updates[updates["method"] == "grpo"].dropna(axis=1, how="all")
