@@ -1,0 +1,163 @@
+"""Policies: the tiny embedded default and loading any local Hugging Face causal LM."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from sao_online.models.tokenizer import BYTE_VOCAB_SIZE, build_byte_tokenizer
+
+TINY_POLICY_NAME = "tiny"
+
+
+def build_tiny_policy(
+    num_layers: int = 4,
+    hidden_size: int = 128,
+    num_heads: int = 4,
+    intermediate_size: int | None = None,
+    max_position_embeddings: int = 2048,
+    tie_word_embeddings: bool = True,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
+    """Builds the embedded default policy: a small Llama over the byte-level tokenizer.
+
+    At the defaults (4 layers, hidden 128, MLP 4x wide, tied embeddings) it has 1,083,264
+    parameters. Weights are drawn from ``torch.Generator`` state seeded with ``seed`` so the
+    same arguments always give the same model, without touching the global RNG.
+
+    Args:
+        num_layers: decoder layers.
+        hidden_size: model width; must be divisible by ``num_heads``.
+        num_heads: attention heads (no grouped-query sharing at this size).
+        intermediate_size: MLP width; ``4 * hidden_size`` when None.
+        max_position_embeddings: longest episode (tokens) the rotary embedding is meant for.
+        tie_word_embeddings: share the input embedding and the output head.
+        seed: seed of the weight initialisation.
+        dtype: parameter dtype.
+
+    Returns:
+        ``(model, tokenizer)``; the model is in eval mode and uses SDPA attention.
+
+    Raises:
+        ValueError: a size is not positive or ``hidden_size`` is not divisible by ``num_heads``.
+    """
+    for name, value in (
+        ("num_layers", num_layers),
+        ("hidden_size", hidden_size),
+        ("num_heads", num_heads),
+        ("max_position_embeddings", max_position_embeddings),
+    ):
+        if not isinstance(value, int) or value <= 0:
+            raise ValueError(f"build_tiny_policy: {name} must be a positive int, got {value!r}")
+    if hidden_size % num_heads:
+        raise ValueError(
+            f"build_tiny_policy: hidden_size {hidden_size} is not divisible by num_heads {num_heads}"
+        )
+    if intermediate_size is None:
+        intermediate_size = 4 * hidden_size
+    if intermediate_size <= 0:
+        raise ValueError(
+            f"build_tiny_policy: intermediate_size must be positive, got {intermediate_size}"
+        )
+    tokenizer = build_byte_tokenizer()
+    config = LlamaConfig(
+        vocab_size=BYTE_VOCAB_SIZE,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=tie_word_embeddings,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        attn_implementation="sdpa",
+    )
+    # fork_rng keeps the caller's global RNG stream untouched by model construction.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.to(dtype)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.eval()
+    return model, tokenizer
+
+
+def load_policy(
+    name_or_path: str | Path | Mapping[str, Any],
+    gguf_file: str | None = None,
+    dtype: torch.dtype | str = torch.float32,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Loads a policy and its tokenizer.
+
+    Args:
+        name_or_path: ``"tiny"`` for the embedded default; a mapping of ``build_tiny_policy``
+            keyword arguments for a resized embedded default; otherwise a local directory (or a
+            model already in the local Hugging Face cache) holding an ``AutoModelForCausalLM``
+            checkpoint and its tokenizer. There is no hub access at run time.
+        gguf_file: file name of a GGUF checkpoint inside ``name_or_path`` (needs the ``gguf``
+            package).
+        dtype: parameter dtype of the loaded model.
+
+    Returns:
+        ``(model, tokenizer)`` with the model in eval mode. The tokenizer has a chat template
+        and a pad token (its eos token when it had none).
+
+    Raises:
+        ValueError: unknown keyword in a config mapping, a path that cannot be loaded, or a
+            tokenizer without a chat template.
+    """
+    if isinstance(name_or_path, Mapping):
+        known = set(inspect.signature(build_tiny_policy).parameters)
+        unknown = sorted(set(name_or_path) - known)
+        if unknown:
+            raise ValueError(
+                f"load_policy: unknown tiny-policy option(s) {unknown}; known: {sorted(known)}"
+            )
+        return build_tiny_policy(**{"dtype": _as_dtype(dtype), **name_or_path})
+    if str(name_or_path) == TINY_POLICY_NAME:
+        return build_tiny_policy(dtype=_as_dtype(dtype))
+    location = str(name_or_path)
+    local_only = not Path(location).exists()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            location, gguf_file=gguf_file, local_files_only=local_only
+        )
+        model = AutoModelForCausalLM.from_pretrained(
+            location, gguf_file=gguf_file, dtype=_as_dtype(dtype), local_files_only=local_only
+        )
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"load_policy: cannot load {location!r} (local paths only): {error}"
+        ) from error
+    if not tokenizer.chat_template:
+        raise ValueError(f"load_policy: the tokenizer of {location!r} has no chat template")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    return model, tokenizer
+
+
+def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    resolved = getattr(torch, str(dtype), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"load_policy: unknown dtype {dtype!r}")
+    return resolved

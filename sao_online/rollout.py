@@ -1,0 +1,590 @@
+"""Batched multi-turn rollouts with a KV cache and continuous batching.
+
+``RolloutEngine`` runs up to ``num_slots`` episodes at once on one model. Every decoding step
+feeds one token per decoding slot through the model in a single batch, reusing each slot's keys
+and values from a ``SlotKVCache``. Slots that must first read several tokens (a new prompt, or an
+environment observation after an action) are fed together in one left-padded chunk in the same
+step. When an episode ends its slot takes the next episode from the source right away, so a long
+episode never holds the others back.
+
+Token layout, logprobs and caps:
+
+- An episode is one token sequence: the chat-template prompt ``[user: first observation]`` with
+  the assistant header, then actions and observation segments (see ``ChatLayout``).
+- An action ends at a stop token (the tokenizer's eos, the end-of-turn token; it is an action
+  token with its own logprob) or when it reaches ``max_action_tokens``.
+- Hitting a cap ends the episode with ``truncated=True``: ``max_action_tokens`` (unless
+  ``on_action_cap="submit"``, which hands the cut action to the environment instead),
+  ``max_turns`` actions without the environment ending the episode, or ``max_episode_tokens``
+  (the next observation segment would not fit, or the episode reached the cap mid-action).
+  An environment's own ``truncated`` also ends the episode with ``truncated=True``.
+- Behavior logprobs are under ``softmax(logits / temperature)`` without top-p truncation (see
+  ``sao_online.models.sampling``); the learner must evaluate with the same temperature.
+- Each action token is stamped with ``engine.policy_version`` read when it was sampled. The
+  ``on_decode_step`` hook runs between decoding steps; it may load new weights into the model
+  in place and bump ``policy_version``. Keys and values already cached stay those of the weights
+  that computed them (the usual in-flight weight update).
+
+Example:
+    >>> engine = RolloutEngine(model, tokenizer, num_slots=32, max_turns=4,
+    ...                        max_action_tokens=64, max_episode_tokens=512, seed=0)
+    >>> requests = iter([EpisodeRequest(env, seed=k, prompt_id=k) for k in range(100)])
+    >>> for trajectory in engine.run(lambda: next(requests, None)):
+    ...     print(trajectory.total_reward, trajectory.num_turns)
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from sao_online.models.chat import ChatLayout
+from sao_online.models.sampling import sample_tokens, validate_sampling
+from sao_online.models.slot_cache import SLOT_ATTENTION, SlotKVCache
+from sao_online.types import Trajectory
+
+ActionCapPolicy = Literal["truncate", "submit"]
+_SUPPORTED_ATTENTION = ("sdpa", "eager")
+
+
+@dataclass
+class EpisodeRequest:
+    """One episode to run, handed out by the caller's source.
+
+    Attributes:
+        env: a Gymnasium ``Env[str, str]``; the engine calls ``reset`` and ``step`` on it.
+        seed: passed to ``env.reset(seed=)``.
+        options: passed to ``env.reset(options=)`` (e.g. ``{"drift": {...}}``).
+        prompt_id: identifies the task instance.
+        group_id: the group sharing this prompt; ``prompt_id`` when None.
+        world_time: the run clock's reading when the episode was admitted.
+    """
+
+    env: Any
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+    prompt_id: int = 0
+    group_id: int | None = None
+    world_time: float = 0.0
+
+
+@dataclass
+class RolloutStats:
+    """Counters of an engine since it was built (for tests, benchmarks and profiling).
+
+    Attributes:
+        decode_forwards: model calls that fed one token per row.
+        prefill_forwards: model calls that fed several tokens per row (prompts, observations).
+        sampled_tokens: action tokens sampled.
+        prefilled_tokens: prompt and observation tokens fed.
+        episodes_started / episodes_finished: episodes admitted / completed.
+        env_seconds: time inside ``env.reset`` and ``env.step``.
+        model_seconds: time inside model forwards and sampling.
+    """
+
+    decode_forwards: int = 0
+    prefill_forwards: int = 0
+    sampled_tokens: int = 0
+    prefilled_tokens: int = 0
+    episodes_started: int = 0
+    episodes_finished: int = 0
+    env_seconds: float = 0.0
+    model_seconds: float = 0.0
+
+
+@dataclass
+class _Episode:
+    """Mutable state of the episode running in one slot."""
+
+    request: EpisodeRequest
+    env_id: str
+    phase: int
+    theta: dict[str, Any]
+    started_at: float
+    env_seconds: float
+    messages: list[dict[str, str]]
+    tokens: list[int]
+    action_mask: list[bool] = field(default_factory=list)
+    behavior_logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    turn_ids: list[int] = field(default_factory=list)
+    turn: int = 0
+    action_start: int = 0
+    last_info: dict[str, Any] = field(default_factory=dict)
+
+    def append_context(self, tokens: list[int]) -> None:
+        """Adds prompt or observation tokens (not sampled by the policy)."""
+        self.tokens.extend(tokens)
+        count = len(tokens)
+        self.action_mask.extend([False] * count)
+        self.behavior_logprobs.extend([0.0] * count)
+        self.versions.extend([-1] * count)
+        self.rewards.extend([0.0] * count)
+        self.turn_ids.extend([-1] * count)
+
+    def append_action_token(self, token: int, logprob: float, version: int) -> None:
+        self.tokens.append(token)
+        self.action_mask.append(True)
+        self.behavior_logprobs.append(logprob)
+        self.versions.append(version)
+        self.rewards.append(0.0)
+        self.turn_ids.append(self.turn)
+
+
+class RolloutEngine:
+    """Samples many multi-turn episodes at once with a KV cache and continuous batching.
+
+    Args:
+        model: a Hugging Face causal LM with full (non-sliding) attention and the ``sdpa`` or
+            ``eager`` attention implementation.
+        tokenizer: its tokenizer, with a chat template.
+        num_slots: episodes in flight at once (the decoding batch size).
+        temperature: sampling temperature; 0 decodes greedily.
+        top_p: nucleus mass kept when sampling (1 keeps all).
+        max_turns: actions per episode before it is truncated.
+        max_action_tokens: tokens per action before the action is cut.
+        max_episode_tokens: tokens per episode (prompt, actions, observations).
+        seed: seed of the sampling stream; the same seed and the same requests give the same
+            episodes.
+        device: where the model runs; the model's own device when None.
+        on_action_cap: ``"truncate"`` ends the episode when an action reaches
+            ``max_action_tokens``; ``"submit"`` hands the cut action to the environment.
+        system_prompt: an optional system message rendered before the first observation.
+        stop_token_ids: tokens that end an action; the tokenizer's eos when None.
+        fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
+            SDPA on CPU for decoding) during the engine's own forwards; the model's configured
+            implementation is restored after each call. False keeps the model's own.
+
+    Raises:
+        ValueError: an argument is out of range, or the model cannot be served (attention
+            implementation, sliding-window layers, episodes longer than its positions).
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        num_slots: int = 32,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_turns: int = 8,
+        max_action_tokens: int = 256,
+        max_episode_tokens: int = 1024,
+        seed: int = 0,
+        device: str | torch.device | None = None,
+        on_action_cap: ActionCapPolicy = "truncate",
+        system_prompt: str | None = None,
+        stop_token_ids: list[int] | None = None,
+        fast_attention: bool = True,
+    ) -> None:
+        validate_sampling(temperature, top_p)
+        for name, value, lowest in (
+            ("num_slots", num_slots, 1),
+            ("max_turns", max_turns, 1),
+            ("max_action_tokens", max_action_tokens, 1),
+            ("max_episode_tokens", max_episode_tokens, 2),
+        ):
+            if not isinstance(value, int) or value < lowest:
+                raise ValueError(f"RolloutEngine: {name} must be an int >= {lowest}, got {value!r}")
+        if on_action_cap not in ("truncate", "submit"):
+            raise ValueError(
+                f"RolloutEngine: on_action_cap must be 'truncate' or 'submit', got {on_action_cap!r}"
+            )
+        config = (
+            model.config.get_text_config()
+            if hasattr(model.config, "get_text_config")
+            else model.config
+        )
+        self._check_servable(model, config, max_episode_tokens)
+        if stop_token_ids is None:
+            if tokenizer.eos_token_id is None:
+                raise ValueError(
+                    "RolloutEngine: the tokenizer has no eos token; pass stop_token_ids"
+                )
+            stop_token_ids = [tokenizer.eos_token_id]
+        if tokenizer.pad_token_id is None and tokenizer.eos_token_id is None:
+            raise ValueError("RolloutEngine: the tokenizer has neither a pad nor an eos token")
+
+        self.device = (
+            torch.device(device) if device is not None else next(model.parameters()).device
+        )
+        self.model = model.to(self.device)
+        self.tokenizer = tokenizer
+        self.layout = ChatLayout(tokenizer, system_prompt=system_prompt)
+        self.num_slots = num_slots
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_turns = max_turns
+        self.max_action_tokens = max_action_tokens
+        self.max_episode_tokens = max_episode_tokens
+        self.on_action_cap = on_action_cap
+        self.stop_token_ids = frozenset(int(token) for token in stop_token_ids)
+        self.pad_token_id = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
+        self.policy_version = 0
+        self.on_decode_step: Callable[[RolloutEngine], None] | None = None
+        self.stats = RolloutStats()
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+
+        self._num_layers = config.num_hidden_layers
+        self.fast_attention = fast_attention
+        self._mask_dtype = next(model.parameters()).dtype
+        parameters = inspect.signature(model.forward).parameters
+        self._cache_argument = "cache" if "cache" in parameters else "past_key_values"
+        self._keep_last_logits = "logits_to_keep" in parameters
+        self._column_index = torch.arange(
+            max_episode_tokens + max_action_tokens, device=self.device
+        )
+        self._reset_slots()
+
+    @staticmethod
+    def _check_servable(model: PreTrainedModel, config: Any, max_episode_tokens: int) -> None:
+        attention = getattr(model.config, "_attn_implementation", None)
+        if attention not in _SUPPORTED_ATTENTION:
+            raise ValueError(
+                f"RolloutEngine: attention implementation {attention!r} is not supported; call "
+                "model.set_attn_implementation('sdpa') (or 'eager') first"
+            )
+        layer_types = getattr(config, "layer_types", None) or []
+        if any(kind != "full_attention" for kind in layer_types):
+            raise ValueError(
+                f"RolloutEngine: only full-attention layers are supported, got {sorted(set(layer_types))}"
+            )
+        longest = getattr(config, "max_position_embeddings", None)
+        if isinstance(longest, int) and max_episode_tokens > longest:
+            raise ValueError(
+                f"RolloutEngine: max_episode_tokens {max_episode_tokens} exceeds the model's "
+                f"max_position_embeddings {longest}"
+            )
+
+    def _reset_slots(self) -> None:
+        self.cache = SlotKVCache(self.num_slots, self._num_layers)
+        self._episodes: list[_Episode | None] = [None] * self.num_slots
+        # Tokens each slot must feed before its next sample: the last sampled token, or a prompt
+        # or the last action's stop token followed by an observation segment.
+        self._pending: list[list[int]] = [[] for _ in range(self.num_slots)]
+        # Columns of the slot's cache row holding its current episode (= its next position).
+        self._lengths: list[int] = [0] * self.num_slots
+
+    # ----------------------------------------------------------------------------- main loop
+
+    def run(
+        self, source: Callable[[], EpisodeRequest | None], max_episodes: int | None = None
+    ) -> Iterator[Trajectory]:
+        """Runs episodes from ``source`` and yields each trajectory as soon as it completes.
+
+        Idle slots ask ``source()`` for a request before every decoding step; ``None`` means
+        nothing may start right now (the caller's admission control) and is asked again at the
+        next step. The run returns when every slot is idle and ``source()`` gives None, or when
+        ``max_episodes`` episodes were started and all have finished. Abandoning the iterator
+        drops the episodes in flight; the next ``run`` starts with empty slots.
+
+        Args:
+            source: called with no arguments, returns an ``EpisodeRequest`` or None.
+            max_episodes: stop admitting after this many episodes (None: until source is dry).
+
+        Yields:
+            ``Trajectory`` records in completion order.
+        """
+        if max_episodes is not None and max_episodes < 0:
+            raise ValueError(f"run: max_episodes must be >= 0, got {max_episodes}")
+        self._reset_slots()
+        started = 0
+        while True:
+            finished: list[Trajectory] = []
+            for slot in range(self.num_slots):
+                if self._episodes[slot] is not None:
+                    continue
+                if max_episodes is not None and started >= max_episodes:
+                    break
+                request = source()
+                if request is None:
+                    break
+                started += 1
+                self._start_episode(slot, request, finished)
+            if not any(episode is not None for episode in self._episodes):
+                yield from finished
+                return
+            if self.on_decode_step is not None:
+                self.on_decode_step(self)
+            self._decode_step(finished)
+            yield from finished
+
+    def _start_episode(
+        self, slot: int, request: EpisodeRequest, finished: list[Trajectory]
+    ) -> None:
+        env = request.env
+        began = time.perf_counter()
+        observation, info = env.reset(seed=request.seed, options=request.options)
+        env_seconds = time.perf_counter() - began
+        self.stats.env_seconds += env_seconds
+        self.stats.episodes_started += 1
+        spec = getattr(env, "spec", None)
+        env_id = spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
+        episode = _Episode(
+            request=request,
+            env_id=env_id,
+            phase=int(info.get("phase", 0)),
+            theta=dict(info.get("theta", {})),
+            started_at=time.time(),
+            env_seconds=env_seconds,
+            messages=[{"role": "user", "content": str(observation)}],
+            tokens=[],
+            last_info=info,
+        )
+        prompt = self.layout.prompt_tokens(str(observation))
+        episode.append_context(prompt)
+        episode.action_start = len(episode.tokens)
+        self._episodes[slot] = episode
+        self._pending[slot] = prompt
+        self._lengths[slot] = 0
+        if len(prompt) >= self.max_episode_tokens:
+            # No room for a single action token: the episode is over before it starts.
+            self._finish(slot, terminated=False, truncated=True, finished=finished)
+
+    # ---------------------------------------------------------------------------- decoding
+
+    def _decode_step(self, finished: list[Trajectory]) -> None:
+        """Samples one token for every active slot and records it (environments step here)."""
+        began = time.perf_counter()
+        sampled_slots, tokens, logprobs = self._sample_next_tokens()
+        self.stats.sampled_tokens += len(tokens)
+        self.stats.model_seconds += time.perf_counter() - began
+        version = self.policy_version
+        # Outside inference mode: the trajectories built here must be usable with autograd.
+        for slot, token, logprob in zip(sampled_slots, tokens, logprobs):
+            self._record(slot, token, logprob, version, finished)
+
+    @torch.inference_mode()
+    def _sample_next_tokens(self) -> tuple[list[int], list[int], list[float]]:
+        """Runs the model over every active slot; returns (slots, tokens, logprobs) in order."""
+        decode_slots: list[int] = []
+        prefill_slots: list[int] = []
+        for slot, pending in enumerate(self._pending):
+            if len(pending) == 1:
+                decode_slots.append(slot)
+            elif pending:
+                prefill_slots.append(slot)
+        logits_parts: list[torch.Tensor] = []
+        if prefill_slots:
+            logits_parts.append(self._forward_prefill(prefill_slots))
+        if decode_slots:
+            logits_parts.append(self._forward_decode(decode_slots))
+        logits = logits_parts[0] if len(logits_parts) == 1 else torch.cat(logits_parts)
+        tokens, logprobs = sample_tokens(
+            logits, temperature=self.temperature, top_p=self.top_p, generator=self.generator
+        )
+        return prefill_slots + decode_slots, tokens.tolist(), logprobs.tolist()
+
+    def _call_model(
+        self,
+        input_ids: torch.Tensor,
+        columns: torch.Tensor,
+        rows: torch.Tensor | None,
+        write_end: int,
+    ) -> torch.Tensor:
+        """One forward of a [rows, W] chunk whose token j of row i sits at cache column
+        ``columns[i, j]`` (= its position); returns the logits of each row's last chunk token.
+
+        ``write_end`` is one past the highest column this call writes. Attention sees, for each
+        query, the row's columns up to and including the query's own.
+        """
+        capacity = self.cache.reserve(max(max(self._lengths), write_end))
+        kv_length = capacity if rows is None else write_end
+        if kv_length > self._column_index.numel():
+            self._column_index = torch.arange(2 * kv_length, device=self.device)
+        visible = self._column_index[:kv_length] <= columns.unsqueeze(-1)
+        hidden = torch.finfo(self._mask_dtype).min
+        mask = torch.where(visible, 0.0, hidden).to(self._mask_dtype).unsqueeze(1)
+        self.cache.plan_write(rows, columns, kv_length)
+        arguments = {
+            "input_ids": input_ids,
+            "attention_mask": mask,
+            "position_ids": columns,
+            self._cache_argument: self.cache,
+            "use_cache": True,
+        }
+        if self._keep_last_logits:
+            arguments["logits_to_keep"] = 1
+        if not self.fast_attention:
+            return self.model(**arguments).logits[:, -1]
+        config = self.model.config
+        configured = config._attn_implementation
+        config._attn_implementation = SLOT_ATTENTION
+        try:
+            return self.model(**arguments).logits[:, -1]
+        finally:
+            config._attn_implementation = configured
+
+    def _forward_decode(self, decode_slots: list[int]) -> torch.Tensor:
+        """Feeds one token for each decoding slot; returns their next-token logits."""
+        self.stats.decode_forwards += 1
+        lengths = self._lengths
+        if 3 * len(decode_slots) <= self.num_slots:
+            # Few rows decoding (e.g. the tail of a run): gather their cache rows instead of
+            # running every slot through the model.
+            columns = torch.tensor([[lengths[slot]] for slot in decode_slots], device=self.device)
+            input_ids = torch.tensor(
+                [self._pending[slot] for slot in decode_slots], device=self.device
+            )
+            rows = torch.tensor(decode_slots, device=self.device)
+            logits = self._call_model(
+                input_ids, columns, rows, max(lengths[slot] for slot in decode_slots) + 1
+            )
+        else:
+            # Every slot takes part so attention reads the cache in place. A slot that is not
+            # decoding feeds a pad token into its first free column: that column is either
+            # overwritten by the slot's next real token or never visible.
+            feed = [
+                pending[0] if len(pending) == 1 else self.pad_token_id for pending in self._pending
+            ]
+            columns = torch.tensor(lengths, device=self.device).unsqueeze(1)
+            input_ids = torch.tensor(feed, device=self.device).unsqueeze(1)
+            logits = self._call_model(input_ids, columns, None, max(lengths) + 1)
+            logits = logits[torch.tensor(decode_slots, device=self.device)]
+        for slot in decode_slots:
+            lengths[slot] += 1
+        return logits
+
+    def _forward_prefill(self, prefill_slots: list[int]) -> torch.Tensor:
+        """Feeds each prefilling slot's pending tokens in one left-padded chunk; returns the
+        next-token logits after each slot's last pending token."""
+        self.stats.prefill_forwards += 1
+        counts = [len(self._pending[slot]) for slot in prefill_slots]
+        width = max(counts)
+        self.stats.prefilled_tokens += sum(counts)
+        chunk = [
+            [self.pad_token_id] * (width - count) + self._pending[slot]
+            for slot, count in zip(prefill_slots, counts)
+        ]
+        starts = torch.tensor([self._lengths[slot] for slot in prefill_slots], device=self.device)
+        count_tensor = torch.tensor(counts, device=self.device)
+        offsets = (width - count_tensor).unsqueeze(1)
+        chunk_index = self._column_index[:width].unsqueeze(0)
+        # Real tokens (right-aligned) go to the slot's next columns in order; the padding in
+        # front goes to the columns just after them, which nothing visible reads.
+        relative = torch.where(
+            chunk_index >= offsets, chunk_index - offsets, count_tensor.unsqueeze(1) + chunk_index
+        )
+        columns = starts.unsqueeze(1) + relative
+        write_end = max(self._lengths[slot] for slot in prefill_slots) + width
+        logits = self._call_model(
+            torch.tensor(chunk, device=self.device),
+            columns,
+            torch.tensor(prefill_slots, device=self.device),
+            write_end,
+        )
+        for slot, count in zip(prefill_slots, counts):
+            self._lengths[slot] += count
+        return logits
+
+    # ------------------------------------------------------------------------ bookkeeping
+
+    def _record(
+        self, slot: int, token: int, logprob: float, version: int, finished: list[Trajectory]
+    ) -> None:
+        episode = self._episodes[slot]
+        episode.append_action_token(token, logprob, version)
+        self._pending[slot] = [token]
+        action_length = len(episode.tokens) - episode.action_start
+        if token in self.stop_token_ids:
+            self._end_action(slot, token, finished)
+        elif action_length >= self.max_action_tokens and self.on_action_cap == "truncate":
+            self._finish(slot, terminated=False, truncated=True, finished=finished)
+        elif action_length >= self.max_action_tokens:
+            self._end_action(slot, None, finished)
+        elif len(episode.tokens) >= self.max_episode_tokens:
+            self._finish(slot, terminated=False, truncated=True, finished=finished)
+
+    def _end_action(self, slot: int, stop_token: int | None, finished: list[Trajectory]) -> None:
+        """Hands the finished action to the environment and lays out its answer."""
+        episode = self._episodes[slot]
+        action_tokens = episode.tokens[episode.action_start :]
+        if stop_token is not None:
+            action_tokens = action_tokens[:-1]
+        action_text = self.tokenizer.decode(action_tokens, skip_special_tokens=True)
+        began = time.perf_counter()
+        observation, reward, terminated, truncated, info = episode.request.env.step(action_text)
+        elapsed = time.perf_counter() - began
+        episode.env_seconds += elapsed
+        self.stats.env_seconds += elapsed
+        episode.rewards[-1] += float(reward)
+        episode.turn += 1
+        episode.last_info = info
+        episode.messages.append({"role": "assistant", "content": action_text})
+        if terminated or truncated:
+            self._finish(
+                slot, terminated=bool(terminated), truncated=bool(truncated), finished=finished
+            )
+            return
+        if episode.turn >= self.max_turns:
+            self._finish(slot, terminated=False, truncated=True, finished=finished)
+            return
+        stop_text = None if stop_token is None else self.tokenizer.decode([stop_token])
+        segment = self.layout.observation_tokens(episode.messages, str(observation), stop_text)
+        # The segment plus at least one action token must fit.
+        if len(episode.tokens) + len(segment) >= self.max_episode_tokens:
+            self._finish(slot, terminated=False, truncated=True, finished=finished)
+            return
+        episode.append_context(segment)
+        episode.messages.append({"role": "user", "content": str(observation)})
+        episode.action_start = len(episode.tokens)
+        self._pending[slot] = [self._pending[slot][0], *segment]
+
+    def _finish(
+        self, slot: int, *, terminated: bool, truncated: bool, finished: list[Trajectory]
+    ) -> None:
+        episode = self._episodes[slot]
+        request = episode.request
+        info = episode.last_info
+        finished.append(
+            Trajectory(
+                tokens=torch.tensor(episode.tokens, dtype=torch.int64),
+                action_mask=torch.tensor(episode.action_mask, dtype=torch.bool),
+                behavior_logprobs=torch.tensor(episode.behavior_logprobs, dtype=torch.float32),
+                versions=torch.tensor(episode.versions, dtype=torch.int64),
+                rewards=torch.tensor(episode.rewards, dtype=torch.float32),
+                turn_ids=torch.tensor(episode.turn_ids, dtype=torch.int64),
+                prompt_id=request.prompt_id,
+                group_id=request.prompt_id if request.group_id is None else request.group_id,
+                env_id=episode.env_id,
+                phase=episode.phase,
+                theta=episode.theta,
+                world_time=request.world_time,
+                seed=request.seed if request.seed is not None else -1,
+                terminated=terminated,
+                truncated=truncated,
+                behavior=str(info.get("behavior", "")),
+                info=_json_safe(info),
+                started_at=episode.started_at,
+                finished_at=time.time(),
+                env_seconds=episode.env_seconds,
+            )
+        )
+        self.stats.episodes_finished += 1
+        self._episodes[slot] = None
+        self._pending[slot] = []
+        self._lengths[slot] = 0
+
+
+def _json_safe(info: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``info`` that survive a JSON round trip unchanged in kind."""
+    kept = {}
+    for key, value in info.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        kept[str(key)] = value
+    return kept
