@@ -1,21 +1,171 @@
-"""The ``sao-online`` command line."""
+"""The ``sao-online`` command line: environments, schedules, warm start, runs, reports, benchmarks."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+
+
+def _cmd_envs(args: argparse.Namespace) -> int:
+    from sao_online.environments import list_envs
+
+    for env_id, description, drift_space in list_envs():
+        print(f"{env_id}\n    {description}")
+        for name, spec in drift_space.items():
+            print(f"    drift {name}: {spec.describe()}" + (f" — {spec.help}" if spec.help else ""))
+    return 0
+
+
+def _cmd_schedules_show(args: argparse.Namespace) -> int:
+    from sao_online.drift_schedules import format_timeline, load_schedule, plot_timeline
+
+    schedule = load_schedule(args.file)
+    print(format_timeline(schedule, until=args.until))
+    if args.png:
+        plot_timeline(schedule, args.png, until=args.until)
+        print(f"wrote {args.png}")
+    return 0
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from sao_online.config import load_config
+    from sao_online.pretrain import warm_start
+
+    config = load_config(args.config, args.set)
+    path = warm_start(config, force=args.force, progress=True)
+    print(f"warm start ready: {path}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from sao_online.config import load_config
+    from sao_online.runtime.launch import run_experiment
+
+    config = load_config(args.config, args.set)
+    summary = run_experiment(config, out=args.out, resume=args.resume, overwrite=args.overwrite,
+                             progress=True)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from sao_online.compare import compare
+
+    out = compare(args.config, methods=args.methods.split(","), seeds=args.seeds, out=args.out,
+                  overrides=args.set, parallel=args.parallel, overwrite=args.overwrite)
+    print(f"runs in {out}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from sao_online.analysis import write_report
+
+    path = write_report([Path(p) for p in args.runs], args.out, title=args.title)
+    print(f"wrote {path}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.what == "rollout":
+        from sao_online.bench_rollout import run_rollout_benchmark
+
+        result = run_rollout_benchmark(quick=args.quick)
+    else:
+        from sao_online.bench_async import run_async_benchmark
+
+        result = run_async_benchmark(quick=args.quick)
+    print(json.dumps(result))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from sao_online.demo import run_demo
+
+    report = run_demo(out=args.out, seeds=args.seeds, quick=args.quick)
+    print(f"demo report: {report}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sao-online", description=__doc__)
-    parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="sao-online",
+        description="SAO (single-rollout asynchronous optimisation) for agentic RL on drifting "
+                    "environments: run, compare, analyse.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    envs = commands.add_parser("envs", help="list environments and their drift parameters")
+    envs.set_defaults(func=_cmd_envs)
+
+    schedules = commands.add_parser("schedules", help="inspect drift schedules")
+    schedule_commands = schedules.add_subparsers(dest="schedules_command", required=True)
+    show = schedule_commands.add_parser("show", help="print a schedule's phase timeline")
+    show.add_argument("file", help="schedule YAML (or an experiment config's schedule file)")
+    show.add_argument("--png", help="also draw the timeline to this PNG file")
+    show.add_argument("--until", type=float, default=None, help="horizon in clock units")
+    show.set_defaults(func=_cmd_schedules_show)
+
+    def add_config_arguments(sub: argparse.ArgumentParser, required: bool = True) -> None:
+        if required:
+            sub.add_argument("config", help="experiment YAML (see configs/)")
+        else:
+            sub.add_argument("config", nargs="?", default=None, help="experiment YAML (see configs/)")
+        sub.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a config field, e.g. --set algorithm.name=grpo")
+
+    pretrain = commands.add_parser("pretrain", help="build (or reuse) the SFT warm start")
+    add_config_arguments(pretrain, required=False)
+    pretrain.add_argument("--force", action="store_true", help="rebuild even if cached")
+    pretrain.set_defaults(func=_cmd_pretrain)
+
+    run = commands.add_parser("run", help="run one experiment (one method, one seed)")
+    add_config_arguments(run)
+    run.add_argument("--out", default=None, help="run directory (default from logging.out)")
+    run.add_argument("--resume", action="store_true", help="continue a killed run")
+    run.add_argument("--overwrite", action="store_true", help="replace an existing run")
+    run.set_defaults(func=_cmd_run)
+
+    compare = commands.add_parser("compare", help="methods x seeds at matched budgets")
+    add_config_arguments(compare)
+    compare.add_argument("--methods", default="sao,grpo", help="comma-separated method names")
+    compare.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
+    compare.add_argument("--out", required=True, help="root folder of the runs")
+    compare.add_argument("--parallel", type=int, default=None, help="runs at once (default: cores)")
+    compare.add_argument("--overwrite", action="store_true", help="replace existing runs")
+    compare.set_defaults(func=_cmd_compare)
+
+    report = commands.add_parser("report", help="recovery metrics, plots and a report for runs")
+    report.add_argument("runs", nargs="+", help="run folders (any level of runs/<exp>/<method>/seed-k)")
+    report.add_argument("--out", required=True, help="report folder")
+    report.add_argument("--title", default=None)
+    report.set_defaults(func=_cmd_report)
+
+    bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
+    bench.add_argument("what", choices=["rollout", "async"])
+    bench.add_argument("--quick", action="store_true", help="a shorter run")
+    bench.set_defaults(func=_cmd_bench)
+
+    demo = commands.add_parser("demo", help="the StyleShift paper protocol: SAO vs GRPO, report")
+    demo.add_argument("--out", default="runs/demo", help="output folder")
+    demo.add_argument("--seeds", type=int, default=3)
+    demo.add_argument("--quick", action="store_true", help="a much shorter protocol")
+    demo.set_defaults(func=_cmd_demo)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as error:
+        # Configuration and input errors: one clear line, no traceback.
+        print(f"sao-online {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"sao-online {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -33,6 +33,12 @@ def _shift_to_tokens(per_position: torch.Tensor) -> torch.Tensor:
     return aligned
 
 
+def _token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log p(token t | tokens < t) at position t (the logits at t - 1 predict token t); 0 at t = 0."""
+    next_logprobs = torch.gather(F.log_softmax(logits[:, :-1], dim=-1), 2, tokens[:, 1:].unsqueeze(-1))
+    return F.pad(next_logprobs.squeeze(-1), (1, 0))
+
+
 class Learner:
     """Owns the policy (and critic, reference) and their optimisers; one ``step`` per batch.
 
@@ -98,20 +104,20 @@ class Learner:
         values = _shift_to_tokens(self.critic(batch.tokens, attention_mask=batch.attention_mask))
         loss, stats = value_loss(values, returns, batch.action_mask)
         grad_norm = self._apply(loss, self.critic, self.critic_optimizer)
-        return {"losses/value": float(loss), "charts/grad_norm_critic": grad_norm,
+        return {"losses/value": loss.item(), "charts/grad_norm_critic": grad_norm,
                 **_namespaced("charts", {k: v for k, v in stats.items() if k != "loss"})}
 
     def _policy_update(self, batch: Batch, advantages: torch.Tensor) -> dict[str, float]:
         regs = self.config.regularizers
         logits = self._logits(self.policy, batch)
-        logprobs = _shift_to_tokens(
-            torch.gather(F.log_softmax(logits, dim=-1), 2, batch.tokens.unsqueeze(-1)).squeeze(-1))
+        logprobs = _token_logprobs(logits, batch.tokens)
         loss, stats = self.method.objective(logprobs, batch, advantages)
-        metrics = {"losses/policy": float(loss), **_namespaced("charts", stats)}
+        metrics = {"losses/policy": loss.item(), **_namespaced("charts", stats)}
         shifted_logits = logits[:, :-1]
         next_mask = batch.action_mask[:, 1:]
-        entropy = entropy_bonus(shifted_logits, next_mask)
-        metrics["charts/entropy"] = float(entropy)
+        with torch.set_grad_enabled(regs.entropy_coef > 0):  # a diagnostic unless it is a bonus
+            entropy = entropy_bonus(shifted_logits, next_mask)
+        metrics["charts/entropy"] = entropy.item()
         if regs.entropy_coef > 0:
             loss = loss - regs.entropy_coef * entropy
         if self.reference is not None:
@@ -120,12 +126,11 @@ class Learner:
             if regs.kl_estimator == "exact":
                 kl = exact_kl(shifted_logits, ref_logits[:, :-1], next_mask)
             else:
-                ref_logprobs = _shift_to_tokens(torch.gather(
-                    F.log_softmax(ref_logits, dim=-1), 2, batch.tokens.unsqueeze(-1)).squeeze(-1))
+                ref_logprobs = _token_logprobs(ref_logits, batch.tokens)
                 kl = k3_kl(logprobs, ref_logprobs, batch.action_mask)
-            metrics["charts/kl_to_reference"] = float(kl)
+            metrics["charts/kl_to_reference"] = kl.item()
             loss = loss + regs.kl_coef * kl
-        metrics["losses/total"] = float(loss)
+        metrics["losses/total"] = loss.item()
         metrics["charts/grad_norm_policy"] = self._apply(loss, self.policy, self.policy_optimizer)
         metrics["losses/skipped_nonfinite"] = float(not math.isfinite(metrics["charts/grad_norm_policy"]))
         return metrics

@@ -34,11 +34,13 @@ class PPOClip:
     eps_high: float = 0.2
     dual_clip: float | None = None
     aggregation: str = "token_mean"
+    max_length: int | None = None  # the constant normaliser of "constant_normalizer" (Dr.GRPO)
 
     def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
         return ppo_clip_loss(logprobs, batch.behavior_logprobs, advantages, batch.action_mask,
                              eps_low=self.eps_low, eps_high=self.eps_high,
-                             dual_clip=self.dual_clip, aggregation=self.aggregation)
+                             dual_clip=self.dual_clip, aggregation=self.aggregation,
+                             max_length=self.max_length)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from sao_online.algorithms.estimators import (
     RunningMeanAdvantage,
 )
 from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
-from sao_online.config import AlgorithmConfig, ConfigError
+from sao_online.config import AlgorithmConfig, ConfigError, ExperimentConfig
 
 DEFAULT_GROUP_SIZE = 8
 
@@ -38,52 +38,54 @@ def _dis(cfg: AlgorithmConfig) -> DoubleSidedIS:
     return DoubleSidedIS(eps_low=_or(cfg.eps_low, 0.3), eps_high=_or(cfg.eps_high, 5.0))
 
 
-def sao(cfg: AlgorithmConfig) -> Method:
+def sao(cfg: AlgorithmConfig, max_length: int) -> Method:
     estimator = CriticGAE(gamma=cfg.gamma, critic_lambda=cfg.critic_lambda,
                           lambda_alpha=cfg.lambda_alpha, level=cfg.advantage_level)
     return Method("sao", _single_rollout(cfg), estimator, _dis(cfg))
 
 
-def sao_running_mean(cfg: AlgorithmConfig) -> Method:
+def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("sao_running_mean", _single_rollout(cfg),
                   RunningMeanAdvantage(window=cfg.baseline_window), _dis(cfg))
 
 
-def grpo(cfg: AlgorithmConfig) -> Method:
+def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
                         dual_clip=cfg.dual_clip, aggregation="sequence_mean")
     return Method("grpo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
-def grpo_dis(cfg: AlgorithmConfig) -> Method:
+def grpo_dis(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("grpo_dis", _group(cfg), GroupNormalized(normalize_std=True), _dis(cfg))
 
 
-def dr_grpo(cfg: AlgorithmConfig) -> Method:
+def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
-                        dual_clip=cfg.dual_clip, aggregation="constant_normalizer")
+                        dual_clip=cfg.dual_clip, aggregation="constant_normalizer",
+                        max_length=max_length)
     return Method("dr_grpo", _group(cfg), GroupNormalized(normalize_std=False), objective)
 
 
-def dapo(cfg: AlgorithmConfig) -> Method:
+def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Clip-higher: eps_high 0.28 (DAPO, Yu et al. 2025), token-level mean aggregation.
     objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.28),
                         dual_clip=cfg.dual_clip, aggregation="token_mean")
     return Method("dapo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
-def gspo(cfg: AlgorithmConfig) -> Method:
+def gspo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = SequenceRatio(eps_low=_or(cfg.eps_low, 3e-4), eps_high=_or(cfg.eps_high, 4e-4))
     return Method("gspo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
-def rloo(cfg: AlgorithmConfig) -> Method:
+def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
                         dual_clip=cfg.dual_clip, aggregation="token_mean")
     return Method("rloo", _group(cfg), LeaveOneOut(), objective)
 
 
-METHODS: dict[str, Callable[[AlgorithmConfig], Method]] = {
+#: name -> factory(algorithm config, max action tokens per episode)
+METHODS: dict[str, Callable[[AlgorithmConfig, int], Method]] = {
     "sao": sao,
     "sao_running_mean": sao_running_mean,
     "grpo": grpo,
@@ -95,11 +97,13 @@ METHODS: dict[str, Callable[[AlgorithmConfig], Method]] = {
 }
 
 
-def build_method(cfg: AlgorithmConfig) -> Method:
-    """The method named ``cfg.name``, configured. Raises ConfigError for an unknown name."""
+def build_method(config: ExperimentConfig) -> Method:
+    """The method named ``config.algorithm.name``, configured. Raises ConfigError if unknown."""
+    cfg = config.algorithm
     try:
         factory = METHODS[cfg.name]
     except KeyError:
         raise ConfigError(f"algorithm.name: unknown method {cfg.name!r}; "
                           f"choose from {', '.join(METHODS)}") from None
-    return factory(cfg)
+    max_length = config.rollout.max_action_tokens * config.rollout.max_turns
+    return factory(cfg, max_length)

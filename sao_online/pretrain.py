@@ -1,0 +1,190 @@
+"""The warm start: supervised fine-tuning on demonstrations across every regime.
+
+The demonstrations come from each environment's ``demonstration_action``: competent actions
+that do not know the hidden regime (for StyleShift, a line in a style drawn from the offered
+pool). The warm-started policy can therefore do every choice the drift is about and is
+undecided between them; finding out which one pays, and re-finding it after a shift, is left to
+RL. Regimes are drawn uniformly from the environment's drift space.
+
+The result is cached under a content hash of everything that produced it (model spec, SFT
+settings, environment id and kwargs, and the source of the environment and of this module), so
+``make demo`` and repeated runs reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+import sao_online.environments  # noqa: F401  (registers the environments)
+from sao_online.config import ExperimentConfig
+from sao_online.drift_schedules import Choice
+from sao_online.models import ChatLayout, build_tiny_policy, load_policy
+
+WARM_START_FORMAT = 1  # bump when the layout of the cached folder changes
+
+
+def cache_root() -> Path:
+    """``$SAO_ONLINE_CACHE``, else ``$XDG_CACHE_HOME/sao-online``, else ``~/.cache/sao-online``."""
+    if os.environ.get("SAO_ONLINE_CACHE"):
+        return Path(os.environ["SAO_ONLINE_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "sao-online"
+
+
+def base_policy(config: ExperimentConfig):
+    """The untrained (or pretrained, for a real model) policy and tokenizer the config names."""
+    model_cfg = config.model
+    if model_cfg.name == "tiny":
+        return build_tiny_policy(num_layers=model_cfg.num_layers, hidden_size=model_cfg.hidden_size,
+                                 seed=config.seed)
+    return load_policy(model_cfg.name, gguf_file=model_cfg.gguf_file)
+
+
+def _sample_theta(env: Any, rng: np.random.Generator) -> dict[str, Any]:
+    theta = {}
+    for name, spec in env.unwrapped.drift_space.items():
+        if isinstance(spec, Choice):
+            theta[name] = spec.values[int(rng.integers(len(spec.values)))]
+        else:
+            theta[name] = float(rng.uniform(spec.low, spec.high))
+    return theta
+
+
+def demonstration_episode(env: Any, layout: ChatLayout, seed: int, rng: np.random.Generator,
+                          max_turns: int) -> tuple[list[int], list[bool], str]:
+    """One demonstration as (tokens, action_mask, behavior) in the rollout engine's layout."""
+    tokenizer = layout.tokenizer
+    end_token = tokenizer.eos_token
+    observation, info = env.reset(seed=seed, options={"drift": _sample_theta(env, rng)})
+    tokens = layout.prompt_tokens(observation)
+    mask = [False] * len(tokens)
+    history = [{"role": "user", "content": observation}]
+    behavior = ""
+    for _ in range(max_turns):
+        action = env.unwrapped.demonstration_action(observation, info)
+        action_tokens = layout.encode(action) + [tokenizer.eos_token_id]
+        tokens += action_tokens
+        mask += [True] * len(action_tokens)
+        history.append({"role": "assistant", "content": action})
+        observation, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            behavior = str(info.get("behavior", ""))
+            break
+        segment = layout.observation_tokens(history, observation, action_end=end_token)
+        tokens += segment
+        mask += [False] * len(segment)
+        history.append({"role": "user", "content": observation})
+    return tokens, mask, behavior
+
+
+def _cache_key(config: ExperimentConfig) -> str:
+    env_class = type(gymnasium.make(config.env.id, **config.env.kwargs).unwrapped)
+    sources = [inspect.getsource(sys.modules[__name__]), inspect.getsource(sys.modules[env_class.__module__])]
+    payload = {
+        "format": WARM_START_FORMAT,
+        "model": {k: getattr(config.model, k) for k in ("name", "gguf_file", "num_layers", "hidden_size",
+                                                        "warm_start_steps", "warm_start_lr",
+                                                        "warm_start_batch_size")},
+        "env": {"id": config.env.id, "kwargs": config.env.kwargs},
+        "max_turns": config.rollout.max_turns,
+        "seed": config.seed,
+        "sources": [hashlib.sha256(s.encode()).hexdigest() for s in sources],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def warm_start_path(config: ExperimentConfig) -> Path:
+    return cache_root() / "warm-start" / _cache_key(config)
+
+
+def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool = False) -> Path:
+    """Build (or reuse) the SFT warm start for ``config``; return its folder.
+
+    The folder holds the policy and tokenizer (``save_pretrained``) and ``warm_start.json``
+    with the SFT loss curve, the time it took and the demonstrations' behaviour shares.
+    """
+    path = warm_start_path(config)
+    if (path / "warm_start.json").exists() and not force:
+        return path
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    policy, tokenizer = base_policy(config)
+    layout = ChatLayout(tokenizer)
+    env = gymnasium.make(config.env.id, **config.env.kwargs)
+    model_cfg = config.model
+    started = time.time()
+    num_demos = max(2048, model_cfg.warm_start_batch_size * 16)
+    demos = [demonstration_episode(env, layout, int(rng.integers(2**31 - 1)), rng, config.rollout.max_turns)
+             for _ in range(num_demos)]
+    env.close()
+    policy.train()
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=model_cfg.warm_start_lr, weight_decay=0.0)
+    steps = model_cfg.warm_start_steps
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / max(steps, 1)))
+    pad = tokenizer.pad_token_id
+    losses = []
+    bar = tqdm(range(steps), desc="warm start (SFT)", disable=not progress, unit="step")
+    for _ in bar:
+        picks = rng.integers(len(demos), size=model_cfg.warm_start_batch_size)
+        batch = [demos[i] for i in picks]
+        length = max(len(tokens) for tokens, _, _ in batch)
+        input_ids = torch.full((len(batch), length), pad, dtype=torch.long)
+        loss_mask = torch.zeros((len(batch), length), dtype=torch.bool)
+        attention = torch.zeros((len(batch), length), dtype=torch.long)
+        for row, (tokens, mask, _) in enumerate(batch):
+            input_ids[row, :len(tokens)] = torch.tensor(tokens)
+            loss_mask[row, :len(mask)] = torch.tensor(mask)
+            attention[row, :len(tokens)] = 1
+        logits = policy(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
+        token_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1),
+                                     reduction="none").view_as(loss_mask[:, 1:])
+        loss = (token_loss * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    policy.eval()
+    tmp = path.with_name(f".{path.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    policy.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    summary = {
+        "seconds": time.time() - started,
+        "steps": steps,
+        "demonstrations": num_demos,
+        "loss_first": float(np.mean(losses[:10])) if losses else None,
+        "loss_last": float(np.mean(losses[-10:])) if losses else None,
+        "loss_curve": losses[:: max(1, len(losses) // 100)],
+        "demonstration_behaviors": dict(Counter(b for _, _, b in demos)),
+        "env": config.env.id,
+    }
+    (tmp / "warm_start.json").write_text(json.dumps(summary, indent=2))
+    shutil.rmtree(path, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, path)
+    return path
+
+
+def load_warm_start(config: ExperimentConfig, *, progress: bool = False):
+    """(policy, tokenizer) from the cached warm start, building it first when needed."""
+    path = warm_start(config, progress=progress)
+    return load_policy(str(path))

@@ -1,0 +1,136 @@
+"""Everything a run is made of, built from its config: models, method, learner, schedule, envs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+import torch
+
+import sao_online.environments  # noqa: F401  (registers the environments)
+from sao_online.algorithms import Method, build_method
+from sao_online.config import ConfigError, ExperimentConfig
+from sao_online.drift_schedules import Schedule, load_schedule
+from sao_online.environments import LatencyWrapper
+from sao_online.learner import Learner
+from sao_online.models import ValueModel
+from sao_online.pretrain import base_policy, load_warm_start
+from sao_online.rollout import EpisodeRequest, RolloutEngine
+from sao_online.runtime.planner import EpisodePlan, EpisodePlanner
+from sao_online.types import Trajectory
+
+
+def resolve_schedule(config: ExperimentConfig) -> Schedule:
+    """The run's schedule (stationary at the env's defaults when none is given), validated."""
+    env = gymnasium.make(config.env.id, **config.env.kwargs)
+    drift_space = env.unwrapped.drift_space
+    env.close()
+    schedule = Schedule.stationary({}) if config.schedule is None else load_schedule(config.schedule)
+    schedule.validate(drift_space)
+    return schedule
+
+
+def make_env(config: ExperimentConfig, seed: int = 0) -> gymnasium.Env:
+    env = gymnasium.make(config.env.id, disable_env_checker=True, **config.env.kwargs)
+    if config.env.latency_mean > 0:
+        env = LatencyWrapper(env, mean=config.env.latency_mean, sigma=config.env.latency_sigma, seed=seed)
+    return env
+
+
+@dataclass
+class RunContext:
+    """The pieces of one run (one method, one seed)."""
+
+    config: ExperimentConfig
+    schedule: Schedule
+    method: Method
+    policy: torch.nn.Module
+    tokenizer: Any
+    learner: Learner
+    planner: EpisodePlanner
+
+    @classmethod
+    def build(cls, config: ExperimentConfig, progress: bool = False) -> RunContext:
+        torch.manual_seed(config.seed)
+        schedule = resolve_schedule(config)
+        if schedule.clock != "episodes":
+            raise ConfigError(f"schedule.clock: {schedule.clock!r} is not supported by the runtime yet; "
+                              "use episodes")
+        method = build_method(config)
+        if config.rollout.batch_size % method.group_size:
+            raise ConfigError(f"rollout.batch_size: {config.rollout.batch_size} is not a multiple of the "
+                              f"group size {method.group_size} of {method.name}")
+        if config.model.warm_start:
+            policy, tokenizer = load_warm_start(config, progress=progress)
+        else:
+            policy, tokenizer = base_policy(config)
+        critic = None
+        if method.uses_critic:
+            critic = ValueModel.from_policy(policy, freeze_attention=config.algorithm.freeze_critic_attention)
+        reference = None
+        if config.regularizers.kl_coef > 0:
+            reference = copy.deepcopy(policy).eval()
+            reference.requires_grad_(False)
+        policy.train()
+        learner = Learner(policy, method, config, pad_token_id=tokenizer.pad_token_id,
+                          critic=critic, reference=reference)
+        planner = EpisodePlanner(schedule, method.group_size, config.seed)
+        return cls(config, schedule, method, policy, tokenizer, learner, planner)
+
+    def make_engine(self, model: torch.nn.Module | None = None, seed: int | None = None,
+                    num_slots: int | None = None) -> RolloutEngine:
+        rollout = self.config.rollout
+        return RolloutEngine(
+            model if model is not None else self.policy, self.tokenizer,
+            num_slots=num_slots or rollout.num_slots, temperature=rollout.temperature,
+            top_p=rollout.top_p, max_turns=rollout.max_turns,
+            max_action_tokens=rollout.max_action_tokens,
+            max_episode_tokens=rollout.max_episode_tokens,
+            seed=self.config.seed if seed is None else seed)
+
+
+def plan_to_request(config: ExperimentConfig, plan: EpisodePlan) -> EpisodeRequest:
+    return EpisodeRequest(make_env(config, seed=plan.seed), seed=plan.seed, options=plan.reset_options,
+                          prompt_id=plan.prompt_id, group_id=plan.group_id, world_time=plan.world_time)
+
+
+def oracle_reward(config: ExperimentConfig, theta: dict[str, Any], _cache: dict = {}) -> float:  # noqa: B006
+    """The env's ceiling under ``theta`` (memoised per env id and theta)."""
+    key = (config.env.id, json.dumps(config.env.kwargs, sort_keys=True), json.dumps(theta, sort_keys=True))
+    if key not in _cache:
+        env = gymnasium.make(config.env.id, **config.env.kwargs)
+        _cache[key] = float(env.unwrapped.oracle_reward(theta))
+        env.close()
+    return _cache[key]
+
+
+def episode_record(config: ExperimentConfig, trajectory: Trajectory, index: int, *, trained_version: int,
+                   straddles_change: bool, wall_time: float, dropped: bool = False) -> dict[str, Any]:
+    """One row of ``episodes.parquet`` (see the analysis package for the column contract)."""
+    oldest = trajectory.oldest_version
+    return {
+        "episode": index,
+        "world_time": float(trajectory.world_time),
+        "phase": int(trajectory.phase),
+        "reward": trajectory.total_reward,
+        "oracle_reward": oracle_reward(config, trajectory.theta),
+        "behavior": trajectory.behavior,
+        "policy_version": oldest,
+        "staleness": (trained_version - oldest) if trained_version >= 0 and oldest >= 0 else -1,
+        "num_action_tokens": trajectory.num_action_tokens,
+        "num_tokens": len(trajectory.tokens),
+        "num_turns": trajectory.num_turns,
+        "wall_time": wall_time,
+        "prompt_id": trajectory.prompt_id,
+        "group_id": trajectory.group_id,
+        "group_straddles_change": straddles_change,
+        "theta": json.dumps(trajectory.theta, sort_keys=True),
+        "env_id": trajectory.env_id,
+        "terminated": trajectory.terminated,
+        "truncated": trajectory.truncated,
+        "dropped": dropped,
+        "env_seconds": trajectory.env_seconds,
+    }

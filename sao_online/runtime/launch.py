@@ -1,0 +1,88 @@
+"""``run_experiment``: one method, one seed, from config to a finished run directory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from sao_online.config import ConfigError, ExperimentConfig
+from sao_online.runlog import RunLog, run_directory
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.sync import TrainingLoop, run_sync
+
+
+def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
+    """The config as written to the run directory, with what analysis needs resolved."""
+    budget = config.budget.episodes
+    return {
+        **config.to_dict(),
+        "schedule": ctx.schedule.to_dict(),
+        "method": config.algorithm.name,
+        "clock": ctx.schedule.clock,
+        "change_points": [float(t) for t in ctx.schedule.change_points(until=budget)],
+        "phase_names": list(ctx.schedule.phase_names(until=budget)),
+    }
+
+
+def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, resume: bool = False,
+                   overwrite: bool = False, progress: bool = False,
+                   threads: int | None = None) -> dict[str, Any]:
+    """Run one experiment to its episode budget; return a short summary.
+
+    Args:
+        config: the validated experiment config.
+        out: the run directory; ``<logging.out>/<experiment>/<method>/seed-<seed>`` by default.
+        resume: continue a killed run from its last checkpoint (no record lost or duplicated).
+        overwrite: replace an existing run directory.
+        progress: show a progress bar.
+        threads: torch threads of the learner (default: leave torch's choice).
+    """
+    if threads:
+        torch.set_num_threads(threads)
+    path = Path(out) if out else run_directory(config.logging.out, config.experiment,
+                                               config.algorithm.name, config.seed)
+    ctx = RunContext.build(config, progress=progress)
+    log = RunLog.create(path, resolved_config(config, ctx), resume=resume, overwrite=overwrite,
+                        flush_every=config.logging.flush_every)
+    bar = tqdm(total=config.budget.episodes, desc=f"{config.algorithm.name} seed {config.seed}",
+               unit="ep", disable=not progress, smoothing=0.1)
+    loop = TrainingLoop(ctx, log, progress=bar.update)
+    engine_state = None
+    if resume:
+        state = log.load_checkpoint()
+        if state is not None:
+            loop.load_state_dict(state)
+            engine_state = state.get("engine")
+            bar.update(loop.episodes_logged)
+    started = time.time()
+    backend = config.runtime.backend
+    if backend == "sync":
+        run_sync(loop, engine_state)
+    elif backend == "local":
+        from sao_online.runtime.local import run_local
+
+        run_local(loop)
+    elif backend == "ray":
+        from sao_online.runtime.ray_backend import run_ray
+
+        run_ray(loop)
+    else:  # validated on load; kept for configs built in code
+        raise ConfigError(f"runtime.backend: unknown backend {backend!r}")
+    bar.close()
+    log.flush()
+    seconds = time.time() - started
+    episodes = log.read("episodes")
+    return {
+        "run_dir": str(path),
+        "method": config.algorithm.name,
+        "episodes": int(len(episodes)),
+        "updates": ctx.learner.version,
+        "seconds": round(seconds, 2),
+        "episodes_per_second": round(len(episodes) / max(seconds, 1e-9), 2),
+        "reward_mean_last_10pct": float(episodes["reward"].tail(max(1, len(episodes) // 10)).mean())
+        if len(episodes) else None,
+    }

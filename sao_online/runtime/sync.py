@@ -1,0 +1,122 @@
+"""The synchronous runtime: generate a batch, train on it, repeat. Deterministic for a seed."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sao_online.runlog import RunLog
+from sao_online.runtime.context import RunContext, episode_record, plan_to_request
+from sao_online.types import Trajectory
+
+
+def batch_metrics(trajectories: Sequence[Trajectory], trained_version: int) -> dict[str, float]:
+    """Behaviour shares and staleness of one training batch (namespaced)."""
+    metrics: dict[str, float] = {}
+    for label, count in Counter(t.behavior for t in trajectories).items():
+        metrics[f"charts/behavior_share/{label or 'none'}"] = count / len(trajectories)
+    staleness = [trained_version - t.oldest_version for t in trajectories if t.oldest_version >= 0]
+    if staleness:
+        metrics["staleness/mean"] = sum(staleness) / len(staleness)
+        metrics["staleness/max"] = float(max(staleness))
+    return metrics
+
+
+class TrainingLoop:
+    """Shared bookkeeping of every backend: log episodes, update, checkpoint, progress."""
+
+    def __init__(self, ctx: RunContext, log: RunLog, progress: Callable[[int], None] | None = None) -> None:
+        self.ctx = ctx
+        self.log = log
+        self.progress = progress
+        self.episodes_logged = 0
+        self.started = time.time()
+        self.elapsed_before = 0.0  # wall time of earlier sessions of a resumed run
+        self.tokens = 0
+
+    def wall_time(self) -> float:
+        return self.elapsed_before + time.time() - self.started
+
+    def train_on(self, trajectories: Sequence[Trajectory], straddles: dict[int, bool],
+                 extra: dict[str, float] | None = None) -> dict[str, float]:
+        learner = self.ctx.learner
+        trained_version = learner.version
+        now = self.wall_time()
+        rows = []
+        for trajectory in trajectories:
+            rows.append(episode_record(
+                self.ctx.config, trajectory, self.episodes_logged, trained_version=trained_version,
+                straddles_change=straddles.get(trajectory.group_id, False), wall_time=now))
+            self.episodes_logged += 1
+        self.log.log("episodes", rows)
+        step_started = time.time()
+        metrics = learner.step(trajectories)
+        metrics.update(batch_metrics(trajectories, trained_version))
+        self.tokens += sum(t.num_action_tokens for t in trajectories)
+        metrics.update({
+            "version": learner.version,
+            "episodes_seen": self.episodes_logged,
+            "wall_time": self.wall_time(),
+            "charts/learner_seconds": time.time() - step_started,
+            "charts/action_tokens_total": float(self.tokens),
+            **(extra or {}),
+        })
+        self.log.log("updates", metrics)
+        if self.progress:
+            self.progress(len(trajectories))
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "learner": self.ctx.learner.state_dict(),
+            "planner": self.ctx.planner.state_dict(),
+            "episodes_logged": self.episodes_logged,
+            "wall_time": self.wall_time(),
+            "tokens": self.tokens,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ctx.learner.load_state_dict(state["learner"])
+        self.ctx.planner.load_state_dict(state["planner"])
+        self.episodes_logged = state["episodes_logged"]
+        self.elapsed_before = state["wall_time"]
+        self.started = time.time()
+        self.tokens = state["tokens"]
+
+    def checkpoint(self, extra: dict[str, Any] | None = None) -> None:
+        self.log.save_checkpoint(self.ctx.learner.version, {**self.state_dict(), **(extra or {})})
+
+    def checkpoint_due(self) -> bool:
+        every = self.ctx.config.logging.checkpoint_every
+        return bool(every) and self.ctx.learner.version % every == 0
+
+
+def run_sync(loop: TrainingLoop, engine_state: dict[str, Any] | None = None) -> None:
+    """Generate B trajectories with the current weights, train on them, until the budget is spent."""
+    ctx = loop.ctx
+    config = ctx.config
+    engine = ctx.make_engine(num_slots=min(config.rollout.num_slots, config.rollout.batch_size))
+    if engine_state is not None:
+        engine.generator.set_state(engine_state["generator"])
+    budget = config.budget.episodes
+    planner = ctx.planner
+    try:
+        while planner.episodes_started < budget:
+            plans = []
+            while len(plans) < config.rollout.batch_size and planner.episodes_started < budget:
+                plans.extend(planner.next_group())
+            requests = iter([plan_to_request(config, plan) for plan in plans])
+            straddles = {plan.group_id: plan.straddles_change for plan in plans}
+            engine.policy_version = ctx.learner.version
+            trajectories = list(engine.run(lambda pending=requests: next(pending, None)))
+            loop.train_on(trajectories, straddles)
+            if loop.checkpoint_due():
+                loop.checkpoint({"engine": {"generator": engine.generator.get_state()}})
+    except KeyboardInterrupt:
+        # Episodes of the interrupted batch were not trained on: the checkpoint is taken before
+        # they are logged, so a resumed run regenerates them.
+        loop.checkpoint({"engine": {"generator": engine.generator.get_state()}})
+        raise
+    loop.checkpoint({"engine": {"generator": engine.generator.get_state()}})

@@ -1,0 +1,76 @@
+import pytest
+import torch
+
+from sao_online.algorithms import METHODS
+from sao_online.config import load_config
+from sao_online.runtime.context import RunContext, plan_to_request
+
+TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
+        "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",
+        "rollout.batch_size=8", "runtime.backend=sync"]
+
+
+def sample_batch(ctx, temperature_overrides=()):
+    plans = []
+    while len(plans) < ctx.config.rollout.batch_size:
+        plans.extend(ctx.planner.next_group())
+    requests = iter([plan_to_request(ctx.config, plan) for plan in plans])
+    engine = ctx.make_engine(num_slots=8)
+    return list(engine.run(lambda: next(requests, None)))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_learner_logprobs_equal_the_samplers_before_any_update(temperature):
+    config = load_config(None, TINY + [f"rollout.temperature={temperature}",
+                                       "algorithm.critic_warmup_steps=0"])
+    ctx = RunContext.build(config)
+    metrics = ctx.learner.step(sample_batch(ctx))
+    # Same weights, same temperature: every ratio is 1, so nothing is masked on either side.
+    assert metrics["charts/masked_below_fraction"] == 0.0
+    assert metrics["charts/masked_above_fraction"] == 0.0
+    assert metrics["charts/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_critic_warmup_steps_leave_the_policy_untouched():
+    config = load_config(None, TINY + ["algorithm.critic_warmup_steps=2"])
+    ctx = RunContext.build(config)
+    before = [p.detach().clone() for p in ctx.policy.parameters()]
+    critic_head = ctx.learner.critic.value_head.weight.detach().clone()
+    batch = sample_batch(ctx)
+    batch[0].rewards[batch[0].action_mask.nonzero()[-1]] = 1.0  # a return for the critic to fit
+    metrics = ctx.learner.step(batch)
+    assert metrics["charts/critic_only_step"] == 1.0 and "losses/policy" not in metrics
+    assert all(torch.equal(a, b) for a, b in zip(before, ctx.policy.parameters()))
+    assert not torch.equal(critic_head, ctx.learner.critic.value_head.weight)
+    assert ctx.learner.version == 1
+
+
+def test_non_finite_loss_skips_the_update_and_says_so():
+    config = load_config(None, TINY + ["algorithm.name=sao_running_mean"])
+    ctx = RunContext.build(config)
+    batch = sample_batch(ctx)
+    batch[0].rewards[batch[0].action_mask.nonzero()[-1]] = 1.0
+    before = [p.detach().clone() for p in ctx.policy.parameters()]
+    # A numerical blow-up inside the policy's forward pass during the update.
+    hook = ctx.policy.lm_head.register_forward_hook(lambda module, args, out: out * float("nan"))
+    metrics = ctx.learner.step(batch)
+    hook.remove()
+    assert metrics["losses/skipped_nonfinite"] == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(before, ctx.policy.parameters()))
+    assert all(torch.isfinite(p).all() for p in ctx.policy.parameters())
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_takes_a_finite_step(name):
+    overrides = TINY + [f"algorithm.name={name}", "algorithm.critic_warmup_steps=0",
+                        "regularizers.kl_coef=0.1", "regularizers.entropy_coef=0.01"]
+    if name not in ("sao", "sao_running_mean"):
+        overrides.append("algorithm.group_size=4")
+    ctx = RunContext.build(load_config(None, overrides))
+    before = [p.detach().clone() for p in ctx.policy.parameters()]
+    metrics = ctx.learner.step(sample_batch(ctx))
+    assert metrics["losses/skipped_nonfinite"] == 0.0
+    assert metrics["charts/kl_to_reference"] == pytest.approx(0.0, abs=1e-6)  # first step: same weights
+    changed = any(not torch.equal(a, b) for a, b in zip(before, ctx.policy.parameters()))
+    # Group methods see zero advantages when every member of every group scores the same.
+    assert changed or metrics.get("charts/zero_variance_group_fraction") == 1.0
