@@ -80,6 +80,7 @@ class RolloutStats:
     """Counters of an engine since it was built (for tests, benchmarks and profiling).
 
     Attributes:
+        decode_steps: sampling rounds (each samples one token for every active slot).
         decode_forwards: model calls that fed one token per row.
         prefill_forwards: model calls that fed several tokens per row (prompts, observations).
         sampled_tokens: action tokens sampled.
@@ -89,6 +90,7 @@ class RolloutStats:
         model_seconds: time inside model forwards and sampling.
     """
 
+    decode_steps: int = 0
     decode_forwards: int = 0
     prefill_forwards: int = 0
     sampled_tokens: int = 0
@@ -359,6 +361,7 @@ class RolloutEngine:
         """Samples one token for every active slot and records it (environments step here)."""
         began = time.perf_counter()
         sampled_slots, tokens, logprobs = self._sample_next_tokens()
+        self.stats.decode_steps += 1
         self.stats.sampled_tokens += len(tokens)
         self.stats.model_seconds += time.perf_counter() - began
         version = self.policy_version

@@ -1,0 +1,475 @@
+"""The rollout engine: equivalence with an uncached reference, caps, versions, continuous batching."""
+
+import json
+
+import gymnasium as gym
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from sao_online.bench_rollout import run_rollout_benchmark
+from sao_online.models import ChatLayout, build_tiny_policy, token_logprobs
+from sao_online.rollout import EpisodeRequest, RolloutEngine
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_torch_thread():
+    """Tiny models run fastest on one thread; on a shared 2-core machine a second OpenMP thread
+    waiting for a busy core can make small ops orders of magnitude slower."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+# Actions end at the end-of-turn token or at any byte divisible by 7, so greedy actions of a
+# random model still end at varied lengths.
+STOP_BYTES = [byte for byte in range(256) if byte % 7 == 0]
+
+
+class CountingEnv(gym.Env[str, str]):
+    """A multi-turn text env: ``turns`` actions per episode (1 + seed % 3 unless given).
+
+    Observations repeat the action's length with a seed-dependent tail, so observation segments
+    have varied lengths; the reward of turn k is k.
+    """
+
+    metadata = {}
+    observation_space = gym.spaces.Text(max_length=512)
+    action_space = gym.spaces.Text(max_length=4096)
+
+    def __init__(self, turns=None):
+        self.fixed_turns = turns
+        self.seen_actions = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode = seed or 0
+        self.turns = (options or {}).get("turns", self.fixed_turns or 1 + self.episode % 3)
+        self.turn = 0
+        return f"Count to {self.turns} (episode {self.episode}).", {
+            "phase": self.episode % 2,
+            "theta": {"turns": self.turns},
+        }
+
+    def step(self, action):
+        self.turn += 1
+        self.seen_actions.append(action)
+        done = self.turn >= self.turns
+        observation = f"turn {self.turn}: {len(action)} chars" + "." * (self.episode % 5)
+        info = {"turn": self.turn}
+        if done:
+            info.update(behavior="finished", not_json=object())
+        return observation, float(self.turn), done, False, info
+
+
+def _policy(seed=0, spread=0.25):
+    """A 2-layer, 64-wide policy with weights wide enough that greedy choices are clear-cut."""
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() > 1:
+                parameter.normal_(0.0, spread, generator=generator)
+    return model, tokenizer
+
+
+def _requests(count, turns=None):
+    return [
+        EpisodeRequest(CountingEnv(turns), seed=index, prompt_id=index) for index in range(count)
+    ]
+
+
+def _source(requests):
+    iterator = iter(requests)
+    return lambda: next(iterator, None)
+
+
+def _reference_greedy_episode(model, tokenizer, request, stop_ids, max_action_tokens):
+    """One episode, unbatched and uncached: a full forward over all tokens for every token."""
+    layout = ChatLayout(tokenizer)
+    env = CountingEnv(request.env.fixed_turns)
+    observation, _ = env.reset(seed=request.seed, options=request.options)
+    tokens = layout.prompt_tokens(observation)
+    action_logprobs, action_positions, rewards = [], [], {}
+    history = [{"role": "user", "content": observation}]
+    while True:
+        action = []
+        while True:
+            with torch.no_grad():
+                logits = model(torch.tensor([tokens])).logits[0, -1]
+            token = int(logits.argmax())
+            action_logprobs.append(float(torch.log_softmax(logits, dim=-1)[token]))
+            action_positions.append(len(tokens))
+            tokens.append(token)
+            action.append(token)
+            if token in stop_ids or len(action) == max_action_tokens:
+                break
+        stopped = action[-1] in stop_ids
+        text = tokenizer.decode(action[:-1] if stopped else action, skip_special_tokens=True)
+        observation, reward, terminated, _, _ = env.step(text)
+        rewards[len(tokens) - 1] = reward
+        if terminated:
+            return tokens, action_positions, action_logprobs, rewards
+        history.append({"role": "assistant", "content": text})
+        tokens += layout.observation_tokens(
+            history, observation, tokenizer.decode([action[-1]]) if stopped else None
+        )
+        history.append({"role": "user", "content": observation})
+
+
+@pytest.mark.parametrize("fast_attention", [True, False], ids=["slot_attention", "model_attention"])
+def test_greedy_tokens_and_logprobs_equal_an_uncached_unbatched_reference(fast_attention):
+    model, tokenizer = _policy()
+    stop_ids = {tokenizer.eos_token_id, *STOP_BYTES}
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=3,
+        temperature=0.0,
+        max_turns=5,
+        max_action_tokens=12,
+        max_episode_tokens=600,
+        on_action_cap="submit",
+        stop_token_ids=sorted(stop_ids),
+        fast_attention=fast_attention,
+    )
+    requests = _requests(8)
+    trajectories = list(engine.run(_source(requests)))
+    # 8 episodes through 3 slots: most started in a slot another episode vacated.
+    assert sorted(trajectory.prompt_id for trajectory in trajectories) == list(range(8))
+    assert engine.stats.prefill_forwards > 3  # later prompts and observations were prefilled
+    assert sum(trajectory.num_turns for trajectory in trajectories) == sum(
+        1 + k % 3 for k in range(8)
+    )
+    for trajectory in trajectories:
+        tokens, positions, logprobs, rewards = _reference_greedy_episode(
+            model, tokenizer, requests[trajectory.prompt_id], stop_ids, max_action_tokens=12
+        )
+        assert trajectory.tokens.tolist() == tokens
+        assert torch.nonzero(trajectory.action_mask).squeeze(-1).tolist() == positions
+        torch.testing.assert_close(
+            trajectory.behavior_logprobs[positions], torch.tensor(logprobs), atol=1e-4, rtol=0
+        )
+        assert {
+            index: value for index, value in enumerate(trajectory.rewards.tolist()) if value
+        } == rewards
+        assert trajectory.terminated and not trajectory.truncated
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampled_behavior_logprobs_equal_teacher_forced_logprobs(temperature):
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=1)
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=4,
+        temperature=temperature,
+        max_turns=3,
+        max_action_tokens=16,
+        max_episode_tokens=400,
+        on_action_cap="submit",
+        seed=5,
+    )
+    trajectories = list(engine.run(_source(_requests(9))))
+    assert len(trajectories) == 9
+    for trajectory in trajectories:
+        assert not trajectory.tokens.is_inference()  # usable in the learner's autograd graph
+        with torch.no_grad():
+            reference = token_logprobs(model, trajectory.tokens[None], temperature=temperature)[0]
+        mask = trajectory.action_mask
+        torch.testing.assert_close(
+            trajectory.behavior_logprobs[mask], reference[mask], atol=1e-4, rtol=0
+        )
+        assert torch.all(trajectory.behavior_logprobs[~mask] == 0)
+
+
+def test_long_episode_survives_cache_resizes_with_grouped_query_attention():
+    # Grouped-query attention (4 query heads sharing 2 key/value heads), a long episode in one
+    # slot while short ones come and go in the other: the cache grows past several granules and
+    # shrinks back, and every logprob must still match a teacher-forced full forward.
+    config = LlamaConfig(
+        vocab_size=262,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    _, tokenizer = build_tiny_policy(num_layers=1, hidden_size=8, num_heads=1)
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=2,
+        max_turns=12,
+        max_action_tokens=24,
+        max_episode_tokens=1000,
+        on_action_cap="submit",
+        stop_token_ids=[],
+        seed=1,
+    )
+    long_episode = EpisodeRequest(CountingEnv(), seed=0, options={"turns": 12}, prompt_id=0)
+    short_episodes = [
+        EpisodeRequest(CountingEnv(), seed=k, options={"turns": 1}, prompt_id=k)
+        for k in range(1, 10)
+    ]
+    queue = [long_episode, *short_episodes]
+
+    def offset_source():
+        # Short episodes start 3 steps out of phase with the long one's turns, so their prompts
+        # are prefilled while the long episode's cache row is not part of the call.
+        if queue and (queue[0] is long_episode or engine.stats.decode_steps >= 3):
+            return queue.pop(0)
+        return None
+
+    trajectories = list(engine.run(offset_source))
+    assert len(trajectories[-1].tokens) > 300 and trajectories[-1].prompt_id == 0
+    assert engine.cache.resizes >= 4
+    for trajectory in trajectories:
+        with torch.no_grad():
+            reference = token_logprobs(model, trajectory.tokens[None])[0]
+        mask = trajectory.action_mask
+        torch.testing.assert_close(
+            trajectory.behavior_logprobs[mask], reference[mask], atol=1e-4, rtol=0
+        )
+
+
+def test_trajectory_fields_rewards_turns_and_info():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=2,
+        max_turns=4,
+        max_action_tokens=5,
+        max_episode_tokens=300,
+        on_action_cap="submit",
+        stop_token_ids=[],
+    )
+    requests = [
+        EpisodeRequest(
+            CountingEnv(), seed=2, options={"turns": 3}, prompt_id=41, group_id=7, world_time=12.5
+        )
+    ]
+    (trajectory,) = engine.run(_source(requests))
+    assert (trajectory.prompt_id, trajectory.group_id, trajectory.world_time, trajectory.seed) == (
+        41,
+        7,
+        12.5,
+        2,
+    )
+    assert (trajectory.env_id, trajectory.phase, trajectory.theta) == (
+        "CountingEnv",
+        0,
+        {"turns": 3},
+    )
+    assert trajectory.terminated and not trajectory.truncated and trajectory.behavior == "finished"
+    assert trajectory.info == {"turn": 3, "behavior": "finished"}  # the object() entry is dropped
+    json.dumps(trajectory.info)
+    assert trajectory.num_turns == 3 and trajectory.num_action_tokens == 15
+    turn_ids = trajectory.turn_ids[trajectory.action_mask].tolist()
+    assert turn_ids == [0] * 5 + [1] * 5 + [2] * 5
+    assert torch.all(trajectory.turn_ids[~trajectory.action_mask] == -1)
+    assert torch.all(trajectory.versions[~trajectory.action_mask] == -1)
+    # Turn k's reward (k) sits on its last action token.
+    action_positions = torch.nonzero(trajectory.action_mask).squeeze(-1)
+    last_of_turn = action_positions[[4, 9, 14]]
+    assert trajectory.rewards[last_of_turn].tolist() == [1.0, 2.0, 3.0]
+    assert trajectory.total_reward == 6.0
+    assert trajectory.finished_at >= trajectory.started_at > 0 and trajectory.env_seconds > 0
+    # The environment saw each action as text.
+    assert len(requests[0].env.seen_actions) == 3
+
+
+def test_action_cap_truncates_by_default_and_submits_when_asked():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    common = dict(
+        num_slots=2, max_turns=4, max_action_tokens=6, max_episode_tokens=300, stop_token_ids=[]
+    )
+    truncating = RolloutEngine(model, tokenizer, **common)
+    for trajectory in truncating.run(_source(_requests(3, turns=2))):
+        assert trajectory.truncated and not trajectory.terminated
+        assert trajectory.num_action_tokens == 6 and trajectory.num_turns == 1
+    submitting = RolloutEngine(model, tokenizer, on_action_cap="submit", **common)
+    for trajectory in submitting.run(_source(_requests(3, turns=2))):
+        assert trajectory.terminated and not trajectory.truncated
+        assert trajectory.num_action_tokens == 12 and trajectory.num_turns == 2
+        # A cut action gets the end-of-turn token from the template, as context.
+        second_turn_start = torch.nonzero(trajectory.turn_ids == 1)[0].item()
+        assert tokenizer.eos_token_id in trajectory.tokens[6:second_turn_start].tolist()
+
+
+def test_turn_and_episode_token_caps_truncate():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    by_turns = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=2,
+        max_turns=2,
+        max_action_tokens=4,
+        max_episode_tokens=300,
+        on_action_cap="submit",
+    )
+    for trajectory in by_turns.run(_source(_requests(2, turns=5))):
+        assert trajectory.truncated and not trajectory.terminated and trajectory.num_turns == 2
+    by_tokens = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=2,
+        max_turns=10,
+        max_action_tokens=20,
+        max_episode_tokens=70,
+        on_action_cap="submit",
+    )
+    for trajectory in by_tokens.run(_source(_requests(3, turns=9))):
+        assert trajectory.truncated and len(trajectory.tokens) <= 70
+    tiny_budget = RolloutEngine(
+        model, tokenizer, num_slots=1, max_turns=1, max_action_tokens=4, max_episode_tokens=10
+    )
+    (too_long,) = tiny_budget.run(_source(_requests(1)))
+    assert too_long.truncated and too_long.num_action_tokens == 0  # the prompt alone is too long
+
+
+def test_versions_are_read_when_each_token_is_sampled():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=1,
+        max_turns=3,
+        max_action_tokens=5,
+        max_episode_tokens=300,
+        on_action_cap="submit",
+        stop_token_ids=[],
+    )
+    engine.policy_version = 100
+
+    def publish_new_weights(current):
+        current.policy_version += 1
+
+    engine.on_decode_step = publish_new_weights
+    first, second = engine.run(_source(_requests(2, turns=3)))
+    # One slot samples one token per decoding step, and the hook bumps the version before each.
+    for trajectory, start in ((first, 101), (second, 116)):
+        versions = trajectory.versions[trajectory.action_mask].tolist()
+        assert versions == list(range(start, start + 15))
+        assert trajectory.oldest_version == start
+
+
+def test_continuous_batching_refills_a_slot_while_a_long_episode_runs():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=2,
+        max_turns=8,
+        max_action_tokens=5,
+        max_episode_tokens=400,
+        on_action_cap="submit",
+        stop_token_ids=[],
+    )
+    long_episode = EpisodeRequest(CountingEnv(), seed=0, options={"turns": 5}, prompt_id=0)
+    short_episodes = [
+        EpisodeRequest(CountingEnv(), seed=k, options={"turns": 1}, prompt_id=k)
+        for k in range(1, 5)
+    ]
+    order = [
+        trajectory.prompt_id for trajectory in engine.run(_source([long_episode, *short_episodes]))
+    ]
+    assert order == [1, 2, 3, 4, 0]
+    # Each action is exactly 5 tokens and a slot samples one token per step: the long episode
+    # takes 25 steps while the other slot runs the four short ones back to back (20 steps).
+    # Batches that wait for their slowest member would take 25 + 5 + 5 steps.
+    assert engine.stats.decode_steps == 25
+
+
+def test_admission_control_and_max_episodes():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=3,
+        max_turns=2,
+        max_action_tokens=4,
+        max_episode_tokens=200,
+        on_action_cap="submit",
+    )
+    pending = _requests(4, turns=2)
+    calls = []
+
+    def gated_source():
+        # Lets one episode in at a time: "nothing may start now" while one is running.
+        calls.append(engine.stats.episodes_started - engine.stats.episodes_finished)
+        if calls[-1] >= 1 or not pending:
+            return None
+        return pending.pop(0)
+
+    trajectories = list(engine.run(gated_source))
+    assert [trajectory.prompt_id for trajectory in trajectories] == [0, 1, 2, 3]
+    assert max(calls) == 1 and not pending
+    limited = list(engine.run(_source(_requests(6, turns=1)), max_episodes=4))
+    assert len(limited) == 4
+
+
+def test_same_seed_same_episodes_different_seed_different():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+
+    def sample(seed):
+        engine = RolloutEngine(
+            model,
+            tokenizer,
+            num_slots=3,
+            max_turns=3,
+            max_action_tokens=8,
+            max_episode_tokens=300,
+            on_action_cap="submit",
+            seed=seed,
+        )
+        return {
+            trajectory.prompt_id: trajectory for trajectory in engine.run(_source(_requests(5)))
+        }
+
+    first, again, other = sample(3), sample(3), sample(4)
+    for prompt_id, trajectory in first.items():
+        assert torch.equal(trajectory.tokens, again[prompt_id].tokens)
+        assert torch.equal(trajectory.behavior_logprobs, again[prompt_id].behavior_logprobs)
+    assert any(not torch.equal(first[k].tokens, other[k].tokens) for k in first)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_slots": 0}, "num_slots"),
+        ({"max_turns": 0}, "max_turns"),
+        ({"max_episode_tokens": 5000}, "max_position_embeddings"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"top_p": 2.0}, "top_p"),
+        ({"on_action_cap": "drop"}, "on_action_cap"),
+    ],
+)
+def test_bad_settings_raise(kwargs, message):
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    with pytest.raises(ValueError, match=message):
+        RolloutEngine(model, tokenizer, **kwargs)
+
+
+def test_unsupported_attention_implementation_is_refused():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    model.config._attn_implementation = "flex_attention"
+    with pytest.raises(ValueError, match="attention implementation"):
+        RolloutEngine(model, tokenizer)
+
+
+def test_quick_benchmark_reports_both_sides_as_json():
+    report = run_rollout_benchmark(quick=True)
+    json.dumps(report)
+    assert report["workload"]["batch_size"] == 8 and report["workload"]["quick"]
+    for side in ("engine", "generate"):
+        assert report[side]["tokens"] > 0 and report[side]["tokens_per_second"] > 0
+    assert report["speedup"] == pytest.approx(
+        report["engine"]["tokens_per_second"] / report["generate"]["tokens_per_second"]
+    )
