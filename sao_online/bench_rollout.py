@@ -72,9 +72,11 @@ def _run_engine(
         on_action_cap="submit",
         stop_token_ids=[tokenizer.eos_token_id] if stop else [],
     )
-    env = _SingleTurnTask()
     requests = iter(
-        [EpisodeRequest(env, seed=index, prompt_id=index) for index in range(num_episodes)]
+        [
+            EpisodeRequest(_SingleTurnTask(), seed=index, prompt_id=index)
+            for index in range(num_episodes)
+        ]
     )
     began = time.perf_counter()
     trajectories = list(engine.run(lambda: next(requests, None)))

@@ -17,7 +17,9 @@ Token layout, logprobs and caps:
   ``on_action_cap="submit"``, which hands the cut action to the environment instead),
   ``max_turns`` actions without the environment ending the episode, or ``max_episode_tokens``
   (the next observation segment would not fit, or the episode reached the cap mid-action).
-  An environment's own ``truncated`` also ends the episode with ``truncated=True``.
+  An environment's own ``truncated`` also ends the episode with ``truncated=True``. What
+  truncated an episode is recorded in ``trajectory.info[TRUNCATED_BY_KEY]``.
+- Every episode in flight needs its own env instance (the engine steps them independently).
 - Behavior logprobs are under ``softmax(logits / temperature)`` without top-p truncation (see
   ``sao_online.models.sampling``); the learner must evaluate with the same temperature.
 - Each action token is stamped with ``engine.policy_version`` read when it was sampled. The
@@ -51,6 +53,9 @@ from sao_online.models.slot_cache import SLOT_ATTENTION, SlotKVCache
 from sao_online.types import Trajectory
 
 ActionCapPolicy = Literal["truncate", "submit"]
+# Key of Trajectory.info naming what truncated an episode: "action_tokens", "turns",
+# "episode_tokens" or "env" (the environment's own truncation).
+TRUNCATED_BY_KEY = "rollout/truncated_by"
 _SUPPORTED_ATTENTION = ("sdpa", "eager")
 
 
@@ -313,6 +318,14 @@ class RolloutEngine:
                 request = source()
                 if request is None:
                     break
+                if any(
+                    episode is not None and episode.request.env is request.env
+                    for episode in self._episodes
+                ):
+                    raise ValueError(
+                        "run: the request's env is already running an episode in another slot; "
+                        "give every concurrent episode its own env instance"
+                    )
                 started += 1
                 self._start_episode(slot, request, finished)
             if not any(episode is not None for episode in self._episodes):
@@ -353,7 +366,7 @@ class RolloutEngine:
         self._lengths[slot] = 0
         if len(prompt) >= self.max_episode_tokens:
             # No room for a single action token: the episode is over before it starts.
-            self._finish(slot, terminated=False, truncated=True, finished=finished)
+            self._finish(slot, finished, truncated_by="episode_tokens")
 
     # ---------------------------------------------------------------------------- decoding
 
@@ -504,11 +517,11 @@ class RolloutEngine:
         if token in self.stop_token_ids:
             self._end_action(slot, token, finished)
         elif action_length >= self.max_action_tokens and self.on_action_cap == "truncate":
-            self._finish(slot, terminated=False, truncated=True, finished=finished)
+            self._finish(slot, finished, truncated_by="action_tokens")
         elif action_length >= self.max_action_tokens:
             self._end_action(slot, None, finished)
         elif len(episode.tokens) >= self.max_episode_tokens:
-            self._finish(slot, terminated=False, truncated=True, finished=finished)
+            self._finish(slot, finished, truncated_by="episode_tokens")
 
     def _end_action(self, slot: int, stop_token: int | None, finished: list[Trajectory]) -> None:
         """Hands the finished action to the environment and lays out its answer."""
@@ -528,17 +541,20 @@ class RolloutEngine:
         episode.messages.append({"role": "assistant", "content": action_text})
         if terminated or truncated:
             self._finish(
-                slot, terminated=bool(terminated), truncated=bool(truncated), finished=finished
+                slot,
+                finished,
+                terminated=bool(terminated),
+                truncated_by="env" if truncated else None,
             )
             return
         if episode.turn >= self.max_turns:
-            self._finish(slot, terminated=False, truncated=True, finished=finished)
+            self._finish(slot, finished, truncated_by="turns")
             return
         stop_text = None if stop_token is None else self.tokenizer.decode([stop_token])
         segment = self.layout.observation_tokens(episode.messages, str(observation), stop_text)
         # The segment plus at least one action token must fit.
         if len(episode.tokens) + len(segment) >= self.max_episode_tokens:
-            self._finish(slot, terminated=False, truncated=True, finished=finished)
+            self._finish(slot, finished, truncated_by="episode_tokens")
             return
         episode.append_context(segment)
         episode.messages.append({"role": "user", "content": str(observation)})
@@ -546,11 +562,23 @@ class RolloutEngine:
         self._pending[slot] = [self._pending[slot][0], *segment]
 
     def _finish(
-        self, slot: int, *, terminated: bool, truncated: bool, finished: list[Trajectory]
+        self,
+        slot: int,
+        finished: list[Trajectory],
+        *,
+        terminated: bool = False,
+        truncated_by: str | None = None,
     ) -> None:
+        """Builds the slot's trajectory, appends it to ``finished`` and frees the slot.
+
+        ``truncated_by`` names what truncated the episode (a cap or the environment); it is
+        recorded in the trajectory's info under ``TRUNCATED_BY_KEY``.
+        """
         episode = self._episodes[slot]
         request = episode.request
-        info = episode.last_info
+        info = _json_safe(episode.last_info)
+        if truncated_by is not None:
+            info[TRUNCATED_BY_KEY] = truncated_by
         finished.append(
             Trajectory(
                 tokens=torch.tensor(episode.tokens, dtype=torch.int64),
@@ -567,9 +595,9 @@ class RolloutEngine:
                 world_time=request.world_time,
                 seed=request.seed if request.seed is not None else -1,
                 terminated=terminated,
-                truncated=truncated,
-                behavior=str(info.get("behavior", "")),
-                info=_json_safe(info),
+                truncated=truncated_by is not None,
+                behavior=str(episode.last_info.get("behavior", "")),
+                info=info,
                 started_at=episode.started_at,
                 finished_at=time.time(),
                 env_seconds=episode.env_seconds,

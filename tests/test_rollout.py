@@ -9,7 +9,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from sao_online.bench_rollout import run_rollout_benchmark
 from sao_online.models import ChatLayout, build_tiny_policy, token_logprobs
-from sao_online.rollout import EpisodeRequest, RolloutEngine
+from sao_online.rollout import TRUNCATED_BY_KEY, EpisodeRequest, RolloutEngine
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -293,6 +293,7 @@ def test_action_cap_truncates_by_default_and_submits_when_asked():
     truncating = RolloutEngine(model, tokenizer, **common)
     for trajectory in truncating.run(_source(_requests(3, turns=2))):
         assert trajectory.truncated and not trajectory.terminated
+        assert trajectory.info[TRUNCATED_BY_KEY] == "action_tokens"
         assert trajectory.num_action_tokens == 6 and trajectory.num_turns == 1
     submitting = RolloutEngine(model, tokenizer, on_action_cap="submit", **common)
     for trajectory in submitting.run(_source(_requests(3, turns=2))):
@@ -316,6 +317,7 @@ def test_turn_and_episode_token_caps_truncate():
     )
     for trajectory in by_turns.run(_source(_requests(2, turns=5))):
         assert trajectory.truncated and not trajectory.terminated and trajectory.num_turns == 2
+        assert trajectory.info[TRUNCATED_BY_KEY] == "turns"
     by_tokens = RolloutEngine(
         model,
         tokenizer,
@@ -327,6 +329,7 @@ def test_turn_and_episode_token_caps_truncate():
     )
     for trajectory in by_tokens.run(_source(_requests(3, turns=9))):
         assert trajectory.truncated and len(trajectory.tokens) <= 70
+        assert trajectory.info[TRUNCATED_BY_KEY] == "episode_tokens"
     tiny_budget = RolloutEngine(
         model, tokenizer, num_slots=1, max_turns=1, max_action_tokens=4, max_episode_tokens=10
     )
@@ -413,6 +416,17 @@ def test_admission_control_and_max_episodes():
     assert max(calls) == 1 and not pending
     limited = list(engine.run(_source(_requests(6, turns=1)), max_episodes=4))
     assert len(limited) == 4
+
+
+def test_one_env_instance_cannot_run_two_episodes_at_once():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    engine = RolloutEngine(
+        model, tokenizer, num_slots=2, max_turns=2, max_action_tokens=4, max_episode_tokens=200
+    )
+    shared = CountingEnv(turns=2)
+    requests = [EpisodeRequest(shared, seed=0), EpisodeRequest(shared, seed=1)]
+    with pytest.raises(ValueError, match="own env instance"):
+        list(engine.run(_source(requests)))
 
 
 def test_same_seed_same_episodes_different_seed_different():
