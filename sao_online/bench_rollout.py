@@ -86,7 +86,7 @@ def _run_engine(
         "seconds": seconds,
         "tokens": tokens,
         "tokens_per_second": tokens / seconds,
-        "model_forwards": engine.stats.decode_forwards + engine.stats.prefill_forwards,
+        "model_forwards": engine.decoder.decode_forwards + engine.decoder.prefill_forwards,
     }
 
 

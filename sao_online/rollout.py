@@ -37,7 +37,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -49,14 +48,13 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao_online.models.chat import ChatLayout
 from sao_online.models.sampling import sample_tokens, validate_sampling
-from sao_online.models.slot_cache import SLOT_ATTENTION, SlotKVCache
+from sao_online.models.slot_decoder import SlotDecoder, text_config
 from sao_online.types import Trajectory
 
 ActionCapPolicy = Literal["truncate", "submit"]
 # Key of Trajectory.info naming what truncated an episode: "action_tokens", "turns",
 # "episode_tokens" or "env" (the environment's own truncation).
 TRUNCATED_BY_KEY = "rollout/truncated_by"
-_SUPPORTED_ATTENTION = ("sdpa", "eager")
 
 
 @dataclass
@@ -86,20 +84,14 @@ class RolloutStats:
 
     Attributes:
         decode_steps: sampling rounds (each samples one token for every active slot).
-        decode_forwards: model calls that fed one token per row.
-        prefill_forwards: model calls that fed several tokens per row (prompts, observations).
         sampled_tokens: action tokens sampled.
-        prefilled_tokens: prompt and observation tokens fed.
         episodes_started / episodes_finished: episodes admitted / completed.
         env_seconds: time inside ``env.reset`` and ``env.step``.
         model_seconds: time inside model forwards and sampling.
     """
 
     decode_steps: int = 0
-    decode_forwards: int = 0
-    prefill_forwards: int = 0
     sampled_tokens: int = 0
-    prefilled_tokens: int = 0
     episodes_started: int = 0
     episodes_finished: int = 0
     env_seconds: float = 0.0
@@ -206,12 +198,12 @@ class RolloutEngine:
             raise ValueError(
                 f"RolloutEngine: on_action_cap must be 'truncate' or 'submit', got {on_action_cap!r}"
             )
-        config = (
-            model.config.get_text_config()
-            if hasattr(model.config, "get_text_config")
-            else model.config
-        )
-        self._check_servable(model, config, max_episode_tokens)
+        longest = getattr(text_config(model), "max_position_embeddings", None)
+        if isinstance(longest, int) and max_episode_tokens > longest:
+            raise ValueError(
+                f"RolloutEngine: max_episode_tokens {max_episode_tokens} exceeds the model's "
+                f"max_position_embeddings {longest}"
+            )
         if stop_token_ids is None:
             if tokenizer.eos_token_id is None:
                 raise ValueError(
@@ -244,45 +236,24 @@ class RolloutEngine:
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
 
-        self._num_layers = config.num_hidden_layers
-        self.fast_attention = fast_attention
-        self._mask_dtype = next(model.parameters()).dtype
-        parameters = inspect.signature(model.forward).parameters
-        self._cache_argument = "cache" if "cache" in parameters else "past_key_values"
-        self._keep_last_logits = "logits_to_keep" in parameters
-        self._column_index = torch.arange(
-            max_episode_tokens + max_action_tokens, device=self.device
-        )
+        try:
+            self.decoder = SlotDecoder(
+                self.model,
+                num_slots,
+                pad_token_id=self.pad_token_id,
+                device=self.device,
+                fast_attention=fast_attention,
+            )
+        except ValueError as error:
+            raise ValueError(f"RolloutEngine: {error}") from error
         self._reset_slots()
 
-    @staticmethod
-    def _check_servable(model: PreTrainedModel, config: Any, max_episode_tokens: int) -> None:
-        attention = getattr(model.config, "_attn_implementation", None)
-        if attention not in _SUPPORTED_ATTENTION:
-            raise ValueError(
-                f"RolloutEngine: attention implementation {attention!r} is not supported; call "
-                "model.set_attn_implementation('sdpa') (or 'eager') first"
-            )
-        layer_types = getattr(config, "layer_types", None) or []
-        if any(kind != "full_attention" for kind in layer_types):
-            raise ValueError(
-                f"RolloutEngine: only full-attention layers are supported, got {sorted(set(layer_types))}"
-            )
-        longest = getattr(config, "max_position_embeddings", None)
-        if isinstance(longest, int) and max_episode_tokens > longest:
-            raise ValueError(
-                f"RolloutEngine: max_episode_tokens {max_episode_tokens} exceeds the model's "
-                f"max_position_embeddings {longest}"
-            )
-
     def _reset_slots(self) -> None:
-        self.cache = SlotKVCache(self.num_slots, self._num_layers)
+        self.decoder.reset()
         self._episodes: list[_Episode | None] = [None] * self.num_slots
         # Tokens each slot must feed before its next sample: the last sampled token, or a prompt
         # or the last action's stop token followed by an observation segment.
         self._pending: list[list[int]] = [[] for _ in range(self.num_slots)]
-        # Columns of the slot's cache row holding its current episode (= its next position).
-        self._lengths: list[int] = [0] * self.num_slots
 
     # ----------------------------------------------------------------------------- main loop
 
@@ -363,7 +334,7 @@ class RolloutEngine:
         episode.action_start = len(episode.tokens)
         self._episodes[slot] = episode
         self._pending[slot] = prompt
-        self._lengths[slot] = 0
+        self.decoder.restart(slot)
         if len(prompt) >= self.max_episode_tokens:
             # No room for a single action token: the episode is over before it starts.
             self._finish(slot, finished, truncated_by="episode_tokens")
@@ -385,125 +356,11 @@ class RolloutEngine:
     @torch.inference_mode()
     def _sample_next_tokens(self) -> tuple[list[int], list[int], list[float]]:
         """Runs the model over every active slot; returns (slots, tokens, logprobs) in order."""
-        decode_slots: list[int] = []
-        prefill_slots: list[int] = []
-        for slot, pending in enumerate(self._pending):
-            if len(pending) == 1:
-                decode_slots.append(slot)
-            elif pending:
-                prefill_slots.append(slot)
-        logits_parts: list[torch.Tensor] = []
-        if prefill_slots:
-            logits_parts.append(self._forward_prefill(prefill_slots))
-        if decode_slots:
-            logits_parts.append(self._forward_decode(decode_slots))
-        logits = logits_parts[0] if len(logits_parts) == 1 else torch.cat(logits_parts)
+        sampled_slots, logits = self.decoder.step(self._pending)
         tokens, logprobs = sample_tokens(
             logits, temperature=self.temperature, top_p=self.top_p, generator=self.generator
         )
-        return prefill_slots + decode_slots, tokens.tolist(), logprobs.tolist()
-
-    def _call_model(
-        self,
-        input_ids: torch.Tensor,
-        columns: torch.Tensor,
-        rows: torch.Tensor | None,
-        write_end: int,
-    ) -> torch.Tensor:
-        """One forward of a [rows, W] chunk whose token j of row i sits at cache column
-        ``columns[i, j]`` (= its position); returns the logits of each row's last chunk token.
-
-        ``write_end`` is one past the highest column this call writes. Attention sees, for each
-        query, the row's columns up to and including the query's own.
-        """
-        capacity = self.cache.reserve(max(max(self._lengths), write_end))
-        kv_length = capacity if rows is None else write_end
-        if kv_length > self._column_index.numel():
-            self._column_index = torch.arange(2 * kv_length, device=self.device)
-        visible = self._column_index[:kv_length] <= columns.unsqueeze(-1)
-        hidden = torch.finfo(self._mask_dtype).min
-        mask = torch.where(visible, 0.0, hidden).to(self._mask_dtype).unsqueeze(1)
-        self.cache.plan_write(rows, columns, kv_length)
-        arguments = {
-            "input_ids": input_ids,
-            "attention_mask": mask,
-            "position_ids": columns,
-            self._cache_argument: self.cache,
-            "use_cache": True,
-        }
-        if self._keep_last_logits:
-            arguments["logits_to_keep"] = 1
-        if not self.fast_attention:
-            return self.model(**arguments).logits[:, -1]
-        config = self.model.config
-        configured = config._attn_implementation
-        config._attn_implementation = SLOT_ATTENTION
-        try:
-            return self.model(**arguments).logits[:, -1]
-        finally:
-            config._attn_implementation = configured
-
-    def _forward_decode(self, decode_slots: list[int]) -> torch.Tensor:
-        """Feeds one token for each decoding slot; returns their next-token logits."""
-        self.stats.decode_forwards += 1
-        lengths = self._lengths
-        if 3 * len(decode_slots) <= self.num_slots:
-            # Few rows decoding (e.g. the tail of a run): gather their cache rows instead of
-            # running every slot through the model.
-            columns = torch.tensor([[lengths[slot]] for slot in decode_slots], device=self.device)
-            input_ids = torch.tensor(
-                [self._pending[slot] for slot in decode_slots], device=self.device
-            )
-            rows = torch.tensor(decode_slots, device=self.device)
-            logits = self._call_model(
-                input_ids, columns, rows, max(lengths[slot] for slot in decode_slots) + 1
-            )
-        else:
-            # Every slot takes part so attention reads the cache in place. A slot that is not
-            # decoding feeds a pad token into its first free column: that column is either
-            # overwritten by the slot's next real token or never visible.
-            feed = [
-                pending[0] if len(pending) == 1 else self.pad_token_id for pending in self._pending
-            ]
-            columns = torch.tensor(lengths, device=self.device).unsqueeze(1)
-            input_ids = torch.tensor(feed, device=self.device).unsqueeze(1)
-            logits = self._call_model(input_ids, columns, None, max(lengths) + 1)
-            logits = logits[torch.tensor(decode_slots, device=self.device)]
-        for slot in decode_slots:
-            lengths[slot] += 1
-        return logits
-
-    def _forward_prefill(self, prefill_slots: list[int]) -> torch.Tensor:
-        """Feeds each prefilling slot's pending tokens in one left-padded chunk; returns the
-        next-token logits after each slot's last pending token."""
-        self.stats.prefill_forwards += 1
-        counts = [len(self._pending[slot]) for slot in prefill_slots]
-        width = max(counts)
-        self.stats.prefilled_tokens += sum(counts)
-        chunk = [
-            [self.pad_token_id] * (width - count) + self._pending[slot]
-            for slot, count in zip(prefill_slots, counts)
-        ]
-        starts = torch.tensor([self._lengths[slot] for slot in prefill_slots], device=self.device)
-        count_tensor = torch.tensor(counts, device=self.device)
-        offsets = (width - count_tensor).unsqueeze(1)
-        chunk_index = self._column_index[:width].unsqueeze(0)
-        # Real tokens (right-aligned) go to the slot's next columns in order; the padding in
-        # front goes to the columns just after them, which nothing visible reads.
-        relative = torch.where(
-            chunk_index >= offsets, chunk_index - offsets, count_tensor.unsqueeze(1) + chunk_index
-        )
-        columns = starts.unsqueeze(1) + relative
-        write_end = max(self._lengths[slot] for slot in prefill_slots) + width
-        logits = self._call_model(
-            torch.tensor(chunk, device=self.device),
-            columns,
-            torch.tensor(prefill_slots, device=self.device),
-            write_end,
-        )
-        for slot, count in zip(prefill_slots, counts):
-            self._lengths[slot] += count
-        return logits
+        return sampled_slots, tokens.tolist(), logprobs.tolist()
 
     # ------------------------------------------------------------------------ bookkeeping
 
@@ -606,7 +463,7 @@ class RolloutEngine:
         self.stats.episodes_finished += 1
         self._episodes[slot] = None
         self._pending[slot] = []
-        self._lengths[slot] = 0
+        self.decoder.restart(slot)
 
 
 def _json_safe(info: dict[str, Any]) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def test_greedy_tokens_and_logprobs_equal_an_uncached_unbatched_reference(fast_a
     trajectories = list(engine.run(_source(requests)))
     # 8 episodes through 3 slots: most started in a slot another episode vacated.
     assert sorted(trajectory.prompt_id for trajectory in trajectories) == list(range(8))
-    assert engine.stats.prefill_forwards > 3  # later prompts and observations were prefilled
+    assert engine.decoder.prefill_forwards > 3  # later prompts and observations were prefilled
     assert sum(trajectory.num_turns for trajectory in trajectories) == sum(
         1 + k % 3 for k in range(8)
     )
@@ -228,7 +228,7 @@ def test_long_episode_survives_cache_resizes_with_grouped_query_attention():
 
     trajectories = list(engine.run(offset_source))
     assert len(trajectories[-1].tokens) > 300 and trajectories[-1].prompt_id == 0
-    assert engine.cache.resizes >= 4
+    assert engine.decoder.cache.resizes >= 4
     for trajectory in trajectories:
         with torch.no_grad():
             reference = token_logprobs(model, trajectory.tokens[None])[0]

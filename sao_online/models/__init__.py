@@ -6,12 +6,14 @@ from sao_online.models.logprobs import TokenLogprobs, position_ids_from_mask, to
 from sao_online.models.policy import TINY_POLICY_NAME, build_tiny_policy, load_policy
 from sao_online.models.sampling import sample_tokens
 from sao_online.models.slot_cache import SlotKVCache
+from sao_online.models.slot_decoder import SlotDecoder
 from sao_online.models.tokenizer import CHAT_TEMPLATE, build_byte_tokenizer
 
 __all__ = [
     "CHAT_TEMPLATE",
     "TINY_POLICY_NAME",
     "ChatLayout",
+    "SlotDecoder",
     "SlotKVCache",
     "TokenLogprobs",
     "ValueModel",
