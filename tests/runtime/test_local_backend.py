@@ -1,0 +1,146 @@
+"""The ``local`` backend end to end: budget, bounded staleness, group barrier, worker faults.
+
+Each run spawns worker processes (a few seconds of imports each), so every test checks several
+things on one run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from sao_online.config import load_config
+from sao_online.pretrain import base_policy
+from sao_online.rollout import EpisodeRequest
+from sao_online.runtime.context import make_env
+from sao_online.runtime.launch import run_experiment
+from sao_online.runtime.local import build_engine
+from sao_online.runtime.weights import SharedWeights
+
+TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
+        "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",
+        "rollout.batch_size=8", "runtime.backend=local", "runtime.num_workers=2",
+        "algorithm.critic_warmup_steps=0"]
+
+
+def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
+    parts = sorted((Path(run_dir) / f"{table}.parquet").glob("part-*.parquet"))
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+
+
+def test_sao_run_spends_its_budget_within_the_staleness_bound(tmp_path):
+    config = load_config(None, TINY + ["budget.episodes=48", "runtime.max_staleness=1"])
+    summary = run_experiment(config, tmp_path, threads=1)
+    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
+    assert summary["updates"] == 6
+    assert len(episodes) == 48 and not episodes["dropped"].any()
+    assert len(updates) == 6 and updates["version"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert episodes["episode"].tolist() == list(range(48))
+    # Every planned episode was trained exactly once (SAO: one plan per prompt).
+    assert sorted(episodes["prompt_id"]) == list(range(48))
+    assert episodes["staleness"].between(0, 1).all()
+    assert updates["staleness/max"].max() <= 1
+    # Asynchrony happened: with max_staleness 1 the workers run ahead by a version.
+    assert (episodes["staleness"] == 1).any()
+    assert not list(multiprocessing.active_children())
+
+
+def test_group_method_trains_whole_groups_only(tmp_path):
+    config = load_config(None, TINY + ["algorithm.name=grpo", "algorithm.group_size=4",
+                                       "budget.episodes=32", "runtime.max_staleness=2"])
+    run_experiment(config, tmp_path, threads=1)
+    episodes = read_table(tmp_path, "episodes")
+    assert len(episodes) == 32
+    # Rows are logged in training order, B = 8 per update: each update holds whole groups.
+    for update in range(4):
+        rows = episodes.iloc[8 * update: 8 * (update + 1)]
+        assert rows.groupby("group_id").size().tolist() == [4, 4], rows["group_id"].tolist()
+    assert episodes["staleness"].between(0, 2).all()
+
+
+def _kill_first_worker_when_busy(seconds_alive: float, killed: list[int]) -> None:
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        workers = [p for p in multiprocessing.active_children() if p.name.startswith("sao-rollout")]
+        if workers:
+            time.sleep(seconds_alive)
+            os.kill(workers[0].pid, signal.SIGKILL)
+            killed.append(workers[0].pid)
+            return
+        time.sleep(0.05)
+
+
+def test_killed_worker_is_replaced_and_its_episodes_are_logged_as_dropped(tmp_path):
+    # Latency keeps episodes in flight for a while, so the kill finds plans to drop.
+    config = load_config(None, TINY + ["budget.episodes=32", "env.latency_mean=0.15",
+                                       "env.latency_sigma=0.5", "runtime.max_staleness=1"])
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_first_worker_when_busy, args=(1.0, killed), daemon=True)
+    killer.start()
+    run_experiment(config, tmp_path, threads=1)
+    killer.join(timeout=5)
+    assert killed, "the test never found a worker to kill"
+    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
+    dropped, trained = episodes[episodes["dropped"]], episodes[~episodes["dropped"]]
+    assert len(dropped) >= 1
+    assert dropped["reward"].isna().all()
+    # The budget is still met: every plan trained exactly once, dropped ones included.
+    assert sorted(trained["prompt_id"]) == list(range(32))
+    assert set(dropped["prompt_id"]) <= set(trained["prompt_id"])
+    assert updates["charts/worker_restarts"].max() >= 1
+    assert episodes["episode"].tolist() == list(range(len(episodes)))
+    assert not list(multiprocessing.active_children())
+
+
+def test_shared_weights_round_trip_and_refuse_going_back():
+    config = load_config(None, TINY)
+    torch.manual_seed(0)
+    learner_policy, _ = base_policy(config)
+    worker_policy, _ = base_policy(load_config(None, TINY + ["seed=1"]))
+    weights = SharedWeights(learner_policy, multiprocessing.get_context("spawn"), version=0)
+    with torch.no_grad():
+        for parameter in learner_policy.parameters():
+            parameter.add_(0.5)
+    weights.publish(learner_policy, version=3)
+    assert weights.version == 3
+    assert weights.load_into(worker_policy) == 3
+    for name, tensor in worker_policy.state_dict().items():
+        assert torch.equal(tensor, learner_policy.state_dict()[name]), name
+    with pytest.raises(ValueError, match="version went back"):
+        weights.publish(learner_policy, version=2)
+
+
+def test_in_flight_update_changes_the_version_within_an_episode():
+    # The worker's hook (load newer shared weights between decoding steps) on a real engine:
+    # the hook runs before each decoding step; the learner publishes version 1 before the second.
+    config = load_config(None, TINY + ["rollout.max_action_tokens=12"])
+    policy, tokenizer = base_policy(config)
+    weights = SharedWeights(policy, multiprocessing.get_context("spawn"), version=0)
+    engine = build_engine(config, policy, tokenizer, seed=0, num_slots=2)
+    learner_copy, _ = base_policy(load_config(None, TINY + ["seed=1"]))  # other weights
+    steps = 0
+
+    def on_decode_step(current):
+        nonlocal steps
+        steps += 1
+        if steps == 2:
+            weights.publish(learner_copy, version=1)
+        if weights.version > current.policy_version:
+            current.policy_version = weights.load_into(policy)
+
+    engine.on_decode_step = on_decode_step
+    requests = iter([EpisodeRequest(make_env(config, seed=0), seed=0, prompt_id=0)])
+    (trajectory,) = list(engine.run(lambda: next(requests, None)))
+    versions = trajectory.versions[trajectory.action_mask].tolist()
+    assert len(versions) >= 2  # an untrained byte-level model rarely stops after one token
+    assert versions[0] == 0 and set(versions[1:]) == {1}
+    # The loaded weights are the published ones, not the engine's first ones.
+    assert torch.equal(policy.state_dict()["lm_head.weight"], learner_copy.state_dict()["lm_head.weight"])
