@@ -46,12 +46,12 @@ def cache_root() -> Path:
     return base / "sao-online"
 
 
-def base_policy(config: ExperimentConfig):
+def base_policy(config: ExperimentConfig, seed: int | None = None):
     """The untrained (or pretrained, for a real model) policy and tokenizer the config names."""
     model_cfg = config.model
     if model_cfg.name == "tiny":
         return build_tiny_policy(num_layers=model_cfg.num_layers, hidden_size=model_cfg.hidden_size,
-                                 seed=config.seed)
+                                 seed=config.seed if seed is None else seed)
     return load_policy(model_cfg.name, gguf_file=model_cfg.gguf_file)
 
 
@@ -97,12 +97,12 @@ def _cache_key(config: ExperimentConfig) -> str:
     sources = [inspect.getsource(sys.modules[__name__]), inspect.getsource(sys.modules[env_class.__module__])]
     payload = {
         "format": WARM_START_FORMAT,
-        "model": {k: getattr(config.model, k) for k in ("name", "gguf_file", "num_layers", "hidden_size",
-                                                        "warm_start_steps", "warm_start_lr",
-                                                        "warm_start_batch_size")},
+        "model": {k: getattr(config.model, k) for k in (
+            "name", "gguf_file", "num_layers", "hidden_size", "warm_start_steps", "warm_start_lr",
+            "warm_start_batch_size")},
         "env": {"id": config.env.id, "kwargs": config.env.kwargs},
         "max_turns": config.rollout.max_turns,
-        "seed": config.seed,
+        "seed": config.model.warm_start_seed,
         "sources": [hashlib.sha256(s.encode()).hexdigest() for s in sources],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -121,9 +121,10 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
     path = warm_start_path(config)
     if (path / "warm_start.json").exists() and not force:
         return path
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    policy, tokenizer = base_policy(config)
+    seed = config.model.warm_start_seed
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    policy, tokenizer = base_policy(config, seed=seed)
     layout = ChatLayout(tokenizer)
     env = gymnasium.make(config.env.id, **config.env.kwargs)
     model_cfg = config.model

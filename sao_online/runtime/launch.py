@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]
 
 def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, resume: bool = False,
                    overwrite: bool = False, progress: bool = False,
-                   threads: int | None = None) -> dict[str, Any]:
+                   threads: int | None = None,
+                   progress_callback: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Run one experiment to its episode budget; return a short summary.
 
     Args:
@@ -40,6 +42,7 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
         overwrite: replace an existing run directory.
         progress: show a progress bar.
         threads: torch threads of the learner (default: leave torch's choice).
+        progress_callback: called with the number of episodes each update consumed.
     """
     if threads:
         torch.set_num_threads(threads)
@@ -50,7 +53,13 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
                         flush_every=config.logging.flush_every)
     bar = tqdm(total=config.budget.episodes, desc=f"{config.algorithm.name} seed {config.seed}",
                unit="ep", disable=not progress, smoothing=0.1)
-    loop = TrainingLoop(ctx, log, progress=bar.update)
+
+    def advance(n: int) -> None:
+        bar.update(n)
+        if progress_callback is not None:
+            progress_callback(n)
+
+    loop = TrainingLoop(ctx, log, progress=advance)
     engine_state = None
     if resume:
         state = log.load_checkpoint()
@@ -72,8 +81,8 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
         run_ray(loop)
     else:  # validated on load; kept for configs built in code
         raise ConfigError(f"runtime.backend: unknown backend {backend!r}")
+    loop.finish()
     bar.close()
-    log.flush()
     seconds = time.time() - started
     episodes = log.read("episodes")
     return {

@@ -9,6 +9,7 @@ from typing import Any
 
 from sao_online.runlog import RunLog
 from sao_online.runtime.context import RunContext, episode_record, plan_to_request
+from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.types import Trajectory
 
 
@@ -35,6 +36,7 @@ class TrainingLoop:
         self.started = time.time()
         self.elapsed_before = 0.0  # wall time of earlier sessions of a resumed run
         self.tokens = 0
+        self.evaluator = BackgroundEvaluator(ctx)
 
     def wall_time(self) -> float:
         return self.elapsed_before + time.time() - self.started
@@ -64,6 +66,8 @@ class TrainingLoop:
             **(extra or {}),
         })
         self.log.log("updates", metrics)
+        self.evaluator.collect(self.log)
+        self.evaluator.maybe_submit(learner.version, float(self.ctx.planner.episodes_started))
         if self.progress:
             self.progress(len(trajectories))
         return metrics
@@ -86,7 +90,13 @@ class TrainingLoop:
         self.tokens = state["tokens"]
 
     def checkpoint(self, extra: dict[str, Any] | None = None) -> None:
+        self.evaluator.collect(self.log, wait=True)  # evals up to here belong to this checkpoint
         self.log.save_checkpoint(self.ctx.learner.version, {**self.state_dict(), **(extra or {})})
+
+    def finish(self) -> None:
+        """Wait for running evaluations and write every buffered record."""
+        self.evaluator.close(self.log)
+        self.log.flush()
 
     def checkpoint_due(self) -> bool:
         every = self.ctx.config.logging.checkpoint_every

@@ -1,0 +1,116 @@
+"""``compare``: methods x seeds at matched budgets, in parallel processes, with one progress bar."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from sao_online.config import ConfigError, load_config
+from sao_online.runlog import run_directory
+
+
+def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)  # one core per run; runs go in parallel instead
+    from sao_online.runtime.launch import run_experiment
+
+    config = load_config(job["config"], job["overrides"])
+
+    class _Bar:  # forwards episode counts to the parent's progress bar
+        def update(self, n: int) -> None:
+            progress.put(n)
+
+    return run_experiment(config, out=job["out"], overwrite=job["overwrite"], progress=False,
+                          progress_callback=_Bar().update)
+
+
+def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:
+    try:
+        results.put(("ok", job["name"], _run_one(job, progress)))
+    except BaseException as error:  # reported to the parent, which raises it with the run's name
+        results.put(("error", job["name"], f"{type(error).__name__}: {error}"))
+
+
+def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str | Path,
+            overrides: list[str] | None = None, parallel: int | None = None,
+            overwrite: bool = False, progress: bool = True) -> Path:
+    """Run every method for seeds 0..seeds-1 with the same budget, model, schedule and seeds.
+
+    Runs land in ``<out>/<experiment>/<method>/seed-<k>/``. The warm start is built once up
+    front (it is shared by every run: same starting checkpoint for every method and seed).
+
+    Raises:
+        ConfigError: an unknown method, a bad seed count, or a run that failed (named).
+    """
+    overrides = list(overrides or [])
+    if seeds < 1:
+        raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
+    methods = [m.strip() for m in methods if m.strip()]
+    if not methods:
+        raise ConfigError("--methods: no method given")
+    base = load_config(config_path, overrides)
+    from sao_online.algorithms import METHODS
+
+    for method in methods:
+        if method not in METHODS:
+            raise ConfigError(f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if base.model.warm_start:
+        from sao_online.pretrain import warm_start
+
+        warm_start(base, progress=progress)
+    out = Path(out)
+    jobs = []
+    for method in methods:
+        for seed in range(seeds):
+            run_overrides = [*overrides, f"algorithm.name={method}", f"seed={seed}"]
+            if method in ("sao", "sao_running_mean"):
+                run_overrides.append("algorithm.group_size=null")
+            jobs.append({
+                "name": f"{method}/seed-{seed}", "config": str(config_path), "overrides": run_overrides,
+                "out": str(run_directory(out, base.experiment, method, seed)), "overwrite": overwrite,
+            })
+    total = base.budget.episodes * len(jobs)
+    parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
+    context = mp.get_context("spawn")
+    progress_queue, results = context.Queue(), context.Queue()
+    bar = tqdm(total=total, desc=f"compare {','.join(methods)} x {seeds} seeds", unit="ep",
+               disable=not progress, smoothing=0.05)
+    pending, running, failures = list(jobs), [], []
+    finished = 0
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                job = pending.pop(0)
+                process = context.Process(target=_worker, args=(job, progress_queue, results), daemon=False)
+                process.start()
+                running.append(process)
+            try:
+                bar.update(progress_queue.get(timeout=0.5))
+            except queue.Empty:
+                pass
+            while True:
+                try:
+                    status, name, payload = results.get_nowait()
+                except queue.Empty:
+                    break
+                finished += 1
+                if status == "error":
+                    failures.append(f"{name}: {payload}")
+            for process in [p for p in running if not p.is_alive()]:
+                process.join()
+                running.remove(process)
+                if process.exitcode not in (0, None) and finished < len(jobs) - len(pending) - len(running):
+                    failures.append(f"a run process exited with code {process.exitcode}")
+    finally:
+        for process in running:
+            process.terminate()
+        bar.close()
+    if failures:
+        raise ConfigError("compare: some runs failed:\n  " + "\n  ".join(failures))
+    return out / base.experiment
