@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -81,34 +82,31 @@ def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str
     progress_queue, results = context.Queue(), context.Queue()
     bar = tqdm(total=total, desc=f"compare {','.join(methods)} x {seeds} seeds", unit="ep",
                disable=not progress, smoothing=0.05)
-    pending, running, failures = list(jobs), [], []
-    finished = 0
+    pending, running, failures, reported = list(jobs), {}, [], set()
     try:
         while pending or running:
             while pending and len(running) < parallel:
                 job = pending.pop(0)
-                process = context.Process(target=_worker, args=(job, progress_queue, results), daemon=False)
+                process = context.Process(target=_worker, args=(job, progress_queue, results))
                 process.start()
-                running.append(process)
-            try:
+                running[job["name"]] = process
+            with contextlib.suppress(queue.Empty):
                 bar.update(progress_queue.get(timeout=0.5))
-            except queue.Empty:
-                pass
-            while True:
-                try:
+            with contextlib.suppress(queue.Empty):
+                while True:
                     status, name, payload = results.get_nowait()
-                except queue.Empty:
-                    break
-                finished += 1
-                if status == "error":
-                    failures.append(f"{name}: {payload}")
-            for process in [p for p in running if not p.is_alive()]:
+                    reported.add(name)
+                    if status == "error":
+                        failures.append(f"{name}: {payload}")
+            for name, process in list(running.items()):
+                if process.is_alive():
+                    continue
                 process.join()
-                running.remove(process)
-                if process.exitcode not in (0, None) and finished < len(jobs) - len(pending) - len(running):
-                    failures.append(f"a run process exited with code {process.exitcode}")
+                del running[name]
+                if name not in reported and process.exitcode != 0:  # killed before it could report
+                    failures.append(f"{name}: run process exited with code {process.exitcode}")
     finally:
-        for process in running:
+        for process in running.values():
             process.terminate()
         bar.close()
     if failures:
