@@ -1,0 +1,98 @@
+"""``sao-online bench async``: synchronous vs local asynchronous training under long-tail latency.
+
+Both runs use the same tiny model, config and episode budget; the environment sleeps a
+lognormal time per reset and step (``LatencyWrapper``), the regime where asynchrony pays off.
+Throughput is measured in steady state, from the first update to the last (worker start-up,
+a few seconds of imports, is reported separately through the end-to-end numbers).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sao_online.config import load_config
+
+# Long action caps: an untrained policy rarely emits its stop token, and an action cut at the
+# cap ends the episode without an env step, so short caps would never pay the step latency.
+_COMMON = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
+           "rollout.max_turns=1", "rollout.max_action_tokens=160",
+           "rollout.max_episode_tokens=384", "algorithm.critic_warmup_steps=0",
+           "logging.checkpoint_every=0"]
+
+
+def _read(run_dir: Path, table: str) -> pd.DataFrame:
+    parts = sorted((run_dir / f"{table}.parquet").glob("part-*.parquet"))
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+
+
+def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
+    from sao_online.runtime.launch import run_experiment
+
+    began = time.time()
+    summary = run_experiment(load_config(None, overrides), run_dir, threads=1)
+    seconds = time.time() - began
+    updates, episodes = _read(run_dir, "updates"), _read(run_dir, "episodes")
+    first, last = updates.iloc[0], updates.iloc[-1]
+    window = float(last["wall_time"] - first["wall_time"])
+    steady_episodes = float(last["episodes_seen"] - first["episodes_seen"])
+    learner_seconds = float(updates["charts/learner_seconds"].iloc[1:].sum())
+    return {
+        "episodes": int((~episodes["dropped"]).sum()),
+        "updates": int(summary["updates"]),
+        "seconds": round(seconds, 2),
+        "episodes_per_second": round(steady_episodes / max(window, 1e-9), 3),
+        "episodes_per_second_end_to_end": round(len(episodes) / max(seconds, 1e-9), 3),
+        "learner_seconds": round(learner_seconds, 3),
+        "learner_busy_fraction": round(learner_seconds / max(window, 1e-9), 3),
+        "max_staleness_observed": int(episodes["staleness"].max()),
+        "mean_staleness": round(float(episodes["staleness"].mean()), 3),
+    }
+
+
+def run_async_benchmark(quick: bool = False, *, episodes: int | None = None) -> dict[str, Any]:
+    """Run the workload synchronously and with the local backend; compare throughput.
+
+    Args:
+        quick: a short run (under a minute on two cores) instead of the full one.
+        episodes: override the workload's episode budget (tests use a tiny one).
+
+    Returns:
+        ``speedup`` (async over sync steady-state episodes per second),
+        ``learner_busy_fraction`` (async learner compute seconds over async wall seconds in
+        steady state), ``max_staleness``, ``max_staleness_observed`` and the raw numbers of
+        both runs under ``sync`` and ``async``.
+    """
+    if quick:
+        workload = {"episodes": 48, "batch_size": 8, "workers": 2, "max_staleness": 4,
+                    "latency_mean": 0.3, "latency_sigma": 1.0}
+    else:
+        workload = {"episodes": 384, "batch_size": 16, "workers": 4, "max_staleness": 4,
+                    "latency_mean": 0.5, "latency_sigma": 1.0}
+    if episodes is not None:
+        workload["episodes"] = episodes
+    overrides = _COMMON + [
+        f"budget.episodes={workload['episodes']}", f"rollout.batch_size={workload['batch_size']}",
+        f"runtime.num_workers={workload['workers']}",
+        f"runtime.max_staleness={workload['max_staleness']}",
+        f"env.latency_mean={workload['latency_mean']}",
+        f"env.latency_sigma={workload['latency_sigma']}"]
+    with tempfile.TemporaryDirectory(prefix="sao-bench-async-") as folder:
+        sync = _measure(overrides + ["runtime.backend=sync"], Path(folder) / "sync")
+        asynchronous = _measure(overrides + ["runtime.backend=local"], Path(folder) / "async")
+    return {
+        "workload": workload,
+        "speedup": round(asynchronous["episodes_per_second"]
+                         / max(sync["episodes_per_second"], 1e-9), 3),
+        "speedup_end_to_end": round(asynchronous["episodes_per_second_end_to_end"]
+                                    / max(sync["episodes_per_second_end_to_end"], 1e-9), 3),
+        "learner_busy_fraction": asynchronous["learner_busy_fraction"],
+        "max_staleness": workload["max_staleness"],
+        "max_staleness_observed": asynchronous["max_staleness_observed"],
+        "sync": sync,
+        "async": asynchronous,
+    }
