@@ -50,6 +50,50 @@ class _SingleTurnTask(gym.Env[str, str]):
         return "", 0.0, True, False, {}
 
 
+class _Stopwatch:
+    """Wall-clock and process CPU time of a block.
+
+    On a shared machine other processes slow the wall clock of both sides; this process's CPU
+    time is much less affected, so both are reported.
+    """
+
+    def __enter__(self) -> _Stopwatch:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+    def report(self, tokens: int, forwards: int) -> dict[str, Any]:
+        return {
+            "seconds": self.wall,
+            "cpu_seconds": self.cpu,
+            "tokens": tokens,
+            "tokens_per_second": tokens / self.wall,
+            "tokens_per_cpu_second": tokens / self.cpu,
+            "model_forwards": forwards,
+        }
+
+
+def _faster(first: dict[str, Any] | None, second: dict[str, Any]) -> dict[str, Any]:
+    return second if first is None or second["seconds"] < first["seconds"] else first
+
+
+def _compare(arguments: tuple, stop: bool, seed: int, repeats: int) -> dict[str, Any]:
+    """Best of ``repeats`` alternating runs of each side, and the ratios."""
+    engine = generate = None
+    for _ in range(repeats):
+        engine = _faster(engine, _run_engine(*arguments, stop=stop, seed=seed))
+        generate = _faster(generate, _run_generate(*arguments, stop=stop, seed=seed))
+    return {
+        "engine": engine,
+        "generate": generate,
+        "speedup": engine["tokens_per_second"] / generate["tokens_per_second"],
+        "speedup_cpu_time": engine["tokens_per_cpu_second"] / generate["tokens_per_cpu_second"],
+    }
+
+
 def _answer_length(row: list[int], stop_token: int | None) -> int:
     if stop_token is not None and stop_token in row:
         return row.index(stop_token) + 1
@@ -78,16 +122,11 @@ def _run_engine(
             for index in range(num_episodes)
         ]
     )
-    began = time.perf_counter()
-    trajectories = list(engine.run(lambda: next(requests, None)))
-    seconds = time.perf_counter() - began
+    with _Stopwatch() as watch:
+        trajectories = list(engine.run(lambda: next(requests, None)))
     tokens = sum(trajectory.num_action_tokens for trajectory in trajectories)
-    return {
-        "seconds": seconds,
-        "tokens": tokens,
-        "tokens_per_second": tokens / seconds,
-        "model_forwards": engine.decoder.decode_forwards + engine.decoder.prefill_forwards,
-    }
+    forwards = engine.decoder.decode_forwards + engine.decoder.prefill_forwards
+    return watch.report(tokens, forwards)
 
 
 def _run_generate(
@@ -106,8 +145,7 @@ def _run_generate(
     stop_token = tokenizer.eos_token_id if stop else None
     tokens = 0
     steps = 0
-    began = time.perf_counter()
-    with torch.inference_mode():
+    with _Stopwatch() as watch, torch.inference_mode():
         for start in range(0, num_episodes, batch_size):
             batch = tokenizer(
                 prompts[start : start + batch_size],
@@ -129,13 +167,7 @@ def _run_generate(
             answers = output[:, batch["input_ids"].shape[1] :].tolist()
             tokens += sum(_answer_length(row, stop_token) for row in answers)
             steps += len(answers[0])
-    seconds = time.perf_counter() - began
-    return {
-        "seconds": seconds,
-        "tokens": tokens,
-        "tokens_per_second": tokens / seconds,
-        "model_forwards": steps,
-    }
+    return watch.report(tokens, steps)
 
 
 def run_rollout_benchmark(
@@ -145,6 +177,7 @@ def run_rollout_benchmark(
     num_episodes: int | None = None,
     num_threads: int | None = 1,
     seed: int = 0,
+    repeats: int = 1,
 ) -> dict[str, Any]:
     """Measures the rollout engine's and ``model.generate()``'s tokens/s on the same workload.
 
@@ -157,18 +190,20 @@ def run_rollout_benchmark(
         num_threads: torch CPU threads during the benchmark (restored afterwards); None leaves
             the setting alone. One thread keeps the numbers comparable on a shared machine.
         seed: model and sampling seed.
+        repeats: alternating runs of each side; the fastest of each is reported.
 
     Returns:
         A JSON-able dict: ``workload`` (what both sides ran), ``engine`` and ``generate``
-        (seconds, tokens, tokens_per_second, model_forwards), ``speedup`` (engine tokens/s over
-        generate tokens/s), the same three under ``fixed_length`` (unless quick), and
-        ``machine``.
+        (seconds, cpu_seconds, tokens, tokens_per_second, tokens_per_cpu_second,
+        model_forwards), ``speedup`` (engine tokens/s over generate tokens/s, wall clock),
+        ``speedup_cpu_time`` (the same with process CPU time), the same under ``fixed_length``
+        (unless quick), and ``machine``.
     """
     if quick:
         batch_size, new_tokens = min(batch_size, 8), min(new_tokens, 24)
-    if batch_size < 1 or new_tokens < 1:
+    if batch_size < 1 or new_tokens < 1 or repeats < 1:
         raise ValueError(
-            f"run_rollout_benchmark: batch_size and new_tokens must be >= 1, got {batch_size}, {new_tokens}"
+            f"run_rollout_benchmark: batch_size, new_tokens and repeats must be >= 1, got {batch_size}, {new_tokens}, {repeats}"
         )
     if num_episodes is None:
         num_episodes = 2 * batch_size if quick else 4 * batch_size
@@ -188,22 +223,12 @@ def run_rollout_benchmark(
                 "sampling": "temperature 1.0, top_p 1.0, no top_k",
                 "stop": "end-of-turn token or new_tokens",
                 "quick": quick,
+                "repeats": repeats,
             }
         }
-        report["engine"] = _run_engine(*arguments, stop=True, seed=seed)
-        report["generate"] = _run_generate(*arguments, stop=True, seed=seed)
-        report["speedup"] = (
-            report["engine"]["tokens_per_second"] / report["generate"]["tokens_per_second"]
-        )
+        report.update(_compare(arguments, stop=True, seed=seed, repeats=repeats))
         if not quick:
-            fixed = {
-                "engine": _run_engine(*arguments, stop=False, seed=seed),
-                "generate": _run_generate(*arguments, stop=False, seed=seed),
-            }
-            fixed["speedup"] = (
-                fixed["engine"]["tokens_per_second"] / fixed["generate"]["tokens_per_second"]
-            )
-            report["fixed_length"] = fixed
+            report["fixed_length"] = _compare(arguments, stop=False, seed=seed, repeats=repeats)
         report["machine"] = {
             "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__,

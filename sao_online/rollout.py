@@ -2,10 +2,14 @@
 
 ``RolloutEngine`` runs up to ``num_slots`` episodes at once on one model. Every decoding step
 feeds one token per decoding slot through the model in a single batch, reusing each slot's keys
-and values from a ``SlotKVCache``. Slots that must first read several tokens (a new prompt, or an
-environment observation after an action) are fed together in one left-padded chunk in the same
-step. When an episode ends its slot takes the next episode from the source right away, so a long
-episode never holds the others back.
+and values from a ``SlotKVCache`` (the model side lives in ``SlotDecoder``). Slots that must
+first read several tokens (a new prompt, or an environment observation after an action) are fed
+together in one left-padded chunk in the same step. When an episode ends its slot takes the next
+episode from the source right away, so a long episode never holds the others back.
+
+On CPU, give each rollout process one torch thread (``torch.set_num_threads(1)``): the tiny
+models' ops are too small to split, and on a busy machine a second OpenMP thread waiting for a
+core can make them many times slower.
 
 Token layout, logprobs and caps:
 

@@ -484,6 +484,7 @@ def test_quick_benchmark_reports_both_sides_as_json():
     assert report["workload"]["batch_size"] == 8 and report["workload"]["quick"]
     for side in ("engine", "generate"):
         assert report[side]["tokens"] > 0 and report[side]["tokens_per_second"] > 0
+        assert report[side]["tokens_per_cpu_second"] > 0
     assert report["speedup"] == pytest.approx(
         report["engine"]["tokens_per_second"] / report["generate"]["tokens_per_second"]
     )

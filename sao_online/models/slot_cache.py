@@ -227,7 +227,9 @@ def slot_attention(
     scores = torch.matmul(grouped_query, key.transpose(-1, -2))
     scores = scores.view(batch, kv_heads, group, width, length)
     scores.mul_(scaling).add_(attention_mask.unsqueeze(2))
-    probabilities = torch.softmax(scores, dim=-1).view(batch, kv_heads, group * width, length)
+    # Softmax in float32 as Hugging Face's eager attention does, for half-precision models.
+    probabilities = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    probabilities = probabilities.view(batch, kv_heads, group * width, length)
     output = torch.matmul(probabilities, value).view(batch, query_heads, width, head_dim)
     return output.transpose(1, 2).contiguous(), None
 
