@@ -169,6 +169,13 @@ class RolloutEngine:
     Raises:
         ValueError: an argument is out of range, or the model cannot be served (attention
             implementation, sliding-window layers, episodes longer than its positions).
+
+    Attributes:
+        policy_version: stamped on every action token sampled from now on.
+        on_decode_step: None or ``hook(engine)``, called before every decoding step.
+        stats: ``RolloutStats`` counters since the engine was built.
+        decoder: the ``SlotDecoder`` (its ``decode_forwards`` / ``prefill_forwards`` count
+            model calls, ``cache.resizes`` the cache resizes).
     """
 
     def __init__(
