@@ -169,9 +169,13 @@ def _experiment_blocks(experiment: str, episodes: pd.DataFrame, updates: pd.Data
         blocks.append(Table(_metrics_table(aggregated),
                             f"IQM [{confidence:.0%} CI] across seeds; times in {unit}."))
         name = f"{prefix}_time_to_recovery.png"
-        plot_metric_intervals(aggregated, "time_to_recovery", path=figures / name, unit=unit)
-        blocks.append(Image(f"figures/{name}", "Time to recovery per method and shift (hollow "
-                                               "points: some runs censored)."))
+        if (aggregated["metric"] == "time_to_recovery").any():
+            plot_metric_intervals(aggregated, "time_to_recovery", path=figures / name, unit=unit)
+            blocks.append(Image(f"figures/{name}", "Time to recovery per method and shift (hollow "
+                                                   "points: some runs censored)."))
+        else:
+            blocks.append(Paragraph("Time to recovery is undefined for every run and shift (see "
+                                    "the notes below): nothing was learned before the shifts."))
         notes = per_seed.loc[per_seed["note"] != "", "note"].value_counts()
         for note, count in notes.items():
             blocks.append(Paragraph(f"Note ({count} run-shift pair{'s' if count > 1 else ''}): "

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import gymnasium
 import numpy as np
 from gymnasium.spaces import Text
+
 from sao_online.drift_schedules.space import Choice, Range, default_theta, validate_theta
 
 #: Printable ASCII (space to tilde) plus newline: every observation and action character.

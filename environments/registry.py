@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium
+
 from sao_online.environments.base import DriftingTextEnv
 
 NAMESPACE = "sao_online"

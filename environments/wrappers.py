@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import gymnasium
 import numpy as np
+
 from sao_online.drift_schedules.state import DriftState
 
 LATENCY_TARGETS = ("step", "reset", "both")

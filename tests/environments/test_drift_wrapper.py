@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium
 import pytest
+
 from sao_online.drift_schedules import DriftState, DriftValueError, load_schedule, validate_theta
 from sao_online.environments import DriftWrapper, StyleShiftEnv, ToolShiftEnv
 

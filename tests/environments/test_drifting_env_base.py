@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium
 import pytest
+
 from sao_online.drift_schedules import Choice, DriftValueError, Range
 from sao_online.environments import (
     TEXT_CHARSET,

@@ -11,6 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sao_online.drift_schedules import Choice, Range
 from sao_online.environments import StyleShiftEnv, ToolShiftEnv, list_envs, register_envs
 

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+
 from sao_online.environments import LatencyWrapper, StyleShiftEnv, ToolShiftEnv
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 # --- example start ---
 import gymnasium
+
 from sao_online.drift_schedules import Choice, load_schedule
 from sao_online.environments import DriftingTextEnv, DriftWrapper, TurnResult
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from sao_online.environments import StyleShiftEnv, detect_style, rule_judge
 from sao_online.environments.style_shift import (
     POOLS,

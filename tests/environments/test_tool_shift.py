@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+
 from sao_online.environments import ToolShiftEnv
 from sao_online.environments.tool_shift import (
     SCHEMAS,
