@@ -45,7 +45,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.set)
     summary = run_experiment(config, out=args.out, resume=args.resume, overwrite=args.overwrite,
-                             progress=True)
+                             progress=True, threads=args.threads)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -124,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="run directory (default from logging.out)")
     run.add_argument("--resume", action="store_true", help="continue a killed run")
     run.add_argument("--overwrite", action="store_true", help="replace an existing run")
+    run.add_argument("--threads", type=int, default=1,
+                     help="torch threads in this process (1 avoids oversubscribing small CPUs)")
     run.set_defaults(func=_cmd_run)
 
     compare = commands.add_parser("compare", help="methods x seeds at matched budgets")

@@ -26,8 +26,10 @@ def run_demo(out: str | Path = "runs/demo", seeds: int = 3, quick: bool = False)
         seeds = min(seeds, 2)
         overrides = [
             "budget.episodes=480",
-            "schedule.parameters.preferred.at=[0, 160, 320]",
-            "schedule.parameters.pool.at=[0, 160, 320]",
+            "schedule={clock: episodes, parameters: {"
+            "preferred: {kind: abrupt, values: [cute, chuunibyou, classical], at: [0, 160, 320]}, "
+            "pool: {kind: abrupt, values: [academic_cute_chuunibyou, academic_cute_chuunibyou, "
+            "classical_cute_chuunibyou], at: [0, 160, 320]}}}",
         ]
     started = time.time()
     experiment_dir = compare(DEMO_CONFIG, methods=DEMO_METHODS, seeds=seeds, out=out,
