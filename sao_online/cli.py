@@ -36,6 +36,17 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.set)
     path = warm_start(config, force=args.force, progress=True)
     print(f"warm start ready: {path}")
+    if args.summary:
+        from sao_online.models import load_policy
+        from sao_online.policy_summary import behavior_summary
+        from sao_online.runtime.context import resolve_schedule
+
+        policy, tokenizer = load_policy(str(path))
+        summary = json.loads((path / "warm_start.json").read_text())
+        summary.pop("loss_curve", None)
+        summary["behavior"] = behavior_summary(config, policy, tokenizer,
+                                               theta=resolve_schedule(config).at(0).theta)
+        print(json.dumps(summary, indent=2))
     return 0
 
 
@@ -117,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain = commands.add_parser("pretrain", help="build (or reuse) the SFT warm start")
     add_config_arguments(pretrain, required=False)
     pretrain.add_argument("--force", action="store_true", help="rebuild even if cached")
+    pretrain.add_argument("--summary", action="store_true",
+                          help="also sample the warm start in the schedule's first regime and print "
+                               "reward, quality and behaviour shares")
     pretrain.set_defaults(func=_cmd_pretrain)
 
     run = commands.add_parser("run", help="run one experiment (one method, one seed)")

@@ -1,0 +1,41 @@
+"""What a policy does in one regime: reward, quality and the share of each behaviour label."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from sao_online.config import ExperimentConfig
+from sao_online.rollout import EpisodeRequest, RolloutEngine
+from sao_online.runtime.context import make_env
+
+
+def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
+                     theta: dict[str, Any] | None = None, episodes: int = 128,
+                     seed: int = 0) -> dict[str, Any]:
+    """Sample ``episodes`` episodes under ``theta`` and summarise them.
+
+    Returns mean reward, the share of episodes whose ``info["quality"]`` is 1 (when the env
+    reports it), the share of each ``behavior`` label, and the truncation rate.
+    """
+    rollout = config.rollout
+    engine = RolloutEngine(policy, tokenizer, num_slots=min(rollout.num_slots, episodes),
+                           temperature=rollout.temperature, top_p=rollout.top_p,
+                           max_turns=rollout.max_turns, max_action_tokens=rollout.max_action_tokens,
+                           max_episode_tokens=rollout.max_episode_tokens, seed=seed)
+    options = {"drift": dict(theta)} if theta else None
+    requests = iter([EpisodeRequest(make_env(config, seed=k), seed=seed * 100_003 + k, options=options,
+                                    prompt_id=k) for k in range(episodes)])
+    trajectories = list(engine.run(lambda: next(requests, None)))
+    behaviors = Counter(t.behavior or "none" for t in trajectories)
+    quality = [t.info["quality"] for t in trajectories if "quality" in t.info]
+    return {
+        "episodes": len(trajectories),
+        "theta": theta or {},
+        "reward_mean": float(np.mean([t.total_reward for t in trajectories])),
+        "quality_rate": float(np.mean(quality)) if quality else None,
+        "truncated_rate": float(np.mean([t.truncated for t in trajectories])),
+        "behavior_shares": {label: count / len(trajectories) for label, count in behaviors.most_common()},
+    }
