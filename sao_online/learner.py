@@ -83,12 +83,14 @@ class Learner:
         batch = collate(trajectories, self.pad_token_id)
         metrics: dict[str, float] = {"charts/reward_mean": float(batch.episode_rewards.mean()),
                                      "charts/action_tokens": float(batch.num_action_tokens.sum())}
-        values = self._values(batch) if self.method.uses_critic else None
-        result = self.method.estimator(batch, values)
+        # The first critic update reuses this forward pass (same weights), so it keeps its graph.
+        values = self._critic_values(batch) if self.method.uses_critic else None
+        result = self.method.estimator(batch, None if values is None else values.detach())
         metrics.update(_namespaced("charts", result.stats))
         if self.method.uses_critic:
-            for _ in range(self.config.algorithm.critic_updates):
-                metrics.update(self._critic_update(batch, result.critic_returns))
+            for update in range(self.config.algorithm.critic_updates):
+                metrics.update(self._critic_update(batch, result.critic_returns,
+                                                   values if update == 0 else None))
         critic_only = self.method.uses_critic and self.version < self.config.algorithm.critic_warmup_steps
         if not critic_only:
             metrics.update(self._policy_update(batch, result.advantages))
@@ -96,12 +98,14 @@ class Learner:
         self.version += 1
         return metrics
 
-    def _values(self, batch: Batch) -> torch.Tensor:
-        with torch.no_grad():
-            return _shift_to_tokens(self.critic(batch.tokens, attention_mask=batch.attention_mask))
+    def _critic_values(self, batch: Batch) -> torch.Tensor:
+        """V(prefix before token t) at position t: the critic's output at t - 1."""
+        return _shift_to_tokens(self.critic(batch.tokens, attention_mask=batch.attention_mask))
 
-    def _critic_update(self, batch: Batch, returns: torch.Tensor) -> dict[str, float]:
-        values = _shift_to_tokens(self.critic(batch.tokens, attention_mask=batch.attention_mask))
+    def _critic_update(self, batch: Batch, returns: torch.Tensor,
+                       values: torch.Tensor | None = None) -> dict[str, float]:
+        if values is None:
+            values = self._critic_values(batch)
         loss, stats = value_loss(values, returns, batch.action_mask)
         grad_norm = self._apply(loss, self.critic, self.critic_optimizer)
         return {"losses/value": loss.item(), "charts/grad_norm_critic": grad_norm,
