@@ -92,6 +92,8 @@ def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str
                 running[job["name"]] = process
             with contextlib.suppress(queue.Empty):
                 bar.update(progress_queue.get(timeout=0.5))
+                while True:  # drain: the bar keeps up with every run
+                    bar.update(progress_queue.get_nowait())
             with contextlib.suppress(queue.Empty):
                 while True:
                     status, name, payload = results.get_nowait()
@@ -106,8 +108,10 @@ def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str
                 if name not in reported and process.exitcode != 0:  # killed before it could report
                     failures.append(f"{name}: run process exited with code {process.exitcode}")
     finally:
-        for process in running.values():
-            process.terminate()
+        for process in running.values():  # on Ctrl-C runs stop after their update, checkpointed
+            process.join(timeout=30)
+            if process.is_alive():
+                process.terminate()
         bar.close()
     if failures:
         raise ConfigError("compare: some runs failed:\n  " + "\n  ".join(failures))

@@ -1,8 +1,8 @@
 """Experiment configuration: dataclasses with help on every field, validated on load.
 
 A config is YAML (or the same dict). Unknown keys are rejected and every error names the field
-by its dotted path, e.g. ``algorithm.eps_low: expected a number, got 'high'``. Command-line
-overrides use the same paths: ``--set algorithm.eps_low=0.2``.
+by its dotted path, e.g. ``algorithm.dis_eps_low: expected a number, got 'high'``. Command-line
+overrides use the same paths: ``--set algorithm.dis_eps_low=0.2``.
 
 Example:
     >>> cfg = load_config({"algorithm": {"name": "grpo"}, "budget": {"episodes": 64}})
@@ -58,8 +58,11 @@ class ModelConfig:
 class AlgorithmConfig:
     name: str = _f("sao", "Method: sao, sao_running_mean, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo.")
     group_size: int | None = _f(None, "Rollouts per prompt (1 for SAO; default 8 for group methods).")
-    eps_low: float | None = _f(None, "Lower band/clip width (DIS default 0.3, PPO 0.2).")
-    eps_high: float | None = _f(None, "Upper band/clip width (DIS default 5.0, PPO 0.2, DAPO 0.28).")
+    dis_eps_low: float = _f(0.3, "DIS band: tokens with ratio <= 1 - dis_eps_low get no gradient.")
+    dis_eps_high: float = _f(5.0, "DIS band: tokens with ratio >= 1 + dis_eps_high get no gradient "
+                                  "(coding tasks in the paper: 0.8 / 3.0).")
+    clip_eps_low: float | None = _f(None, "PPO/GSPO lower clip (default 0.2; GSPO 3e-4).")
+    clip_eps_high: float | None = _f(None, "PPO/GSPO upper clip (default 0.2; DAPO 0.28; GSPO 4e-4).")
     dual_clip: float | None = _f(None, "Dual-clip constant c for negative advantages (PPO objectives).")
     critic_updates: int = _f(2, "SAO: critic updates per policy update (K).")
     critic_lr_multiple: float = _f(5.0, "SAO: critic LR as a multiple of the policy LR.")
@@ -100,8 +103,8 @@ class RolloutConfig:
 
 @dataclass
 class RuntimeConfig:
-    backend: str = _f("local", "sync, local (worker processes) or ray.")
-    num_workers: int = _f(2, "Rollout workers (local/ray).")
+    backend: str = _f("local", "sync or local (rollout-worker processes).")
+    num_workers: int = _f(2, "Rollout-worker processes of the local backend.")
     max_staleness: int = _f(4, "Bound on learner version minus a trajectory's oldest token version.")
     in_flight_updates: bool = _f(True, "Workers take new weights between decoding steps.")
 
@@ -157,8 +160,10 @@ class ExperimentConfig:
             ("rollout.top_p", 0 < self.rollout.top_p <= 1, "must be in (0, 1]"),
             ("rollout.max_turns", self.rollout.max_turns >= 1, "must be >= 1"),
             ("rollout.max_action_tokens", self.rollout.max_action_tokens >= 1, "must be >= 1"),
-            ("runtime.backend", self.runtime.backend in ("sync", "local", "ray"),
-             "must be one of sync, local, ray"),
+            ("runtime.backend", self.runtime.backend in ("sync", "local"),
+             "must be sync or local (the ray backend is not available yet)"),
+            ("algorithm.dis_eps_low", 0 < self.algorithm.dis_eps_low <= 1, "must be in (0, 1]"),
+            ("algorithm.dis_eps_high", self.algorithm.dis_eps_high > 0, "must be > 0"),
             ("runtime.max_staleness", self.runtime.max_staleness >= 0, "must be >= 0"),
             ("runtime.num_workers", self.runtime.num_workers >= 1, "must be >= 1"),
             ("optim.lr", self.optim.lr > 0, "must be > 0"),
@@ -257,7 +262,7 @@ def _build(cls: type, data: Any, path: str) -> Any:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``a.b.c=value`` (value read as YAML) into (["a", "b", "c"], value)."""
     if "=" not in text:
-        raise ConfigError(f"--set {text!r}: expected key=value, e.g. algorithm.eps_low=0.2")
+        raise ConfigError(f"--set {text!r}: expected key=value, e.g. algorithm.dis_eps_low=0.2")
     key, raw = text.split("=", 1)
     if not key.strip():
         raise ConfigError(f"--set {text!r}: empty key")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from importlib import resources
 from pathlib import Path
 
 from sao_online.compare import compare
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+DEMO_CONFIG = Path(str(resources.files("sao_online.configs") / "demo.yaml"))
 DEMO_METHODS = ["sao", "grpo", "sao_running_mean"]
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from sao_online.config import ExperimentConfig
-from sao_online.rollout import EpisodeRequest, RolloutEngine
-from sao_online.runtime.context import make_env
+from sao_online.rollout import EpisodeRequest
+from sao_online.runtime.context import build_engine, make_env
 
 
 def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
@@ -20,11 +20,8 @@ def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
     Returns mean reward, the share of episodes whose ``info["quality"]`` is 1 (when the env
     reports it), the share of each ``behavior`` label, and the truncation rate.
     """
-    rollout = config.rollout
-    engine = RolloutEngine(policy, tokenizer, num_slots=min(rollout.num_slots, episodes),
-                           temperature=rollout.temperature, top_p=rollout.top_p,
-                           max_turns=rollout.max_turns, max_action_tokens=rollout.max_action_tokens,
-                           max_episode_tokens=rollout.max_episode_tokens, seed=seed)
+    engine = build_engine(config, policy, tokenizer, seed=seed,
+                          num_slots=min(config.rollout.num_slots, episodes))
     options = {"drift": dict(theta)} if theta else None
     requests = iter([EpisodeRequest(make_env(config, seed=k), seed=seed * 100_003 + k, options=options,
                                     prompt_id=k) for k in range(episodes)])

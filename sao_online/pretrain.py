@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import sao_online.environments  # noqa: F401  (registers the environments)
+import sao_online.models as models_package
 from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import Choice
 from sao_online.models import ChatLayout, build_tiny_policy, load_policy
@@ -94,7 +96,12 @@ def demonstration_episode(env: Any, layout: ChatLayout, seed: int, rng: np.rando
 
 def _cache_key(config: ExperimentConfig) -> str:
     env_class = type(gymnasium.make(config.env.id, **config.env.kwargs).unwrapped)
-    sources = [inspect.getsource(sys.modules[__name__]), inspect.getsource(sys.modules[env_class.__module__])]
+    # Everything that shapes the demonstrations or the token layout: this module, the env's
+    # classes (base included), and the model package (tokenizer, chat layout, policy).
+    modules = {__name__, *(cls.__module__ for cls in env_class.__mro__)}
+    sources = [inspect.getsource(sys.modules[name]) for name in sorted(modules)
+               if name.startswith("sao_online")]
+    sources += [path.read_text() for path in sorted(Path(models_package.__file__).parent.glob("*.py"))]
     payload = {
         "format": WARM_START_FORMAT,
         "model": {k: getattr(config.model, k) for k in (
@@ -164,8 +171,8 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     policy.eval()
-    tmp = path.with_name(f".{path.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))  # private to this process
     policy.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     summary = {
@@ -179,9 +186,12 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         "env": config.env.id,
     }
     (tmp / "warm_start.json").write_text(json.dumps(summary, indent=2))
-    shutil.rmtree(path, ignore_errors=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, path)
+    if force:
+        shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.replace(tmp, path)
+    except OSError:  # another process finished the same warm start first: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

@@ -119,14 +119,18 @@ class RunLog:
         folder = self.path / "checkpoints"
         folder.mkdir(exist_ok=True)
         name = f"step-{version:06d}"
+        taken = len(list(folder.glob(f"{name}*")))
+        if taken:  # never rewrite a checkpoint in place: `latest` may point at it
+            name = f"{name}.{taken}"
         tmp = folder / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         torch.save({**state, "table_parts": dict(self._parts)}, tmp / "state.pt")
-        shutil.rmtree(folder / name, ignore_errors=True)
         os.replace(tmp, folder / name)
         _atomic_write_text(folder / "latest", name)
-        for old in sorted(folder.glob("step-*"))[:-keep]:
+        older = sorted((p for p in folder.glob("step-*") if p.name != name),
+                       key=lambda p: p.stat().st_mtime_ns)
+        for old in older[:max(len(older) - (keep - 1), 0)]:
             shutil.rmtree(old, ignore_errors=True)
         return folder / name
 

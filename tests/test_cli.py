@@ -23,10 +23,10 @@ def test_schedules_show_prints_the_timeline_and_draws_it(capsys, tmp_path):
 
 def test_config_errors_name_the_field_without_a_traceback(capsys, tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text("algorithm: {name: sao, eps_lo: 0.2}\n")
+    config.write_text("algorithm: {name: sao, dis_eps_lo: 0.2}\n")
     assert main(["run", str(config)]) == 2
     err = capsys.readouterr().err
-    assert "algorithm.eps_lo: unknown key; did you mean 'eps_low'?" in err
+    assert "algorithm.dis_eps_lo: unknown key; did you mean 'dis_eps_low'?" in err
     assert "Traceback" not in err
 
 
@@ -34,6 +34,7 @@ def test_config_errors_name_the_field_without_a_traceback(capsys, tmp_path):
     ("rollout.batch_size=zero", "rollout.batch_size"),
     ("algorithm.name=ppo", "algorithm.name"),
     ("runtime.backend=cluster", "runtime.backend"),
+    ("algorithm.dis_eps_low=1.5", "algorithm.dis_eps_low"),
 ])
 def test_bad_overrides_are_named(capsys, tmp_path, override, field):
     config = tmp_path / "c.yaml"

@@ -46,3 +46,12 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path):
     names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*"))
     assert names == ["step-000002", "step-000003"]
     assert RunLog(tmp_path / "run").load_checkpoint()["v"] == 3
+
+
+def test_a_second_checkpoint_at_the_same_version_never_replaces_the_first_in_place(tmp_path):
+    log = RunLog.create(tmp_path / "run", {})
+    log.save_checkpoint(3, {"v": "periodic"})
+    log.save_checkpoint(3, {"v": "final"})
+    names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*"))
+    assert names == ["step-000003", "step-000003.1"]
+    assert RunLog(tmp_path / "run").load_checkpoint()["v"] == "final"

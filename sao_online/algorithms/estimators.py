@@ -55,6 +55,8 @@ class CriticGAE(_Stateless):
         policy_lambda = length_adaptive_lambda(batch.num_action_tokens, alpha=self.lambda_alpha)
         advantages, _ = skip_observation_gae(
             batch.rewards, values, batch.action_mask, gamma=self.gamma, lam=policy_lambda)
+        if self.level != "token":  # one advantage per turn, as the step-level ablations define
+            advantages = step_level_values(advantages, batch.turn_ids, mode=self.level)
         mask = batch.action_mask
         stats = {
             "advantage_mean": float(advantages[mask].mean()) if mask.any() else 0.0,

@@ -35,7 +35,7 @@ def _group(cfg: AlgorithmConfig) -> int:
 
 
 def _dis(cfg: AlgorithmConfig) -> DoubleSidedIS:
-    return DoubleSidedIS(eps_low=_or(cfg.eps_low, 0.3), eps_high=_or(cfg.eps_high, 5.0))
+    return DoubleSidedIS(eps_low=cfg.dis_eps_low, eps_high=cfg.dis_eps_high)
 
 
 def sao(cfg: AlgorithmConfig, max_length: int) -> Method:
@@ -50,7 +50,7 @@ def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
 
 
 def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
-    objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
+    objective = PPOClip(eps_low=_or(cfg.clip_eps_low, 0.2), eps_high=_or(cfg.clip_eps_high, 0.2),
                         dual_clip=cfg.dual_clip, aggregation="sequence_mean")
     return Method("grpo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
@@ -60,7 +60,7 @@ def grpo_dis(cfg: AlgorithmConfig, max_length: int) -> Method:
 
 
 def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
-    objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
+    objective = PPOClip(eps_low=_or(cfg.clip_eps_low, 0.2), eps_high=_or(cfg.clip_eps_high, 0.2),
                         dual_clip=cfg.dual_clip, aggregation="constant_normalizer",
                         max_length=max_length)
     return Method("dr_grpo", _group(cfg), GroupNormalized(normalize_std=False), objective)
@@ -68,18 +68,18 @@ def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
 
 def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Clip-higher: eps_high 0.28 (DAPO, Yu et al. 2025), token-level mean aggregation.
-    objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.28),
+    objective = PPOClip(eps_low=_or(cfg.clip_eps_low, 0.2), eps_high=_or(cfg.clip_eps_high, 0.28),
                         dual_clip=cfg.dual_clip, aggregation="token_mean")
     return Method("dapo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
 def gspo(cfg: AlgorithmConfig, max_length: int) -> Method:
-    objective = SequenceRatio(eps_low=_or(cfg.eps_low, 3e-4), eps_high=_or(cfg.eps_high, 4e-4))
+    objective = SequenceRatio(eps_low=_or(cfg.clip_eps_low, 3e-4), eps_high=_or(cfg.clip_eps_high, 4e-4))
     return Method("gspo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
 def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
-    objective = PPOClip(eps_low=_or(cfg.eps_low, 0.2), eps_high=_or(cfg.eps_high, 0.2),
+    objective = PPOClip(eps_low=_or(cfg.clip_eps_low, 0.2), eps_high=_or(cfg.clip_eps_high, 0.2),
                         dual_clip=cfg.dual_clip, aggregation="token_mean")
     return Method("rloo", _group(cfg), LeaveOneOut(), objective)
 

@@ -82,14 +82,19 @@ class RunContext:
 
     def make_engine(self, model: torch.nn.Module | None = None, seed: int | None = None,
                     num_slots: int | None = None) -> RolloutEngine:
-        rollout = self.config.rollout
-        return RolloutEngine(
-            model if model is not None else self.policy, self.tokenizer,
-            num_slots=num_slots or rollout.num_slots, temperature=rollout.temperature,
-            top_p=rollout.top_p, max_turns=rollout.max_turns,
-            max_action_tokens=rollout.max_action_tokens,
-            max_episode_tokens=rollout.max_episode_tokens,
-            seed=self.config.seed if seed is None else seed)
+        return build_engine(self.config, self.policy if model is None else model, self.tokenizer,
+                            seed=self.config.seed if seed is None else seed,
+                            num_slots=num_slots or self.config.rollout.num_slots)
+
+
+def build_engine(config: ExperimentConfig, model: torch.nn.Module, tokenizer: Any, *, seed: int,
+                 num_slots: int) -> RolloutEngine:
+    """A rollout engine with the config's sampling settings and caps (the one place they are read)."""
+    rollout = config.rollout
+    return RolloutEngine(model, tokenizer, num_slots=num_slots, temperature=rollout.temperature,
+                         top_p=rollout.top_p, max_turns=rollout.max_turns,
+                         max_action_tokens=rollout.max_action_tokens,
+                         max_episode_tokens=rollout.max_episode_tokens, seed=seed)
 
 
 def plan_to_request(config: ExperimentConfig, plan: EpisodePlan) -> EpisodeRequest:

@@ -89,10 +89,16 @@ class BackgroundEvaluator:
         self._futures: list[Future] = []
 
     def maybe_submit(self, version: int, world_time: float) -> None:
+        """Snapshot and evaluate at every ``every``-th version (version 0 is the warm start)."""
         if not self.every or version % self.every:
             return
+        if any(not future.done() for future in self._futures):
+            return  # at most one evaluation queued: snapshots are whole model copies
+        # A deep copy has its own config, so the engine's temporary attention switch in the
+        # evaluation thread never touches the policy being trained.
         snapshot = copy.deepcopy(self.ctx.policy).eval()
         snapshot.requires_grad_(False)
+        snapshot.zero_grad(set_to_none=True)
         self._futures.append(
             self._executor.submit(evaluate_snapshot, self.ctx, snapshot, version, world_time)
         )

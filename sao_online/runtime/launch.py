@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,27 @@ def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]
         "change_points": [float(t) for t in ctx.schedule.change_points(until=budget)],
         "phase_names": list(ctx.schedule.phase_names(until=budget)),
     }
+
+
+@contextlib.contextmanager
+def _stop_after_update_on_ctrl_c(loop: TrainingLoop) -> Iterator[None]:
+    """First Ctrl-C: finish the current update, checkpoint, stop. Second: stop at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if loop.stop_requested.is_set():
+            raise KeyboardInterrupt
+        loop.stop_requested.set()
+        print("\nstopping after the current update (Ctrl-C again to stop now, without a "
+              "checkpoint)", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, request_stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, resume: bool = False,
@@ -60,27 +85,24 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
             progress_callback(n)
 
     loop = TrainingLoop(ctx, log, progress=advance)
-    engine_state = None
+    state = None
     if resume:
         state = log.load_checkpoint()
         if state is not None:
             loop.load_state_dict(state)
-            engine_state = state.get("engine")
             bar.update(loop.episodes_logged)
     started = time.time()
     backend = config.runtime.backend
-    if backend == "sync":
-        run_sync(loop, engine_state)
-    elif backend == "local":
-        from sao_online.runtime.local import run_local
+    loop.start()
+    with _stop_after_update_on_ctrl_c(loop):
+        if backend == "sync":
+            run_sync(loop, state.get("engine") if state else None)
+        elif backend == "local":
+            from sao_online.runtime.local import run_local
 
-        run_local(loop)
-    elif backend == "ray":
-        from sao_online.runtime.ray_backend import run_ray
-
-        run_ray(loop)
-    else:  # validated on load; kept for configs built in code
-        raise ConfigError(f"runtime.backend: unknown backend {backend!r}")
+            run_local(loop, state)
+        else:  # validated on load; kept for configs built in code
+            raise ConfigError(f"runtime.backend: unknown backend {backend!r}")
     loop.finish()
     bar.close()
     seconds = time.time() - started

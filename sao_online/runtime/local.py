@@ -44,10 +44,10 @@ import torch.multiprocessing
 from sao_online.config import ExperimentConfig, load_config
 from sao_online.pretrain import base_policy
 from sao_online.rollout import RolloutEngine
-from sao_online.runtime.context import oracle_reward, plan_to_request
+from sao_online.runtime.context import build_engine, oracle_reward, plan_to_request
 from sao_online.runtime.planner import EpisodePlan
 from sao_online.runtime.staleness import StalenessGate
-from sao_online.runtime.sync import TrainingLoop
+from sao_online.runtime.sync import RunInterrupted, TrainingLoop
 from sao_online.runtime.weights import SharedWeights
 from sao_online.types import Trajectory
 
@@ -55,24 +55,6 @@ _POLL_SECONDS = 0.05
 _STOP_JOIN_SECONDS = 3.0
 _SEED_STRIDE_WORKER = 7919  # distinct sampling streams per worker incarnation
 _SEED_STRIDE_VERSION = 104729  # and per resumed session
-
-
-def build_engine(
-    config: ExperimentConfig, model: torch.nn.Module, tokenizer: Any, seed: int, num_slots: int
-) -> RolloutEngine:
-    """A rollout engine with the config's sampling settings (as ``RunContext.make_engine``)."""
-    rollout = config.rollout
-    return RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=num_slots,
-        temperature=rollout.temperature,
-        top_p=rollout.top_p,
-        max_turns=rollout.max_turns,
-        max_action_tokens=rollout.max_action_tokens,
-        max_episode_tokens=rollout.max_episode_tokens,
-        seed=seed,
-    )
 
 
 def dropped_episode_record(
@@ -142,7 +124,7 @@ def _worker_main(
         config = load_config(config_dict)
         policy, tokenizer = base_policy(config)
         policy.eval()
-        engine = build_engine(config, policy, tokenizer, seed, num_slots)
+        engine = build_engine(config, policy, tokenizer, seed=seed, num_slots=num_slots)
         engine.policy_version = weights.load_into(policy)
         queued: deque[tuple[int, EpisodePlan, int]] = deque()
         tickets_by_group: dict[int, deque[int]] = defaultdict(deque)
@@ -330,7 +312,7 @@ class LocalRuntime:
         while True:
             if self.retry:
                 needed = 1
-            elif planner.episodes_started < budget:
+            elif planner.can_start_group(budget):
                 needed = self.group_size
             else:
                 break
@@ -410,12 +392,18 @@ class LocalRuntime:
             not outstanding
             and not self.retry
             and not self.group_buffer
-            and self.loop.ctx.planner.episodes_started >= self.config.budget.episodes
+            and not self.loop.ctx.planner.can_start_group(self.config.budget.episodes)
         )
         if len(self.ready) < self.batch_size and not (exhausted and self.ready):
             return None
         # Stable: due items first, completion order otherwise (groups stay contiguous).
-        self.ready.sort(key=lambda item: item.admitted_version > due_version)
+        oldest_in_group: dict[int, int] = {}
+        for item in self.ready:
+            group = item.plan.group_id
+            oldest_in_group[group] = min(oldest_in_group.get(group, item.admitted_version),
+                                         item.admitted_version)
+        # A group is due when its oldest member is, so a retried member never splits its group.
+        self.ready.sort(key=lambda item: oldest_in_group[item.plan.group_id] > due_version)
         batch, self.ready = self.ready[: self.batch_size], self.ready[self.batch_size :]
         return batch
 
@@ -443,7 +431,7 @@ class LocalRuntime:
             and not self.retry
             and not self.group_buffer
             and not self._outstanding()
-            and self.loop.ctx.planner.episodes_started >= self.config.budget.episodes
+            and not self.loop.ctx.planner.can_start_group(self.config.budget.episodes)
         )
 
     def checkpoint_extra(self) -> dict[str, Any]:
@@ -465,7 +453,7 @@ class LocalRuntime:
                     self._admit()
             self._stop_workers()
             self.loop.checkpoint(self.checkpoint_extra())
-        except KeyboardInterrupt:
+        except RunInterrupted:  # after an update: a consistent point to checkpoint
             self._stop_workers()
             self.loop.checkpoint(self.checkpoint_extra())
             raise
@@ -473,16 +461,13 @@ class LocalRuntime:
             self._stop_workers()
 
 
-def _pending_plans_of_resumed_run(loop: TrainingLoop) -> list[EpisodePlan]:
-    """Plans the interrupted session had admitted but not trained (from its checkpoint)."""
-    if loop.episodes_logged == 0 and loop.ctx.learner.version == 0:
-        return []  # a fresh run: nothing to resume
-    state = loop.log.load_checkpoint()
-    if state is None or state.get("planner") != loop.ctx.planner.state_dict():
-        return []
-    return list(state.get("local", {}).get("pending_plans", []))
+def run_local(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None:
+    """The ``local`` backend: rollout-worker processes and the learner in this process.
 
-
-def run_local(loop: TrainingLoop) -> None:
-    """The ``local`` backend: rollout-worker processes and the learner in this process."""
-    LocalRuntime(loop, _pending_plans_of_resumed_run(loop)).run()
+    Args:
+        loop: the run's training loop (already restored when resuming).
+        state: the checkpoint it was restored from; its plans admitted but not trained on are
+            issued again first.
+    """
+    pending = list(state.get("local", {}).get("pending_plans", [])) if state else []
+    LocalRuntime(loop, pending).run()

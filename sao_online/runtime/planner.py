@@ -57,6 +57,10 @@ class EpisodePlanner:
     def change_points(self, until: float) -> list[float]:
         return self.schedule.change_points(until=until)
 
+    def can_start_group(self, budget: int) -> bool:
+        """Whether a whole next group still fits in an episode budget (budgets are never exceeded)."""
+        return self.episodes_started + self.group_size <= budget
+
     def next_group(self) -> list[EpisodePlan]:
         """The next group's plans (one plan for single-rollout methods)."""
         t = float(self.episodes_started) if self.clock_kind == "episodes" else self.external_time

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -11,6 +12,10 @@ from sao_online.runlog import RunLog
 from sao_online.runtime.context import RunContext, episode_record, plan_to_request
 from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.types import Trajectory
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C, taken at a consistent point: after an update, with every logged record trained on."""
 
 
 def batch_metrics(trajectories: Sequence[Trajectory], trained_version: int) -> dict[str, float]:
@@ -37,9 +42,15 @@ class TrainingLoop:
         self.elapsed_before = 0.0  # wall time of earlier sessions of a resumed run
         self.tokens = 0
         self.evaluator = BackgroundEvaluator(ctx)
+        self.stop_requested = threading.Event()  # set by the first Ctrl-C (see launch.py)
 
     def wall_time(self) -> float:
         return self.elapsed_before + time.time() - self.started
+
+    def start(self) -> None:
+        """Called by every backend before its first update: evaluates the starting policy."""
+        if self.ctx.learner.version == 0:
+            self.evaluator.maybe_submit(0, 0.0)
 
     def train_on(self, trajectories: Sequence[Trajectory], straddles: dict[int, bool],
                  extra: dict[str, float] | None = None) -> dict[str, float]:
@@ -70,6 +81,8 @@ class TrainingLoop:
         self.evaluator.maybe_submit(learner.version, float(self.ctx.planner.episodes_started))
         if self.progress:
             self.progress(len(trajectories))
+        if self.stop_requested.is_set():
+            raise RunInterrupted
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
@@ -113,9 +126,9 @@ def run_sync(loop: TrainingLoop, engine_state: dict[str, Any] | None = None) -> 
     budget = config.budget.episodes
     planner = ctx.planner
     try:
-        while planner.episodes_started < budget:
+        while planner.can_start_group(budget):
             plans = []
-            while len(plans) < config.rollout.batch_size and planner.episodes_started < budget:
+            while len(plans) < config.rollout.batch_size and planner.can_start_group(budget):
                 plans.extend(planner.next_group())
             requests = iter([plan_to_request(config, plan) for plan in plans])
             straddles = {plan.group_id: plan.straddles_change for plan in plans}
@@ -124,9 +137,8 @@ def run_sync(loop: TrainingLoop, engine_state: dict[str, Any] | None = None) -> 
             loop.train_on(trajectories, straddles)
             if loop.checkpoint_due():
                 loop.checkpoint({"engine": {"generator": engine.generator.get_state()}})
-    except KeyboardInterrupt:
-        # Episodes of the interrupted batch were not trained on: the checkpoint is taken before
-        # they are logged, so a resumed run regenerates them.
+    except RunInterrupted:
+        # Raised right after an update: everything logged was trained on, nothing is in flight.
         loop.checkpoint({"engine": {"generator": engine.generator.get_state()}})
         raise
     loop.checkpoint({"engine": {"generator": engine.generator.get_state()}})

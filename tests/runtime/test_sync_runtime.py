@@ -1,3 +1,5 @@
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -49,7 +51,7 @@ def test_evaluations_cover_every_phase_seen(tmp_path):
     config = tiny_config("budget.episodes=48", "eval.every_updates=3", "eval.episodes_per_phase=4")
     run_experiment(config, out=tmp_path / "e")
     evals = pd.read_parquet(tmp_path / "e" / "evals.parquet")
-    assert sorted(evals["policy_version"].unique()) == [3, 6]
+    assert sorted(evals["policy_version"].unique()) == [0, 3, 6]  # 0: the starting policy
     at_6 = evals[evals["policy_version"] == 6]
     assert sorted(at_6["eval_phase"]) == [0, 1] and (at_6["current_phase"] == 1).all()
     assert (evals["num_episodes"] == 4).all()
@@ -97,3 +99,23 @@ def test_an_existing_run_is_not_overwritten(tmp_path):
     with pytest.raises(ValueError, match="--resume"):
         run_experiment(tiny_config("budget.episodes=8"), out=tmp_path / "x")
     assert len(pd.read_parquet(tmp_path / "x" / "episodes.parquet")) == 8
+
+
+def test_ctrl_c_stops_after_the_update_and_resumes_exactly(tmp_path):
+    config = tiny_config("budget.episodes=32")
+    calls = []
+
+    def ctrl_c_once(episodes: int) -> None:
+        calls.append(episodes)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, out=tmp_path / "run", progress_callback=ctrl_c_once)
+    assert sorted(pd.read_parquet(tmp_path / "run" / "episodes.parquet")["episode"]) == list(range(16))
+    run_experiment(config, out=tmp_path / "run", resume=True)
+    run_experiment(config, out=tmp_path / "reference")
+    columns = ["version", "charts/reward_mean", "losses/value"]
+    resumed = pd.read_parquet(tmp_path / "run" / "updates.parquet")[columns]
+    reference = pd.read_parquet(tmp_path / "reference" / "updates.parquet")[columns]
+    pd.testing.assert_frame_equal(resumed.sort_values("version").reset_index(drop=True), reference)

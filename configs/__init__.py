@@ -1,0 +1,1 @@
+"""Ready experiment configs shipped with the package (YAML files)."""
