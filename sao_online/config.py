@@ -48,9 +48,9 @@ class ModelConfig:
     num_layers: int = _f(4, "Tiny model: transformer layers.")
     hidden_size: int = _f(128, "Tiny model: hidden size.")
     warm_start: bool = _f(True, "Start from the cached SFT warm start on oracle demonstrations.")
-    warm_start_steps: int = _f(200, "SFT steps for the warm start (part of its cache key).")
+    warm_start_steps: int = _f(300, "SFT steps for the warm start (part of its cache key).")
     warm_start_seed: int = _f(0, "Seed of the warm start; shared by every method and run seed.")
-    warm_start_lr: float = _f(3e-3, "SFT learning rate for the warm start.")
+    warm_start_lr: float = _f(5e-3, "SFT learning rate for the warm start.")
     warm_start_batch_size: int = _f(64, "SFT batch size (demonstrations) for the warm start.")
 
 
