@@ -1,4 +1,5 @@
 import torch
 
-# Two cores, many small models: one intra-op thread per test process avoids oversubscription.
+# Tiny models run fastest on one thread; on a shared 2-core machine a second OpenMP thread
+# waiting for a busy core can make small ops orders of magnitude slower.
 torch.set_num_threads(1)

@@ -11,17 +11,6 @@ from sao_online.bench_rollout import run_rollout_benchmark
 from sao_online.models import ChatLayout, build_tiny_policy, token_logprobs
 from sao_online.rollout import TRUNCATED_BY_KEY, EpisodeRequest, RolloutEngine
 
-
-@pytest.fixture(autouse=True, scope="module")
-def single_torch_thread():
-    """Tiny models run fastest on one thread; on a shared 2-core machine a second OpenMP thread
-    waiting for a busy core can make small ops orders of magnitude slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 # Actions end at the end-of-turn token or at any byte divisible by 7, so greedy actions of a
 # random model still end at varied lengths.
 STOP_BYTES = [byte for byte in range(256) if byte % 7 == 0]
