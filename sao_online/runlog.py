@@ -3,11 +3,15 @@
 Layout of ``runs/<experiment>/<method>/seed-<k>/``::
 
     config.yaml              the resolved config (+ change_points, phase_names)
-    episodes.parquet/        part-00000.parquet, part-00001.parquet, ... (pandas reads the folder)
+    episodes.parquet/        part-00000.parquet, part-00001.parquet, ... (one chunk each)
     updates.parquet/
     evals.parquet/
     checkpoints/step-<v>/    state.pt (learner, optimisers, RNG, clock, gate, table part counts)
     checkpoints/latest       name of the newest complete checkpoint
+
+Read the tables with :func:`sao_online.analysis.load_runs` or :meth:`RunLog.read`: parts may
+differ in columns (e.g. critic-only warm-up updates have no policy loss), and
+``pandas.read_parquet(folder)`` keeps only the first part's columns.
 
 Each part file is written to a temporary name and renamed into place, so a reader never sees a
 half-written chunk. A checkpoint first flushes every table and records how many parts each has;
