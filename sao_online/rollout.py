@@ -24,6 +24,12 @@ Token layout, logprobs and caps:
   An environment's own ``truncated`` also ends the episode with ``truncated=True``. What
   truncated an episode is recorded in ``trajectory.info[TRUNCATED_BY_KEY]``.
 - Every episode in flight needs its own env instance (the engine steps them independently).
+- Environment calls run in the decoding loop by default (``env_workers=0``): a slow
+  ``env.step`` stalls every slot. With ``env_workers > 0`` each ``env.reset`` / ``env.step`` is
+  handed to a thread pool and its slot waits while the others keep decoding; the result is
+  applied at the next decoding step after it arrives. Episodes are the same as with the
+  synchronous path, but with real latency they complete in a different order and share
+  decoding batches differently (so a sampled run draws different tokens for the same seed).
 - Behavior logprobs are under ``softmax(logits / temperature)`` without top-p truncation (see
   ``sao_online.models.sampling``); the learner must evaluate with the same temperature.
 - Each action token is stamped with ``engine.policy_version`` read when it was sampled. The
@@ -41,9 +47,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,6 +68,8 @@ ActionCapPolicy = Literal["truncate", "submit"]
 # Key of Trajectory.info naming what truncated an episode: "action_tokens", "turns",
 # "episode_tokens" or "env" (the environment's own truncation).
 TRUNCATED_BY_KEY = "rollout/truncated_by"
+# How long the loop waits for an environment call when idle slots might get new requests.
+_ENV_POLL_SECONDS = 0.01
 
 
 @dataclass
@@ -90,7 +101,8 @@ class RolloutStats:
         decode_steps: sampling rounds (each samples one token for every active slot).
         sampled_tokens: action tokens sampled.
         episodes_started / episodes_finished: episodes admitted / completed.
-        env_seconds: time inside ``env.reset`` and ``env.step``.
+        env_seconds: time inside ``env.reset`` and ``env.step`` (summed over calls, so with
+            ``env_workers`` it can exceed the wall time).
         model_seconds: time inside model forwards and sampling.
     """
 
@@ -107,13 +119,13 @@ class _Episode:
     """Mutable state of the episode running in one slot."""
 
     request: EpisodeRequest
-    env_id: str
-    phase: int
-    theta: dict[str, Any]
-    started_at: float
-    env_seconds: float
-    messages: list[dict[str, str]]
-    tokens: list[int]
+    env_id: str = ""
+    phase: int = 0
+    theta: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0
+    env_seconds: float = 0.0
+    messages: list[dict[str, str]] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
     action_mask: list[bool] = field(default_factory=list)
     behavior_logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
@@ -142,6 +154,26 @@ class _Episode:
         self.turn_ids.append(self.turn)
 
 
+@dataclass
+class _EnvCall:
+    """An environment call running in the pool for one slot.
+
+    ``action_text`` is None for ``env.reset``; for ``env.step`` it is the action handed over and
+    ``stop_token`` the token that ended it (None when it was cut at the cap).
+    """
+
+    future: Future
+    action_text: str | None = None
+    stop_token: int | None = None
+
+
+def _timed(call: Callable[[], Any]) -> tuple[Any, float]:
+    """``call()`` and the seconds it took (measured in the thread that ran it)."""
+    began = time.perf_counter()
+    result = call()
+    return result, time.perf_counter() - began
+
+
 class RolloutEngine:
     """Samples many multi-turn episodes at once with a KV cache and continuous batching.
 
@@ -165,6 +197,9 @@ class RolloutEngine:
         fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
             SDPA on CPU for decoding) during the engine's own forwards; the model's configured
             implementation is restored after each call. False keeps the model's own.
+        env_workers: threads that run ``env.reset`` / ``env.step`` concurrently while the other
+            slots keep decoding (worth it when environments are slow, e.g. ``LatencyWrapper``);
+            0 calls them inline in the decoding loop (deterministic for a seed).
 
     Raises:
         ValueError: an argument is out of range, or the model cannot be served (attention
@@ -195,9 +230,11 @@ class RolloutEngine:
         system_prompt: str | None = None,
         stop_token_ids: list[int] | None = None,
         fast_attention: bool = True,
+        env_workers: int = 0,
     ) -> None:
         validate_sampling(temperature, top_p)
         for name, value, lowest in (
+            ("env_workers", env_workers, 0),
             ("num_slots", num_slots, 1),
             ("max_turns", max_turns, 1),
             ("max_action_tokens", max_action_tokens, 1),
@@ -246,6 +283,13 @@ class RolloutEngine:
         self.stats = RolloutStats()
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        self.env_workers = env_workers
+        self._env_pool = (
+            ThreadPoolExecutor(max_workers=env_workers, thread_name_prefix="sao-env")
+            if env_workers
+            else None
+        )
+        self._env_calls: dict[int, _EnvCall] = {}
 
         try:
             self.decoder = SlotDecoder(
@@ -259,7 +303,16 @@ class RolloutEngine:
             raise ValueError(f"RolloutEngine: {error}") from error
         self._reset_slots()
 
+    def close(self) -> None:
+        """Stops the environment threads (calls already running finish on their own)."""
+        if self._env_pool is not None:
+            self._env_pool.shutdown(wait=False, cancel_futures=True)
+
     def _reset_slots(self) -> None:
+        # Calls of an abandoned run: drop the ones not started; running ones finish unheard.
+        for call in self._env_calls.values():
+            call.future.cancel()
+        self._env_calls = {}
         self.decoder.reset()
         self._episodes: list[_Episode | None] = [None] * self.num_slots
         # Tokens each slot must feed before its next sample: the last sampled token, or a prompt
@@ -277,7 +330,9 @@ class RolloutEngine:
         nothing may start right now (the caller's admission control) and is asked again at the
         next step. The run returns when every slot is idle and ``source()`` gives None, or when
         ``max_episodes`` episodes were started and all have finished. Abandoning the iterator
-        drops the episodes in flight; the next ``run`` starts with empty slots.
+        drops the episodes in flight; the next ``run`` starts with empty slots. With
+        ``env_workers`` a slot waiting for its environment counts as busy; when every busy slot
+        waits, the loop sleeps until an environment call returns.
 
         Args:
             source: called with no arguments, returns an ``EpisodeRequest`` or None.
@@ -310,9 +365,17 @@ class RolloutEngine:
                     )
                 started += 1
                 self._start_episode(slot, request, finished)
+            self._apply_env_results(finished)
             if not any(episode is not None for episode in self._episodes):
                 yield from finished
                 return
+            if not any(self._pending):
+                # Every running episode waits for its environment: nothing to decode.
+                if not finished:
+                    idle_slots = any(episode is None for episode in self._episodes)
+                    self._wait_for_env(_ENV_POLL_SECONDS if idle_slots else None)
+                yield from finished
+                continue
             if self.on_decode_step is not None:
                 self.on_decode_step(self)
             self._decode_step(finished)
@@ -321,31 +384,42 @@ class RolloutEngine:
     def _start_episode(
         self, slot: int, request: EpisodeRequest, finished: list[Trajectory]
     ) -> None:
-        env = request.env
-        began = time.perf_counter()
-        observation, info = env.reset(seed=request.seed, options=request.options)
-        env_seconds = time.perf_counter() - began
-        self.stats.env_seconds += env_seconds
         self.stats.episodes_started += 1
+        self._episodes[slot] = _Episode(request=request)
+        self._pending[slot] = []
+        self.decoder.restart(slot)
+        reset = functools.partial(request.env.reset, seed=request.seed, options=request.options)
+        if self._env_pool is None:
+            self._apply_reset(slot, *_timed(reset), finished)
+        else:
+            self._env_calls[slot] = _EnvCall(self._env_pool.submit(_timed, reset))
+
+    def _apply_reset(
+        self,
+        slot: int,
+        result: tuple[Any, dict[str, Any]],
+        seconds: float,
+        finished: list[Trajectory],
+    ) -> None:
+        """Lays out the first observation as the prompt of the slot's new episode."""
+        observation, info = result
+        episode = self._episodes[slot]
+        env = episode.request.env
+        self.stats.env_seconds += seconds
         spec = getattr(env, "spec", None)
-        env_id = spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
-        episode = _Episode(
-            request=request,
-            env_id=env_id,
-            phase=int(info.get("phase", 0)),
-            theta=dict(info.get("theta", {})),
-            started_at=time.time(),
-            env_seconds=env_seconds,
-            messages=[{"role": "user", "content": str(observation)}],
-            tokens=[],
-            last_info=info,
+        episode.env_id = (
+            spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
         )
+        episode.phase = int(info.get("phase", 0))
+        episode.theta = dict(info.get("theta", {}))
+        episode.started_at = time.time()
+        episode.env_seconds = seconds
+        episode.messages = [{"role": "user", "content": str(observation)}]
+        episode.last_info = info
         prompt = self.layout.prompt_tokens(str(observation))
         episode.append_context(prompt)
         episode.action_start = len(episode.tokens)
-        self._episodes[slot] = episode
         self._pending[slot] = prompt
-        self.decoder.restart(slot)
         if len(prompt) >= self.max_episode_tokens:
             # No room for a single action token: the episode is over before it starts.
             self._finish(slot, finished, truncated_by="episode_tokens")
@@ -392,17 +466,55 @@ class RolloutEngine:
             self._finish(slot, finished, truncated_by="episode_tokens")
 
     def _end_action(self, slot: int, stop_token: int | None, finished: list[Trajectory]) -> None:
-        """Hands the finished action to the environment and lays out its answer."""
+        """Hands the finished action to the environment (inline or to the pool)."""
         episode = self._episodes[slot]
         action_tokens = episode.tokens[episode.action_start :]
         if stop_token is not None:
             action_tokens = action_tokens[:-1]
         action_text = self.tokenizer.decode(action_tokens, skip_special_tokens=True)
-        began = time.perf_counter()
-        observation, reward, terminated, truncated, info = episode.request.env.step(action_text)
-        elapsed = time.perf_counter() - began
-        episode.env_seconds += elapsed
-        self.stats.env_seconds += elapsed
+        step = functools.partial(episode.request.env.step, action_text)
+        if self._env_pool is None:
+            self._apply_step(slot, action_text, stop_token, *_timed(step), finished)
+            return
+        future = self._env_pool.submit(_timed, step)
+        self._env_calls[slot] = _EnvCall(future, action_text, stop_token)
+        self._pending[slot] = []  # the slot waits; its last token is fed with the observation
+
+    def _apply_env_results(self, finished: list[Trajectory]) -> None:
+        """Applies every environment call that has returned (in slot order: reproducible)."""
+        for slot in sorted(self._env_calls):
+            call = self._env_calls[slot]
+            if not call.future.done():
+                continue
+            del self._env_calls[slot]
+            result, seconds = call.future.result()  # re-raises the environment's error
+            if call.action_text is None:
+                self._apply_reset(slot, result, seconds, finished)
+            else:
+                self._apply_step(slot, call.action_text, call.stop_token, result, seconds, finished)
+
+    def _wait_for_env(self, timeout: float | None) -> None:
+        """Blocks until an environment call returns (or ``timeout`` seconds pass)."""
+        futures = [call.future for call in self._env_calls.values()]
+        if futures:
+            wait_for_futures(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        elif timeout is not None:
+            time.sleep(timeout)
+
+    def _apply_step(
+        self,
+        slot: int,
+        action_text: str,
+        stop_token: int | None,
+        result: tuple[Any, float, bool, bool, dict[str, Any]],
+        seconds: float,
+        finished: list[Trajectory],
+    ) -> None:
+        """Records the environment's answer to an action and lays out the next observation."""
+        episode = self._episodes[slot]
+        observation, reward, terminated, truncated, info = result
+        episode.env_seconds += seconds
+        self.stats.env_seconds += seconds
         episode.rewards[-1] += float(reward)
         episode.turn += 1
         episode.last_info = info
@@ -424,10 +536,12 @@ class RolloutEngine:
         if len(episode.tokens) + len(segment) >= self.max_episode_tokens:
             self._finish(slot, finished, truncated_by="episode_tokens")
             return
+        # The action's last token was sampled but not fed yet: it goes in before the segment.
+        last_action_token = episode.tokens[-1]
         episode.append_context(segment)
         episode.messages.append({"role": "user", "content": str(observation)})
         episode.action_start = len(episode.tokens)
-        self._pending[slot] = [self._pending[slot][0], *segment]
+        self._pending[slot] = [last_action_token, *segment]
 
     def _finish(
         self,

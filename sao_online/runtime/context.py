@@ -89,12 +89,19 @@ class RunContext:
 
 def build_engine(config: ExperimentConfig, model: torch.nn.Module, tokenizer: Any, *, seed: int,
                  num_slots: int) -> RolloutEngine:
-    """A rollout engine with the config's sampling settings and caps (the one place they are read)."""
+    """A rollout engine with the config's sampling settings and caps (the one place they are read).
+
+    With simulated env latency (``env.latency_mean > 0``) environments are stepped by a thread per
+    slot, so one slow step stalls only its own episode; without it they are stepped inline, which
+    keeps a run deterministic for its seed.
+    """
     rollout = config.rollout
+    env_workers = num_slots if config.env.latency_mean > 0 else 0
     return RolloutEngine(model, tokenizer, num_slots=num_slots, temperature=rollout.temperature,
                          top_p=rollout.top_p, max_turns=rollout.max_turns,
                          max_action_tokens=rollout.max_action_tokens,
-                         max_episode_tokens=rollout.max_episode_tokens, seed=seed)
+                         max_episode_tokens=rollout.max_episode_tokens, seed=seed,
+                         env_workers=env_workers)
 
 
 def plan_to_request(config: ExperimentConfig, plan: EpisodePlan) -> EpisodeRequest:

@@ -17,3 +17,8 @@ def test_quick_benchmark_reports_consistent_numbers():
     assert sync["max_staleness_observed"] == 0
     assert 0 <= result["max_staleness_observed"] <= result["max_staleness"] == 4
     assert 0 < result["learner_busy_fraction"] <= 1.0
+    for side in (sync, asynchronous):
+        # Steady state: the episodes after the first update (2 batches of 8) over its seconds.
+        assert side["episodes_per_second"] == pytest.approx(16 / side["steady_seconds"], rel=2e-2)
+        assert 0 < side["first_update_seconds"] < side["seconds"]
+        assert side["mean_env_seconds_per_episode"] >= 0

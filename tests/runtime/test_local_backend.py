@@ -144,3 +144,14 @@ def test_in_flight_update_changes_the_version_within_an_episode():
     assert versions[0] == 0 and set(versions[1:]) == {1}
     # The loaded weights are the published ones, not the engine's first ones.
     assert torch.equal(policy.state_dict()["lm_head.weight"], learner_copy.state_dict()["lm_head.weight"])
+
+
+def test_engines_step_environments_in_threads_only_under_simulated_latency():
+    # Sync runs and workers share build_engine: both get the pool exactly when env latency is on.
+    config = load_config(None, TINY)
+    policy, tokenizer = base_policy(config)
+    assert build_engine(config, policy, tokenizer, seed=0, num_slots=4).env_workers == 0
+    slow = load_config(None, TINY + ["env.latency_mean=0.1"])
+    engine = build_engine(slow, policy, tokenizer, seed=0, num_slots=4)
+    assert engine.env_workers == 4
+    engine.close()
