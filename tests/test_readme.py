@@ -20,3 +20,15 @@ def test_readme_quick_start_is_the_two_make_commands():
     assert "make demo" in quick_start and "make test" in quick_start
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^test:", makefile, flags=re.M) and re.search(r"^demo:", makefile, flags=re.M)
+
+
+def test_readme_config_example_loads_and_its_schedule_fits_the_env(tmp_path):
+    from sao_online.config import load_config
+    from sao_online.runtime.context import resolve_schedule
+
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## Configuring an experiment.*?```yaml\n(.*?)```", readme, flags=re.S).group(1)
+    path = tmp_path / "my.yaml"
+    path.write_text(block)
+    config = load_config(path)
+    assert resolve_schedule(config).change_points(until=config.budget.episodes) == [1500.0]
