@@ -65,7 +65,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from sao_online.compare import compare
 
     out = compare(args.config, methods=args.methods.split(","), seeds=args.seeds, out=args.out,
-                  overrides=args.set, parallel=args.parallel, overwrite=args.overwrite)
+                  overrides=args.set, parallel=args.parallel, overwrite=args.overwrite,
+                  resume=args.resume)
     print(f"runs in {out}")
     return 0
 
@@ -94,7 +95,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sao_online.demo import run_demo
 
-    report = run_demo(out=args.out, seeds=args.seeds, quick=args.quick)
+    report = run_demo(out=args.out, seeds=args.seeds, quick=args.quick, fresh=args.fresh)
     print(f"demo report: {report}")
     return 0
 
@@ -149,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", required=True, help="root folder of the runs")
     compare.add_argument("--parallel", type=int, default=None, help="runs at once (default: cores)")
     compare.add_argument("--overwrite", action="store_true", help="replace existing runs")
+    compare.add_argument("--resume", action="store_true",
+                         help="continue existing runs from their checkpoints, start missing ones")
     compare.set_defaults(func=_cmd_compare)
 
     report = commands.add_parser("report", help="recovery metrics, plots and a report for runs")
@@ -166,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="runs/demo", help="output folder")
     demo.add_argument("--seeds", type=int, default=3)
     demo.add_argument("--quick", action="store_true", help="a much shorter protocol")
+    demo.add_argument("--fresh", action="store_true",
+                      help="start every run again (default: continue runs already in --out)")
     demo.set_defaults(func=_cmd_demo)
     return parser
 

@@ -27,8 +27,9 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
         def update(self, n: int) -> None:
             progress.put(n)
 
-    return run_experiment(config, out=job["out"], overwrite=job["overwrite"], progress=False,
-                          progress_callback=_Bar().update)
+    resume = job["resume"] and (Path(job["out"]) / "config.yaml").exists()
+    return run_experiment(config, out=job["out"], overwrite=job["overwrite"], resume=resume,
+                          progress=False, progress_callback=_Bar().update)
 
 
 def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:
@@ -40,16 +41,19 @@ def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:
 
 def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str | Path,
             overrides: list[str] | None = None, parallel: int | None = None,
-            overwrite: bool = False, progress: bool = True) -> Path:
+            overwrite: bool = False, resume: bool = False, progress: bool = True) -> Path:
     """Run every method for seeds 0..seeds-1 with the same budget, model, schedule and seeds.
 
-    Runs land in ``<out>/<experiment>/<method>/seed-<k>/``. The warm start is built once up
+    Runs land in ``<out>/<experiment>/<method>/seed-<k>/``. With ``resume``, runs that exist
+    continue from their last checkpoint (finished ones end at once) and missing ones start. The warm start is built once up
     front (it is shared by every run: same starting checkpoint for every method and seed).
 
     Raises:
         ConfigError: an unknown method, a bad seed count, or a run that failed (named).
     """
     overrides = list(overrides or [])
+    if resume and overwrite:
+        raise ConfigError("compare: --resume and --overwrite exclude each other")
     if seeds < 1:
         raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
     methods = [m.strip() for m in methods if m.strip()]
@@ -75,6 +79,7 @@ def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str
             jobs.append({
                 "name": f"{method}/seed-{seed}", "config": str(config_path), "overrides": run_overrides,
                 "out": str(run_directory(out, base.experiment, method, seed)), "overwrite": overwrite,
+                "resume": resume,
             })
     total = base.budget.episodes * len(jobs)
     parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))

@@ -12,8 +12,12 @@ DEMO_CONFIG = Path(str(resources.files("sao_online.configs") / "demo.yaml"))
 DEMO_METHODS = ["sao", "grpo", "sao_running_mean"]
 
 
-def run_demo(out: str | Path = "runs/demo", seeds: int = 3, quick: bool = False) -> Path:
+def run_demo(out: str | Path = "runs/demo", seeds: int = 3, quick: bool = False,
+             fresh: bool = False) -> Path:
     """Run the demo protocol and write its report; return the report's path.
+
+    Runs already in ``out`` continue from their checkpoints (finished ones are reused as they
+    are), so an interrupted ``make demo`` picks up where it stopped; ``fresh`` starts again.
 
     ``quick`` shortens every phase to 160 episodes and uses two seeds: a smoke run of the whole
     pipeline, not a measurement.
@@ -34,7 +38,7 @@ def run_demo(out: str | Path = "runs/demo", seeds: int = 3, quick: bool = False)
         ]
     started = time.time()
     experiment_dir = compare(DEMO_CONFIG, methods=DEMO_METHODS, seeds=seeds, out=out,
-                             overrides=overrides, overwrite=True)
+                             overrides=overrides, overwrite=fresh, resume=not fresh)
     report = write_report([experiment_dir], Path(out) / "report",
                           title="StyleShift: SAO vs GRPO vs running-mean baseline")
     print(f"demo finished in {time.time() - started:.0f} s")

@@ -76,6 +76,12 @@ class RunLog:
             shutil.rmtree(path)
         if resume and not existing:
             raise RunDirError(f"--resume: no run in {path}")
+        if resume:
+            saved = yaml.safe_load((path / "config.yaml").read_text())
+            changed = _differences(saved, yaml.safe_load(yaml.safe_dump(config)))
+            if changed:
+                raise RunDirError(f"--resume: {path} was started with another config; differs in "
+                                  f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}")
         path.mkdir(parents=True, exist_ok=True)
         if not existing or overwrite:
             _atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
@@ -156,6 +162,14 @@ class RunLog:
             extra.unlink()
         self._parts[table] = parts
         self._buffers[table] = []
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested mappings."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(set(a) | set(b), key=str)
+        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{prefix}{k}.")]
+    return [] if a == b else [prefix.rstrip(".")]
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

@@ -55,3 +55,10 @@ def test_a_second_checkpoint_at_the_same_version_never_replaces_the_first_in_pla
     names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*"))
     assert names == ["step-000003", "step-000003.1"]
     assert RunLog(tmp_path / "run").load_checkpoint()["v"] == "final"
+
+
+def test_resume_refuses_a_different_config_and_names_what_changed(tmp_path):
+    RunLog.create(tmp_path / "run", {"budget": {"episodes": 10}, "seed": 0})
+    RunLog.create(tmp_path / "run", {"budget": {"episodes": 10}, "seed": 0}, resume=True)
+    with pytest.raises(RunDirError, match="budget.episodes"):
+        RunLog.create(tmp_path / "run", {"budget": {"episodes": 20}, "seed": 0}, resume=True)
