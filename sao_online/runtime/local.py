@@ -211,7 +211,10 @@ class LocalRuntime:
         self.group_size = ctx.method.group_size
         self.max_staleness = runtime.max_staleness
         self.in_flight = runtime.in_flight_updates
-        self.num_slots = min(self.config.rollout.num_slots, self.batch_size)
+        # The gate keeps up to (max_staleness + 1) * B episodes in flight; each worker gets slots
+        # for its share of them (a slot waiting for a slow environment costs nothing to decode).
+        in_flight_share = -(-(self.max_staleness + 1) * self.batch_size // runtime.num_workers)
+        self.num_slots = min(self.config.rollout.num_slots, max(self.batch_size, in_flight_share))
         self.context = torch.multiprocessing.get_context("spawn")
         version = ctx.learner.version
         self.gate = StalenessGate(self.batch_size, self.max_staleness)
@@ -396,15 +399,30 @@ class LocalRuntime:
         )
         if len(self.ready) < self.batch_size and not (exhausted and self.ready):
             return None
-        # Stable: due items first, completion order otherwise (groups stay contiguous).
+        # Stable: oldest admission first, completion order otherwise (groups stay contiguous).
         oldest_in_group: dict[int, int] = {}
         for item in self.ready:
             group = item.plan.group_id
             oldest_in_group[group] = min(oldest_in_group.get(group, item.admitted_version),
                                          item.admitted_version)
-        # A group is due when its oldest member is, so a retried member never splits its group.
-        self.ready.sort(key=lambda item: oldest_in_group[item.plan.group_id] > due_version)
-        batch, self.ready = self.ready[: self.batch_size], self.ready[self.batch_size :]
+        # A group is as old as its oldest member, so a retried member never splits its group.
+        self.ready.sort(key=lambda item: oldest_in_group[item.plan.group_id])
+        batch, rest = self.ready[: self.batch_size], self.ready[self.batch_size :]
+        # Everything admitted at or before next_due must be in the very next batch. Training now
+        # while more than B of those are untrained (fresh episodes that finished first would
+        # take their places) would leave some to be trained one version too stale; wait for the
+        # stragglers instead. The gate admits at most 2 B of them, so the wait always ends.
+        next_due = due_version + 1
+        left_due = sum(item.admitted_version <= next_due for item in rest)
+        left_due += sum(admitted <= next_due for _, admitted in outstanding)
+        left_due += sum(
+            item.admitted_version <= next_due
+            for members in self.group_buffer.values()
+            for item in members
+        )
+        if left_due > self.batch_size:
+            return None
+        self.ready = rest
         return batch
 
     def _train(self, batch: list[_Finished]) -> None:
