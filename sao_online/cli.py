@@ -139,8 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="run directory (default from logging.out)")
     run.add_argument("--resume", action="store_true", help="continue a killed run")
     run.add_argument("--overwrite", action="store_true", help="replace an existing run")
-    run.add_argument("--threads", type=int, default=1,
-                     help="torch threads in this process (1 avoids oversubscribing small CPUs)")
+    run.add_argument("--threads", type=int, default=None,
+                     help="torch threads of the learner process (default: all cores for the sync "
+                          "backend, 1 for local, whose workers need the other cores)")
     run.set_defaults(func=_cmd_run)
 
     compare = commands.add_parser("compare", help="methods x seeds at matched budgets")

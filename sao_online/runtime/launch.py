@@ -66,9 +66,11 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
         resume: continue a killed run from its last checkpoint (no record lost or duplicated).
         overwrite: replace an existing run directory.
         progress: show a progress bar.
-        threads: torch threads of the learner (default: leave torch's choice).
+        threads: torch threads of the learner (default: torch's choice for sync, 1 for local).
         progress_callback: called with the number of episodes each update consumed.
     """
+    if threads is None and config.runtime.backend == "local":
+        threads = 1  # the rollout workers need the other cores
     if threads:
         torch.set_num_threads(threads)
     path = Path(out) if out else run_directory(config.logging.out, config.experiment,
