@@ -22,14 +22,9 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     from sao_online.runtime.launch import run_experiment
 
     config = load_config(job["config"], job["overrides"])
-
-    class _Bar:  # forwards episode counts to the parent's progress bar
-        def update(self, n: int) -> None:
-            progress.put(n)
-
     resume = job["resume"] and (Path(job["out"]) / "config.yaml").exists()
     return run_experiment(config, out=job["out"], overwrite=job["overwrite"], resume=resume,
-                          progress=False, progress_callback=_Bar().update)
+                          progress=False, progress_callback=progress.put)  # to the parent's bar
 
 
 def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:

@@ -17,7 +17,8 @@ from tqdm import tqdm
 from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.runlog import RunLog, run_directory
 from sao_online.runtime.context import RunContext
-from sao_online.runtime.sync import TrainingLoop, run_sync
+from sao_online.runtime.loop import TrainingLoop
+from sao_online.runtime.sync import run_sync
 
 
 def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:

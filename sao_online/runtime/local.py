@@ -25,8 +25,6 @@ Roles:
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import multiprocessing.connection
 import pickle
 import queue
@@ -41,13 +39,13 @@ from typing import Any
 import torch
 import torch.multiprocessing
 
-from sao_online.config import ExperimentConfig, load_config
+from sao_online.config import load_config
 from sao_online.pretrain import base_policy
 from sao_online.rollout import RolloutEngine
-from sao_online.runtime.context import build_engine, oracle_reward, plan_to_request
+from sao_online.runtime.context import build_engine, dropped_episode_record, plan_to_request
+from sao_online.runtime.loop import RunInterrupted, TrainingLoop
 from sao_online.runtime.planner import EpisodePlan
 from sao_online.runtime.staleness import StalenessGate
-from sao_online.runtime.sync import RunInterrupted, TrainingLoop
 from sao_online.runtime.weights import SharedWeights
 from sao_online.types import Trajectory
 
@@ -55,35 +53,6 @@ _POLL_SECONDS = 0.05
 _STOP_JOIN_SECONDS = 3.0
 _SEED_STRIDE_WORKER = 7919  # distinct sampling streams per worker incarnation
 _SEED_STRIDE_VERSION = 104729  # and per resumed session
-
-
-def dropped_episode_record(
-    config: ExperimentConfig, plan: EpisodePlan, index: int, *, wall_time: float
-) -> dict[str, Any]:
-    """An ``episodes.parquet`` row for an episode lost to a worker fault (reward NaN)."""
-    return {
-        "episode": index,
-        "world_time": float(plan.world_time),
-        "phase": int(plan.state.phase),
-        "reward": math.nan,
-        "oracle_reward": oracle_reward(config, dict(plan.state.theta)),
-        "behavior": "",
-        "policy_version": -1,
-        "staleness": -1,
-        "num_action_tokens": 0,
-        "num_tokens": 0,
-        "num_turns": 0,
-        "wall_time": wall_time,
-        "prompt_id": plan.prompt_id,
-        "group_id": plan.group_id,
-        "group_straddles_change": plan.straddles_change,
-        "theta": json.dumps(dict(plan.state.theta), sort_keys=True),
-        "env_id": config.env.id,
-        "terminated": False,
-        "truncated": False,
-        "dropped": True,
-        "env_seconds": 0.0,
-    }
 
 
 # ------------------------------------------------------------------------------------- worker

@@ -1,0 +1,116 @@
+"""The synchronous runtime: generate a batch, train on it, repeat. Deterministic for a seed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sao_online.runlog import RunLog
+from sao_online.runtime.context import RunContext, episode_record
+from sao_online.runtime.evaluation import BackgroundEvaluator
+from sao_online.types import Trajectory
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C, taken at a consistent point: after an update, with every logged record trained on."""
+
+
+def batch_metrics(trajectories: Sequence[Trajectory], trained_version: int) -> dict[str, float]:
+    """Behaviour shares and staleness of one training batch (namespaced)."""
+    metrics: dict[str, float] = {}
+    for label, count in Counter(t.behavior for t in trajectories).items():
+        metrics[f"charts/behavior_share/{label or 'none'}"] = count / len(trajectories)
+    staleness = [trained_version - t.oldest_version for t in trajectories if t.oldest_version >= 0]
+    if staleness:
+        metrics["staleness/mean"] = sum(staleness) / len(staleness)
+        metrics["staleness/max"] = float(max(staleness))
+    return metrics
+
+
+class TrainingLoop:
+    """Shared bookkeeping of every backend: log episodes, update, checkpoint, progress."""
+
+    def __init__(self, ctx: RunContext, log: RunLog, progress: Callable[[int], None] | None = None) -> None:
+        self.ctx = ctx
+        self.log = log
+        self.progress = progress
+        self.episodes_logged = 0
+        self.started = time.time()
+        self.elapsed_before = 0.0  # wall time of earlier sessions of a resumed run
+        self.tokens = 0
+        self.evaluator = BackgroundEvaluator(ctx)
+        self.stop_requested = threading.Event()  # set by the first Ctrl-C (see launch.py)
+
+    def wall_time(self) -> float:
+        return self.elapsed_before + time.time() - self.started
+
+    def start(self) -> None:
+        """Called by every backend before its first update: evaluates the starting policy."""
+        if self.ctx.learner.version == 0:
+            self.evaluator.maybe_submit(0, 0.0)
+
+    def train_on(self, trajectories: Sequence[Trajectory], straddles: dict[int, bool],
+                 extra: dict[str, float] | None = None) -> dict[str, float]:
+        learner = self.ctx.learner
+        trained_version = learner.version
+        now = self.wall_time()
+        rows = []
+        for trajectory in trajectories:
+            rows.append(episode_record(
+                self.ctx.config, trajectory, self.episodes_logged, trained_version=trained_version,
+                straddles_change=straddles.get(trajectory.group_id, False), wall_time=now))
+            self.episodes_logged += 1
+        self.log.log("episodes", rows)
+        step_started = time.time()
+        metrics = learner.step(trajectories)
+        metrics.update(batch_metrics(trajectories, trained_version))
+        self.tokens += sum(t.num_action_tokens for t in trajectories)
+        metrics.update({
+            "version": learner.version,
+            "episodes_seen": self.episodes_logged,
+            "wall_time": self.wall_time(),
+            "charts/learner_seconds": time.time() - step_started,
+            "charts/action_tokens_total": float(self.tokens),
+            **(extra or {}),
+        })
+        self.log.log("updates", metrics)
+        self.evaluator.collect(self.log)
+        self.evaluator.maybe_submit(learner.version, float(self.ctx.planner.episodes_started))
+        if self.progress:
+            self.progress(len(trajectories))
+        if self.stop_requested.is_set():
+            raise RunInterrupted
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "learner": self.ctx.learner.state_dict(),
+            "planner": self.ctx.planner.state_dict(),
+            "episodes_logged": self.episodes_logged,
+            "wall_time": self.wall_time(),
+            "tokens": self.tokens,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ctx.learner.load_state_dict(state["learner"])
+        self.ctx.planner.load_state_dict(state["planner"])
+        self.episodes_logged = state["episodes_logged"]
+        self.elapsed_before = state["wall_time"]
+        self.started = time.time()
+        self.tokens = state["tokens"]
+
+    def checkpoint(self, extra: dict[str, Any] | None = None) -> None:
+        self.evaluator.collect(self.log, wait=True)  # evals up to here belong to this checkpoint
+        self.log.save_checkpoint(self.ctx.learner.version, {**self.state_dict(), **(extra or {})})
+
+    def finish(self) -> None:
+        """Wait for running evaluations and write every buffered record."""
+        self.evaluator.close(self.log)
+        self.log.flush()
+
+    def checkpoint_due(self) -> bool:
+        every = self.ctx.config.logging.checkpoint_every
+        return bool(every) and self.ctx.learner.version % every == 0
