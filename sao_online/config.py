@@ -103,10 +103,12 @@ class RolloutConfig:
 
 @dataclass
 class RuntimeConfig:
-    backend: str = _f("local", "sync or local (rollout-worker processes).")
-    num_workers: int = _f(2, "Rollout-worker processes of the local backend.")
+    backend: str = _f("local", "sync, local (rollout-worker processes) or ray (Ray actors).")
+    num_workers: int = _f(2, "Rollout workers (processes or Ray actors) of the asynchronous backends.")
     max_staleness: int = _f(4, "Bound on learner version minus a trajectory's oldest token version.")
     in_flight_updates: bool = _f(True, "Workers take new weights between decoding steps.")
+    ray_address: str | None = _f(None, "Ray cluster to join ('auto', 'ray://host:port'); unset starts a "
+                                 "private local Ray with num_workers CPUs.")
 
 
 @dataclass
@@ -160,8 +162,8 @@ class ExperimentConfig:
             ("rollout.top_p", 0 < self.rollout.top_p <= 1, "must be in (0, 1]"),
             ("rollout.max_turns", self.rollout.max_turns >= 1, "must be >= 1"),
             ("rollout.max_action_tokens", self.rollout.max_action_tokens >= 1, "must be >= 1"),
-            ("runtime.backend", self.runtime.backend in ("sync", "local"),
-             "must be sync or local (the ray backend is not available yet)"),
+            ("runtime.backend", self.runtime.backend in ("sync", "local", "ray"),
+             "must be sync, local or ray"),
             ("algorithm.dis_eps_low", 0 < self.algorithm.dis_eps_low <= 1, "must be in (0, 1]"),
             ("algorithm.dis_eps_high", self.algorithm.dis_eps_high > 0, "must be > 0"),
             ("runtime.max_staleness", self.runtime.max_staleness >= 0, "must be >= 0"),

@@ -67,10 +67,11 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
         resume: continue a killed run from its last checkpoint (no record lost or duplicated).
         overwrite: replace an existing run directory.
         progress: show a progress bar.
-        threads: torch threads of the learner (default: torch's choice for sync, 1 for local).
+        threads: torch threads of the learner (default: torch's choice for sync, 1 for
+            local and ray, whose rollout workers need the other cores).
         progress_callback: called with the number of episodes each update consumed.
     """
-    if threads is None and config.runtime.backend == "local":
+    if threads is None and config.runtime.backend in ("local", "ray"):
         threads = 1  # the rollout workers need the other cores
     if threads:
         torch.set_num_threads(threads)
@@ -104,6 +105,10 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
             from sao_online.runtime.local import run_local
 
             run_local(loop, state)
+        elif backend == "ray":
+            from sao_online.runtime.ray_backend import run_ray
+
+            run_ray(loop, state)
         else:  # validated on load; kept for configs built in code
             raise ConfigError(f"runtime.backend: unknown backend {backend!r}")
     loop.finish()

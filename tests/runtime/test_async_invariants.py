@@ -38,13 +38,19 @@ def comparable_columns(frame: pd.DataFrame) -> list[str]:
             and "charts/episodes_running" not in c]
 
 
-def test_max_staleness_zero_reproduces_the_synchronous_run(tmp_path):
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_max_staleness_zero_reproduces_the_synchronous_run(tmp_path, backend):
+    # With ray the run starts (and afterwards shuts down) its own private Ray instance.
     common = TINY + ["budget.episodes=24", "runtime.num_workers=1", "runtime.max_staleness=0",
                      "runtime.in_flight_updates=false"]
     run_experiment(load_config(None, common + ["runtime.backend=sync"]), tmp_path / "sync",
                    threads=1)
-    run_experiment(load_config(None, common + ["runtime.backend=local"]), tmp_path / "local",
+    run_experiment(load_config(None, common + [f"runtime.backend={backend}"]), tmp_path / "local",
                    threads=1)
+    if backend == "ray":
+        import ray
+
+        assert not ray.is_initialized()
     for table in ("episodes", "updates"):
         sync, local = read_table(tmp_path / "sync", table), read_table(tmp_path / "local", table)
         assert len(sync) == len(local) > 0

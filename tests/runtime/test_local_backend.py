@@ -22,9 +22,9 @@ import torch
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
 from sao_online.rollout import EpisodeRequest
-from sao_online.runtime.context import make_env
+from sao_online.runtime.async_runtime import AsyncRuntime, _Finished
+from sao_online.runtime.context import build_engine, make_env
 from sao_online.runtime.launch import run_experiment
-from sao_online.runtime.local import LocalRuntime, _Finished, _WorkerHandle, build_engine
 from sao_online.runtime.weights import SharedWeights
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
@@ -160,8 +160,8 @@ def test_engines_step_environments_in_threads_only_under_simulated_latency():
 
 
 def _runtime_holding(version, max_staleness, batch_size, ready, outstanding):
-    """A LocalRuntime without processes: ready items and outstanding plans as (group, admitted)."""
-    runtime = LocalRuntime.__new__(LocalRuntime)
+    """An AsyncRuntime without workers: ready items and outstanding plans as (group, admitted)."""
+    runtime = AsyncRuntime.__new__(AsyncRuntime)
     planner = SimpleNamespace(can_start_group=lambda budget: True)
     runtime.loop = SimpleNamespace(ctx=SimpleNamespace(learner=SimpleNamespace(version=version),
                                                        planner=planner))
@@ -169,9 +169,8 @@ def _runtime_holding(version, max_staleness, batch_size, ready, outstanding):
     runtime.batch_size, runtime.max_staleness = batch_size, max_staleness
     runtime.ready = [_Finished(None, SimpleNamespace(group_id=group), admitted)
                      for group, admitted in ready]
-    runtime.workers = [_WorkerHandle(0, None, None, None, outstanding={
-        ticket: (SimpleNamespace(group_id=group), admitted)
-        for ticket, (group, admitted) in enumerate(outstanding)})]
+    runtime.outstanding = [{ticket: (SimpleNamespace(group_id=group), admitted)
+                            for ticket, (group, admitted) in enumerate(outstanding)}]
     runtime.group_buffer, runtime.retry = defaultdict(list), deque()
     return runtime
 
@@ -184,7 +183,7 @@ def test_learner_waits_for_old_stragglers_instead_of_training_fresh_episodes_pas
                                outstanding=[(7, 1), (8, 1), (9, 1)])
     assert runtime._next_batch() is None
     # The stragglers finish: the oldest admissions go first, the fresh pair waits its turn.
-    runtime.workers[0].outstanding.clear()
+    runtime.outstanding[0].clear()
     runtime.ready += [_Finished(None, SimpleNamespace(group_id=group), 1) for group in (7, 8, 9)]
     batch = runtime._next_batch()
     assert [item.plan.group_id for item in batch] == [7, 8]

@@ -1,0 +1,239 @@
+"""The ``ray`` backend: rollout workers as Ray actors, the learner in the driver process.
+
+The roles are the ``local`` backend's (``AsyncRuntime`` does admission, the group barrier,
+staleness and faults); only the transport differs:
+
+- each worker is a threaded actor (``RolloutActor``) that runs ``run_rollout_worker`` in a
+  background thread; ``submit`` queues tasks, ``take`` returns the messages produced so far
+  (waiting up to a timeout for the first), ``publish`` announces new weights;
+- weights go through Ray's object store: the driver ``ray.put``s each published version once and
+  sends every actor the reference; an actor fetches it when its engine next refreshes;
+- a dead actor shows up as ``RayActorError`` on its pending ``take``; the runtime then drops and
+  reissues its episodes and ``launch`` starts a fresh actor.
+
+Ray is an optional dependency (``pip install 'sao-online[ray]'``). With ``runtime.ray_address``
+unset the run starts a private local Ray instance (``num_workers`` CPUs) and shuts it down at the
+end; ``auto`` or ``ray://host:port`` joins an existing cluster, whose workers must be able to
+import ``sao_online`` (install it there, or pass a ``runtime_env`` when you ``ray.init``
+yourself before calling ``run_experiment``: an already initialised Ray is used as it is).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any
+
+import torch
+
+from sao_online.config import ConfigError
+from sao_online.runtime.async_runtime import AsyncRuntime, pending_plans, worker_slots
+from sao_online.runtime.loop import TrainingLoop
+from sao_online.runtime.rollout_worker import Task, run_rollout_worker
+
+_TAKE_SECONDS = 0.5  # how long an actor's take waits for a first message
+_STOP_SECONDS = 3.0
+
+
+def import_ray() -> Any:
+    """Import Ray or explain how to get it."""
+    try:
+        import ray
+    except ImportError as error:
+        raise ConfigError(
+            "runtime.backend: 'ray' needs the ray package; install it with "
+            "pip install 'sao-online[ray]' (or pip install ray)") from error
+    return ray
+
+
+class _LatestWeights:
+    """An actor's view of the learner's weights: the newest announced version and its object."""
+
+    def __init__(self, version: int, reference: Any) -> None:
+        self._lock = threading.Lock()
+        self._version = version
+        self._reference = reference
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def offer(self, version: int, reference: Any) -> None:
+        # Announcements may arrive out of order (threaded actor calls are not ordered).
+        with self._lock:
+            if version > self._version:
+                self._version, self._reference = version, reference
+
+    def load_into(self, model: torch.nn.Module) -> int:
+        import ray
+
+        with self._lock:
+            version, reference = self._version, self._reference
+        model.load_state_dict(ray.get(reference), strict=True)
+        return version
+
+
+class RolloutActor:
+    """One rollout worker inside a Ray actor (wrapped with ``ray.remote`` by ``RayWorkerPool``).
+
+    Args:
+        seed: the seed of the worker's sampling stream.
+        config_dict: the run's config.
+        num_slots: concurrent episodes of its engine.
+        version: the version of the weights in ``weights``.
+        weights: a one-element list holding the ``ObjectRef`` of a ``state_dict`` (a list, so Ray
+            passes the reference instead of resolving it).
+    """
+
+    def __init__(self, seed: int, config_dict: dict[str, Any], num_slots: int, version: int,
+                 weights: list[Any]) -> None:
+        torch.set_num_threads(1)
+        self._inbox: queue.Queue[list[Task]] = queue.Queue()
+        self._outbox: queue.Queue[tuple] = queue.Queue()
+        self._stop = threading.Event()
+        self._weights = _LatestWeights(version, weights[0])
+
+        def receive(timeout: float) -> list[Task] | None:
+            try:
+                return self._inbox.get(timeout=timeout) if timeout > 0 else self._inbox.get_nowait()
+            except queue.Empty:
+                return None
+
+        def body() -> None:
+            try:
+                run_rollout_worker(
+                    config_dict=config_dict, seed=seed, num_slots=num_slots,
+                    in_flight=bool(config_dict["runtime"]["in_flight_updates"]),
+                    weights=self._weights, receive=receive, emit=self._outbox.put,
+                    should_stop=self._stop.is_set)
+            except BaseException:  # noqa: BLE001  (already reported through the outbox)
+                self._stop.set()
+
+        self._thread = threading.Thread(target=body, name="sao-rollout", daemon=True)
+        self._thread.start()
+
+    def submit(self, tasks: list[Task]) -> None:
+        self._inbox.put(tasks)
+
+    def publish(self, version: int, weights: list[Any]) -> None:
+        self._weights.offer(version, weights[0])
+
+    def take(self, timeout: float) -> list[tuple]:
+        """Messages produced so far; waits up to ``timeout`` s for the first one."""
+        messages = []
+        try:
+            messages.append(self._outbox.get(timeout=timeout))
+            while True:
+                messages.append(self._outbox.get_nowait())
+        except queue.Empty:
+            pass
+        return messages
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=_STOP_SECONDS)
+
+
+class RayWorkerPool:
+    """Rollout workers as Ray actors (a ``WorkerPool``).
+
+    Args:
+        config: the run's config.
+        model: the learner's policy.
+        version: the version of ``model``'s current weights.
+    """
+
+    def __init__(self, config: Any, model: torch.nn.Module, version: int) -> None:
+        ray = self.ray = import_ray()
+        self.config = config
+        self.num_slots = worker_slots(config)
+        self.owns_ray = not ray.is_initialized()
+        if self.owns_ray:
+            address = config.runtime.ray_address
+            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
+                                       "logging_level": logging.WARNING}
+            if address:
+                ray.init(address=address, **options)
+            else:
+                ray.init(num_cpus=config.runtime.num_workers, **options)
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if cpus < config.runtime.num_workers:
+            self.close()
+            raise ConfigError(
+                f"runtime.num_workers: {config.runtime.num_workers} actors need one CPU each, "
+                f"the Ray cluster has {cpus:g}")
+        self.actor_class = ray.remote(num_cpus=1, max_concurrency=4)(RolloutActor)
+        self.version = version
+        self.weights = ray.put(_cpu_state(model))
+        self.actors: dict[int, Any] = {}
+        self.pending_take: dict[int, Any] = {}
+        self.closed = False
+
+    def launch(self, index: int, seed: int) -> None:
+        if index in self.actors:
+            self.ray.kill(self.actors.pop(index), no_restart=True)
+            self.pending_take.pop(index, None)
+        actor = self.actor_class.remote(
+            seed, self.config.to_dict(), self.num_slots, self.version, [self.weights])
+        self.actors[index] = actor
+        self.pending_take[index] = actor.take.remote(_TAKE_SECONDS)
+
+    def submit(self, index: int, tasks: list[Task]) -> None:
+        self.actors[index].submit.remote(tasks)  # a dead actor is reported by its take
+
+    def receive(self, timeout: float) -> tuple[list[tuple[int, tuple]], set[int]]:
+        ray = self.ray
+        index_of = {reference: index for index, reference in self.pending_take.items()}
+        ready, waiting = ray.wait(list(index_of), num_returns=1, timeout=timeout)
+        if ready and waiting:  # and whatever else is done by now
+            more, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+            ready += more
+        messages: list[tuple[int, tuple]] = []
+        dead: set[int] = set()
+        for reference in ready:
+            index = index_of[reference]
+            try:
+                messages.extend((index, message) for message in ray.get(reference))
+            except ray.exceptions.RayActorError:
+                dead.add(index)
+                del self.pending_take[index]
+                continue
+            self.pending_take[index] = self.actors[index].take.remote(_TAKE_SECONDS)
+        return messages, dead
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        self.version = version
+        self.weights = self.ray.put(_cpu_state(model))
+        for actor in self.actors.values():
+            actor.publish.remote(version, [self.weights])
+
+    def close(self) -> None:
+        if getattr(self, "closed", False):
+            return
+        self.closed = True
+        ray = self.ray
+        stops = [actor.stop.remote() for actor in getattr(self, "actors", {}).values()]
+        if stops:
+            ray.wait(stops, num_returns=len(stops), timeout=_STOP_SECONDS)
+        for actor in getattr(self, "actors", {}).values():
+            ray.kill(actor, no_restart=True)
+        self.actors, self.pending_take = {}, {}
+        if self.owns_ray:
+            ray.shutdown()
+
+
+def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
+
+
+def run_ray(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None:
+    """The ``ray`` backend: rollout workers as Ray actors, the learner in this process.
+
+    Args:
+        loop: the run's training loop (already restored when resuming).
+        state: the checkpoint it was restored from; its plans admitted but not trained on are
+            issued again first.
+    """
+    pool = RayWorkerPool(loop.ctx.config, loop.ctx.policy, loop.ctx.learner.version)
+    AsyncRuntime(loop, pool, pending_plans(state)).run()

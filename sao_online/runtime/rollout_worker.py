@@ -1,0 +1,127 @@
+"""The body of a rollout worker, shared by every asynchronous backend (processes, Ray actors).
+
+A worker builds its own policy and engine from the run's config, copies the learner's published
+weights, and runs the plans it is given with continuous batching, emitting each trajectory as
+soon as it completes. How tasks arrive, how weights are published and where results go is the
+backend's business; this module only needs three callables and a ``WeightSource``.
+
+Messages emitted (plain tuples, picklable):
+
+- ``("done", ticket, trajectory)``: one finished episode of the task with that ticket;
+- ``("error", text)``: the worker failed (the text holds the traceback); it stops after this.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import defaultdict, deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+
+from sao_online.config import load_config
+from sao_online.pretrain import base_policy
+from sao_online.rollout import RolloutEngine
+from sao_online.runtime.context import build_engine, plan_to_request
+from sao_online.runtime.planner import EpisodePlan
+
+Task = tuple[int, EpisodePlan, int]
+"""(ticket, plan, admitted_version): one episode to run, as the learner admitted it."""
+
+_WEIGHTS_WAIT_SECONDS = 0.002  # nap while a newer version is announced but not yet readable
+
+
+class WeightSource(Protocol):
+    """Where a worker reads the learner's published weights."""
+
+    @property
+    def version(self) -> int:
+        """The newest version published so far."""
+        ...
+
+    def load_into(self, model: torch.nn.Module) -> int:
+        """Copy the newest weights into ``model``; return their version."""
+        ...
+
+
+def run_rollout_worker(
+    *,
+    config_dict: dict[str, Any],
+    seed: int,
+    num_slots: int,
+    in_flight: bool,
+    weights: WeightSource,
+    receive: Callable[[float], list[Task] | None],
+    emit: Callable[[tuple], None],
+    should_stop: Callable[[], bool],
+    poll_seconds: float = 0.05,
+) -> None:
+    """Run tasks until ``should_stop()``; every outcome, failures included, goes through ``emit``.
+
+    Args:
+        config_dict: the run's config (``ExperimentConfig.to_dict()``).
+        seed: the seed of this worker's sampling stream.
+        num_slots: concurrent episodes of the engine.
+        in_flight: take newer weights between decoding steps (tokens record their version);
+            otherwise only while no episode runs.
+        weights: the learner's published weights.
+        receive: ``receive(timeout)`` returns the next list of tasks, or None after ``timeout``
+            seconds without one.
+        emit: sends one message to the learner (must not block for long).
+        should_stop: polled between tasks and trajectories.
+        poll_seconds: how long an idle worker waits for tasks at a time.
+    """
+    try:
+        config = load_config(config_dict)
+        policy, tokenizer = base_policy(config)
+        policy.eval()
+        engine = build_engine(config, policy, tokenizer, seed=seed, num_slots=num_slots)
+        engine.policy_version = weights.load_into(policy)
+        queued: deque[Task] = deque()
+        # The engine reports group members in completion order; tickets are matched per group.
+        tickets_by_group: dict[int, deque[int]] = defaultdict(deque)
+        running = 0
+
+        def refresh(current: RolloutEngine) -> None:
+            if weights.version > current.policy_version:
+                current.policy_version = weights.load_into(policy)
+
+        def source():
+            nonlocal running
+            if should_stop():
+                return None
+            if not queued:
+                tasks = receive(poll_seconds if running == 0 else 0.0)
+                if tasks:
+                    queued.extend(tasks)
+            if not queued:
+                return None
+            ticket, plan, admitted_version = queued[0]
+            if admitted_version > engine.policy_version:
+                if in_flight or running == 0:
+                    refresh(engine)
+                if admitted_version > engine.policy_version:
+                    # Its weights are announced but not here yet, or (in-flight updates off)
+                    # the running episodes must end first.
+                    if running == 0:
+                        time.sleep(_WEIGHTS_WAIT_SECONDS)
+                    return None
+            queued.popleft()
+            tickets_by_group[plan.group_id].append(ticket)
+            running += 1
+            return plan_to_request(config, plan)
+
+        if in_flight:
+            engine.on_decode_step = refresh
+        while not should_stop():
+            for trajectory in engine.run(source):
+                running -= 1
+                ticket = tickets_by_group[trajectory.group_id].popleft()
+                emit(("done", ticket, trajectory))
+                if should_stop():
+                    break
+    except BaseException:  # noqa: BLE001  (report anything; the backend decides what follows)
+        emit(("error", traceback.format_exc()))
+        raise
