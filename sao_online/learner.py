@@ -18,6 +18,13 @@ from sao_online.algorithms import Method
 from sao_online.batching import Batch, collate
 from sao_online.config import ExperimentConfig
 from sao_online.losses import value_loss
+from sao_online.prefix_sharing import (
+    PrefixPlan,
+    causal_lm_forward,
+    plan_prefix_sharing,
+    shared_prefix_forward,
+    value_model_forward,
+)
 from sao_online.regularizers import entropy_bonus, exact_kl, k3_kl
 from sao_online.types import Trajectory
 
@@ -50,11 +57,15 @@ class Learner:
         critic: a value model ``critic(input_ids, attention_mask) -> [B, T]`` when the method
             uses one.
         reference: a frozen copy of the warm-start policy when ``regularizers.kl_coef > 0``.
+        share_prefixes: run a prompt shared by the rows of a group once per forward pass
+            (policy, reference and critic) instead of once per row; the results are the same up
+            to float rounding (see ``sao_online.prefix_sharing``). Needs models that take and
+            return a Hugging Face key/value cache.
     """
 
     def __init__(self, policy: torch.nn.Module, method: Method, config: ExperimentConfig,
                  pad_token_id: int, critic: torch.nn.Module | None = None,
-                 reference: torch.nn.Module | None = None) -> None:
+                 reference: torch.nn.Module | None = None, *, share_prefixes: bool = True) -> None:
         if method.uses_critic and critic is None:
             raise ValueError(f"method {method.name!r} needs a critic")
         if config.regularizers.kl_coef > 0 and reference is None:
@@ -65,6 +76,7 @@ class Learner:
         self.method = method
         self.config = config
         self.pad_token_id = pad_token_id
+        self.share_prefixes = share_prefixes
         self.version = 0
         optim = config.optim
         self.policy_optimizer = torch.optim.AdamW(
@@ -81,39 +93,48 @@ class Learner:
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """One learner update on ``trajectories``; returns namespaced metrics."""
         batch = collate(trajectories, self.pad_token_id)
+        # Members of a group share their prompt: each forward pass runs it once (None: no sharing).
+        plan = (plan_prefix_sharing(batch.tokens, batch.attention_mask, batch.group_ids)
+                if self.share_prefixes else None)
         metrics: dict[str, float] = {"charts/reward_mean": float(batch.episode_rewards.mean()),
                                      "charts/action_tokens": float(batch.num_action_tokens.sum())}
         # The first critic update reuses this forward pass (same weights), so it keeps its graph.
-        values = self._critic_values(batch) if self.method.uses_critic else None
+        values = self._critic_values(batch, plan) if self.method.uses_critic else None
         result = self.method.estimator(batch, None if values is None else values.detach())
         metrics.update(_namespaced("charts", result.stats))
         if self.method.uses_critic:
             for update in range(self.config.algorithm.critic_updates):
-                metrics.update(self._critic_update(batch, result.critic_returns,
+                metrics.update(self._critic_update(batch, plan, result.critic_returns,
                                                    values if update == 0 else None))
         critic_only = self.method.uses_critic and self.version < self.config.algorithm.critic_warmup_steps
         if not critic_only:
-            metrics.update(self._policy_update(batch, result.advantages))
+            metrics.update(self._policy_update(batch, plan, result.advantages))
         metrics["charts/critic_only_step"] = float(critic_only)
         self.version += 1
         return metrics
 
-    def _critic_values(self, batch: Batch) -> torch.Tensor:
+    def _critic_values(self, batch: Batch, plan: PrefixPlan | None) -> torch.Tensor:
         """V(prefix before token t) at position t: the critic's output at t - 1."""
-        return _shift_to_tokens(self.critic(batch.tokens, attention_mask=batch.attention_mask))
+        if plan is None:
+            values = self.critic(batch.tokens, attention_mask=batch.attention_mask)
+        else:
+            values = shared_prefix_forward(value_model_forward(self.critic), batch.tokens, plan,
+                                           self.pad_token_id)
+        return _shift_to_tokens(values)
 
-    def _critic_update(self, batch: Batch, returns: torch.Tensor,
+    def _critic_update(self, batch: Batch, plan: PrefixPlan | None, returns: torch.Tensor,
                        values: torch.Tensor | None = None) -> dict[str, float]:
         if values is None:
-            values = self._critic_values(batch)
+            values = self._critic_values(batch, plan)
         loss, stats = value_loss(values, returns, batch.action_mask)
         grad_norm = self._apply(loss, self.critic, self.critic_optimizer)
         return {"losses/value": loss.item(), "charts/grad_norm_critic": grad_norm,
                 **_namespaced("charts", {k: v for k, v in stats.items() if k != "loss"})}
 
-    def _policy_update(self, batch: Batch, advantages: torch.Tensor) -> dict[str, float]:
+    def _policy_update(self, batch: Batch, plan: PrefixPlan | None,
+                       advantages: torch.Tensor) -> dict[str, float]:
         regs = self.config.regularizers
-        logits = self._logits(self.policy, batch)
+        logits = self._logits(self.policy, batch, plan)
         logprobs = _token_logprobs(logits, batch.tokens)
         loss, stats = self.method.objective(logprobs, batch, advantages)
         metrics = {"losses/policy": loss.item(), **_namespaced("charts", stats)}
@@ -126,7 +147,7 @@ class Learner:
             loss = loss - regs.entropy_coef * entropy
         if self.reference is not None:
             with torch.no_grad():
-                ref_logits = self._logits(self.reference, batch)
+                ref_logits = self._logits(self.reference, batch, plan)
             if regs.kl_estimator == "exact":
                 kl = exact_kl(shifted_logits, ref_logits[:, :-1], next_mask)
             else:
@@ -139,8 +160,12 @@ class Learner:
         metrics["losses/skipped_nonfinite"] = float(not math.isfinite(metrics["charts/grad_norm_policy"]))
         return metrics
 
-    def _logits(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-        logits = model(input_ids=batch.tokens, attention_mask=batch.attention_mask.long()).logits
+    def _logits(self, model: torch.nn.Module, batch: Batch, plan: PrefixPlan | None) -> torch.Tensor:
+        if plan is None:
+            logits = model(input_ids=batch.tokens, attention_mask=batch.attention_mask.long()).logits
+        else:
+            logits = shared_prefix_forward(causal_lm_forward(model), batch.tokens, plan,
+                                           self.pad_token_id)
         return logits.float() / self.config.rollout.temperature
 
     def _apply(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:

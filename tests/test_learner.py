@@ -2,7 +2,9 @@ import pytest
 import torch
 
 from sao_online.algorithms import METHODS
+from sao_online.batching import collate
 from sao_online.config import load_config
+from sao_online.prefix_sharing import plan_prefix_sharing
 from sao_online.runtime.context import RunContext, plan_to_request
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
@@ -74,3 +76,41 @@ def test_every_method_takes_a_finite_step(name):
     changed = any(not torch.equal(a, b) for a, b in zip(before, ctx.policy.parameters()))
     # Group methods see zero advantages when every member of every group scores the same.
     assert changed or metrics.get("charts/zero_variance_group_fraction") == 1.0
+
+
+@pytest.mark.parametrize("name,extra", [
+    ("grpo", ["algorithm.group_size=4", "regularizers.kl_coef=0.1",
+              "regularizers.entropy_coef=0.01"]),
+    ("sao", []),  # the critic's passes, on rows that share prompts (GRPO groups fed to SAO)
+])
+def test_prefix_sharing_leaves_the_update_unchanged(name, extra):
+    grouped = RunContext.build(load_config(None, TINY + ["algorithm.name=grpo",
+                                                         "algorithm.group_size=4"]))
+    trajectories = sample_batch(grouped)
+    for trajectory in trajectories[::3]:  # rewards that differ within groups: non-zero advantages
+        trajectory.rewards[trajectory.action_mask.nonzero()[-1]] = 1.0
+    config = load_config(None, TINY + [f"algorithm.name={name}", "algorithm.critic_warmup_steps=0",
+                                       *extra])
+    shared_ctx, plain_ctx = RunContext.build(config), RunContext.build(config)
+    plain_ctx.learner.share_prefixes = False
+    batch = collate(trajectories, shared_ctx.tokenizer.pad_token_id)
+    assert plan_prefix_sharing(batch.tokens, batch.attention_mask, batch.group_ids) is not None
+    shared, plain = shared_ctx.learner.step(trajectories), plain_ctx.learner.step(trajectories)
+    assert shared.keys() == plain.keys()
+    for key, value in plain.items():
+        assert shared[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
+    assert plain["charts/grad_norm_policy"] > 0
+    models = [(shared_ctx.policy, plain_ctx.policy)]
+    if name == "sao":
+        assert plain["charts/grad_norm_critic"] > 0
+        models.append((shared_ctx.learner.critic, plain_ctx.learner.critic))
+    # The gradients of the last update (kept after the optimizer step). Parameters after one Adam
+    # step are no test: it divides each gradient by its own magnitude, so rounding-level
+    # differences in gradients near zero become visible ones in the update.
+    for shared_model, plain_model in models:
+        for (key, shared_parameter), plain_parameter in zip(shared_model.named_parameters(),
+                                                             plain_model.parameters()):
+            assert (shared_parameter.grad is None) == (plain_parameter.grad is None), key
+            if plain_parameter.grad is not None:
+                torch.testing.assert_close(shared_parameter.grad, plain_parameter.grad,
+                                           atol=1e-5, rtol=1e-4, msg=key)
