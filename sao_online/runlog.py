@@ -84,7 +84,7 @@ class RunLog:
                                   f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}")
         path.mkdir(parents=True, exist_ok=True)
         if not existing or overwrite:
-            _atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+            write_text_atomically(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         return cls(path, flush_every=flush_every)
 
     def config(self) -> dict[str, Any]:
@@ -137,7 +137,7 @@ class RunLog:
         tmp.mkdir()
         torch.save({**state, "table_parts": dict(self._parts)}, tmp / "state.pt")
         os.replace(tmp, folder / name)
-        _atomic_write_text(folder / "latest", name)
+        write_text_atomically(folder / "latest", name)
         older = sorted((p for p in folder.glob("step-*") if p.name != name),
                        key=lambda p: p.stat().st_mtime_ns)
         for old in older[:max(len(older) - (keep - 1), 0)]:
@@ -172,7 +172,8 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".")]
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)

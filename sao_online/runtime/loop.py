@@ -1,4 +1,4 @@
-"""The synchronous runtime: generate a batch, train on it, repeat. Deterministic for a seed."""
+"""The training loop every backend shares: log episodes, update, evaluate, checkpoint, progress."""
 
 from __future__ import annotations
 
@@ -8,18 +8,27 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sao_online.runlog import RunLog
+import pandas as pd
+
+from sao_online.runlog import RunLog, write_text_atomically
 from sao_online.runtime.context import RunContext, episode_record
 from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.types import Trajectory
+
+STALENESS_HISTOGRAM_FILE = "staleness_histogram.csv"
 
 
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C, taken at a consistent point: after an update, with every logged record trained on."""
 
 
-def batch_metrics(trajectories: Sequence[Trajectory], trained_version: int) -> dict[str, float]:
-    """Behaviour shares and staleness of one training batch (namespaced)."""
+def batch_metrics(trajectories: Sequence[Trajectory], trained_version: int,
+                  max_staleness: int = 0) -> dict[str, float]:
+    """Behaviour shares and staleness of one training batch (namespaced).
+
+    ``staleness/count_k`` counts the batch's trajectories k versions stale, for every k from 0
+    to ``max_staleness`` (zeros included, so each run's columns are fixed) and beyond if seen.
+    """
     metrics: dict[str, float] = {}
     for label, count in Counter(t.behavior for t in trajectories).items():
         metrics[f"charts/behavior_share/{label or 'none'}"] = count / len(trajectories)
@@ -27,7 +36,24 @@ def batch_metrics(trajectories: Sequence[Trajectory], trained_version: int) -> d
     if staleness:
         metrics["staleness/mean"] = sum(staleness) / len(staleness)
         metrics["staleness/max"] = float(max(staleness))
+        counts = Counter(staleness)
+        for k in range(max(max_staleness, max(staleness)) + 1):
+            metrics[f"staleness/count_{k}"] = float(counts.get(k, 0))
     return metrics
+
+
+def staleness_histogram(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Trained episodes per staleness value: columns ``staleness``, ``episodes``, ``share``.
+
+    Dropped episodes and episodes never trained on (staleness -1) are left out.
+    """
+    trained = episodes.loc[episodes["staleness"] >= 0, "staleness"].astype(int)
+    if "dropped" in episodes:
+        trained = trained[~episodes.loc[trained.index, "dropped"].astype(bool)]
+    values = range(int(trained.max()) + 1) if len(trained) else range(0)
+    counts = trained.value_counts().reindex(values, fill_value=0)
+    return pd.DataFrame({"staleness": list(values), "episodes": counts.to_numpy(dtype=int),
+                         "share": (counts / max(len(trained), 1)).to_numpy(dtype=float)})
 
 
 class TrainingLoop:
@@ -66,7 +92,8 @@ class TrainingLoop:
         self.log.log("episodes", rows)
         step_started = time.time()
         metrics = learner.step(trajectories)
-        metrics.update(batch_metrics(trajectories, trained_version))
+        metrics.update(batch_metrics(trajectories, trained_version,
+                                     self.ctx.config.runtime.max_staleness))
         self.tokens += sum(t.num_action_tokens for t in trajectories)
         metrics.update({
             "version": learner.version,
@@ -107,9 +134,13 @@ class TrainingLoop:
         self.log.save_checkpoint(self.ctx.learner.version, {**self.state_dict(), **(extra or {})})
 
     def finish(self) -> None:
-        """Wait for running evaluations and write every buffered record."""
+        """Wait for running evaluations, write every buffered record and the staleness histogram
+        of the whole run (``staleness_histogram.csv``; per update: ``staleness/count_k``)."""
         self.evaluator.close(self.log)
         self.log.flush()
+        histogram = staleness_histogram(self.log.read("episodes"))
+        write_text_atomically(self.log.path / STALENESS_HISTOGRAM_FILE,
+                              histogram.to_csv(index=False))
 
     def checkpoint_due(self) -> bool:
         every = self.ctx.config.logging.checkpoint_every

@@ -52,6 +52,12 @@ def test_sao_run_spends_its_budget_within_the_staleness_bound(tmp_path):
     assert updates["staleness/max"].max() <= 1
     # Asynchrony happened: with max_staleness 1 the workers run ahead by a version.
     assert (episodes["staleness"] == 1).any()
+    # The run's staleness histogram: per update in updates.parquet, whole run in a CSV.
+    histogram = pd.read_csv(Path(tmp_path) / "staleness_histogram.csv")
+    expected = episodes["staleness"].value_counts().sort_index()
+    assert histogram["staleness"].tolist() == [0, 1]
+    assert histogram["episodes"].tolist() == expected.tolist()
+    assert [updates[f"staleness/count_{k}"].sum() for k in (0, 1)] == expected.tolist()
     assert not list(multiprocessing.active_children())
 
 
