@@ -1,4 +1,4 @@
-"""``sao-online bench async``: synchronous vs local asynchronous training under long-tail latency.
+"""``sao-online bench async``: synchronous vs asynchronous training under long-tail latency.
 
 Both runs use the same tiny model, config, engine settings and episode budget; the environment
 sleeps a lognormal time per step (``LatencyWrapper``), the regime where asynchrony pays off.
@@ -8,12 +8,16 @@ asynchrony to win: the synchronous run still waits for the slowest episode of ev
 leaves the rollouts idle while the learner steps; the local backend overlaps the two and trains
 on the first B episodes to complete.
 
+When Ray is installed the same workload also runs on the ``ray`` backend (a private local Ray,
+started and stopped inside its measurement: Ray's start-up shows in its end-to-end numbers).
+
 Throughput is measured in steady state, from the first update to the last; worker start-up (a
 few seconds of imports per process) shows in ``first_update_seconds`` and the end-to-end numbers.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import tempfile
 import time
 from pathlib import Path
@@ -64,18 +68,21 @@ def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
     }
 
 
-def run_async_benchmark(quick: bool = False, *, episodes: int | None = None) -> dict[str, Any]:
-    """Run the workload synchronously and with the local backend; compare throughput.
+def run_async_benchmark(quick: bool = False, *, episodes: int | None = None,
+                        ray: bool = True) -> dict[str, Any]:
+    """Run the workload synchronously, with the local backend and (when installed) on Ray.
 
     Args:
         quick: a short run (under a minute on two cores) instead of the full one.
         episodes: override the workload's episode budget (tests use a tiny one).
+        ray: also run the ``ray`` backend when the ray package is installed.
 
     Returns:
         ``speedup`` (async over sync steady-state episodes per second),
         ``learner_busy_fraction`` (async learner compute seconds over async wall seconds in
-        steady state), ``max_staleness``, ``max_staleness_observed`` and the raw numbers of
-        both runs under ``sync`` and ``async``.
+        steady state), ``max_staleness``, ``max_staleness_observed`` (over every asynchronous
+        run) and the raw numbers of each run under ``sync`` and ``async``; with Ray also
+        ``speedup_ray``, ``learner_busy_fraction_ray`` and ``ray``.
     """
     # One worker: with environments stepped in threads a worker hides the latency of all its
     # slots, and on two cores a second worker only takes CPU from the learner (measured on the
@@ -98,18 +105,36 @@ def run_async_benchmark(quick: bool = False, *, episodes: int | None = None) -> 
         f"runtime.max_staleness={workload['max_staleness']}",
         f"env.latency_mean={workload['latency_mean']}",
         f"env.latency_sigma={workload['latency_sigma']}"]
+    with_ray = ray and importlib.util.find_spec("ray") is not None
     with tempfile.TemporaryDirectory(prefix="sao-bench-async-") as folder:
         sync = _measure(overrides + ["runtime.backend=sync"], Path(folder) / "sync")
         asynchronous = _measure(overrides + ["runtime.backend=local"], Path(folder) / "async")
-    return {
+        on_ray = None
+        if with_ray:
+            on_ray = _measure(overrides + ["runtime.backend=ray"], Path(folder) / "ray")
+    result = {
         "workload": workload,
-        "speedup": round(asynchronous["episodes_per_second"]
-                         / max(sync["episodes_per_second"], 1e-9), 3),
-        "speedup_end_to_end": round(asynchronous["episodes_per_second_end_to_end"]
-                                    / max(sync["episodes_per_second_end_to_end"], 1e-9), 3),
+        "speedup": _ratio(asynchronous["episodes_per_second"], sync["episodes_per_second"]),
+        "speedup_end_to_end": _ratio(asynchronous["episodes_per_second_end_to_end"],
+                                     sync["episodes_per_second_end_to_end"]),
         "learner_busy_fraction": asynchronous["learner_busy_fraction"],
         "max_staleness": workload["max_staleness"],
         "max_staleness_observed": asynchronous["max_staleness_observed"],
         "sync": sync,
         "async": asynchronous,
     }
+    if on_ray is not None:
+        result.update({
+            "speedup_ray": _ratio(on_ray["episodes_per_second"], sync["episodes_per_second"]),
+            "speedup_ray_end_to_end": _ratio(on_ray["episodes_per_second_end_to_end"],
+                                             sync["episodes_per_second_end_to_end"]),
+            "learner_busy_fraction_ray": on_ray["learner_busy_fraction"],
+            "max_staleness_observed": max(asynchronous["max_staleness_observed"],
+                                          on_ray["max_staleness_observed"]),
+            "ray": on_ray,
+        })
+    return result
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return round(numerator / max(denominator, 1e-9), 3)

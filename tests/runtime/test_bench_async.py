@@ -1,4 +1,4 @@
-"""``bench async`` returns consistent numbers from real sync and local runs."""
+"""``bench async`` returns consistent numbers from real sync, local and Ray runs."""
 
 from __future__ import annotations
 
@@ -9,15 +9,19 @@ from sao_online.bench_async import run_async_benchmark
 
 def test_quick_benchmark_reports_consistent_numbers():
     result = run_async_benchmark(quick=True, episodes=24)
-    sync, asynchronous = result["sync"], result["async"]
-    assert sync["episodes"] == asynchronous["episodes"] == 24
-    assert sync["updates"] == asynchronous["updates"] == 3
+    sync, asynchronous, on_ray = result["sync"], result["async"], result["ray"]
+    assert sync["episodes"] == asynchronous["episodes"] == on_ray["episodes"] == 24
+    assert sync["updates"] == asynchronous["updates"] == on_ray["updates"] == 3
+    assert result["speedup_ray"] == pytest.approx(
+        on_ray["episodes_per_second"] / sync["episodes_per_second"], rel=1e-2)
+    assert 0 < result["learner_busy_fraction_ray"] <= 1.0
+    assert on_ray["max_staleness_observed"] <= result["max_staleness_observed"] <= 4
     assert result["speedup"] == pytest.approx(
         asynchronous["episodes_per_second"] / sync["episodes_per_second"], rel=1e-2)
     assert sync["max_staleness_observed"] == 0
     assert 0 <= result["max_staleness_observed"] <= result["max_staleness"] == 4
     assert 0 < result["learner_busy_fraction"] <= 1.0
-    for side in (sync, asynchronous):
+    for side in (sync, asynchronous, on_ray):
         # Steady state: the episodes after the first update (2 batches of 8) over its seconds.
         assert side["episodes_per_second"] == pytest.approx(16 / side["steady_seconds"], rel=2e-2)
         assert 0 < side["first_update_seconds"] < side["seconds"]
