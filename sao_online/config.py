@@ -98,6 +98,8 @@ class RolloutConfig:
     top_p: float = _f(1.0, "Nucleus sampling threshold.")
     max_turns: int = _f(4, "Turn cap per episode (truncates).")
     max_action_tokens: int = _f(64, "Token cap per action (turn).")
+    on_action_cap: str = _f("truncate", "An action reaching max_action_tokens: truncate (ends the "
+                            "episode, no env step) or submit (the env gets the cut action).")
     max_episode_tokens: int = _f(384, "Token cap per episode (truncates).")
 
 
@@ -162,6 +164,8 @@ class ExperimentConfig:
             ("rollout.top_p", 0 < self.rollout.top_p <= 1, "must be in (0, 1]"),
             ("rollout.max_turns", self.rollout.max_turns >= 1, "must be >= 1"),
             ("rollout.max_action_tokens", self.rollout.max_action_tokens >= 1, "must be >= 1"),
+            ("rollout.on_action_cap", self.rollout.on_action_cap in ("truncate", "submit"),
+             "must be truncate or submit"),
             ("runtime.backend", self.runtime.backend in ("sync", "local", "ray"),
              "must be sync, local or ray"),
             ("algorithm.dis_eps_low", 0 < self.algorithm.dis_eps_low <= 1, "must be in (0, 1]"),

@@ -583,6 +583,7 @@ class RolloutEngine:
                 started_at=episode.started_at,
                 finished_at=time.time(),
                 env_seconds=episode.env_seconds,
+                env_steps=episode.turn,
             )
         )
         self.stats.episodes_finished += 1

@@ -36,6 +36,7 @@ class Trajectory:
         info: anything else the environment put in its last ``info`` (JSON-able values only).
         started_at / finished_at: wall-clock seconds (time.time()).
         env_seconds: seconds spent inside env.step/reset for this episode.
+        env_steps: ``env.step`` calls of the episode (an action cut by a cap is not stepped).
     """
 
     tokens: torch.Tensor
@@ -58,6 +59,7 @@ class Trajectory:
     started_at: float = 0.0
     finished_at: float = 0.0
     env_seconds: float = 0.0
+    env_steps: int = 0
 
     def __post_init__(self) -> None:
         n = len(self.tokens)

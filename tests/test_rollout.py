@@ -273,6 +273,7 @@ def test_trajectory_fields_rewards_turns_and_info():
     assert trajectory.info == {"turn": 3, "behavior": "finished"}  # the object() entry is dropped
     json.dumps(trajectory.info)
     assert trajectory.num_turns == 3 and trajectory.num_action_tokens == 15
+    assert trajectory.env_steps == 3
     turn_ids = trajectory.turn_ids[trajectory.action_mask].tolist()
     assert turn_ids == [0] * 5 + [1] * 5 + [2] * 5
     assert torch.all(trajectory.turn_ids[~trajectory.action_mask] == -1)
@@ -297,10 +298,12 @@ def test_action_cap_truncates_by_default_and_submits_when_asked():
         assert trajectory.truncated and not trajectory.terminated
         assert trajectory.info[TRUNCATED_BY_KEY] == "action_tokens"
         assert trajectory.num_action_tokens == 6 and trajectory.num_turns == 1
+        assert trajectory.env_steps == 0  # the cut action never reached the environment
     submitting = RolloutEngine(model, tokenizer, on_action_cap="submit", **common)
     for trajectory in submitting.run(_source(_requests(3, turns=2))):
         assert trajectory.terminated and not trajectory.truncated
         assert trajectory.num_action_tokens == 12 and trajectory.num_turns == 2
+        assert trajectory.env_steps == 2
         # A cut action gets the end-of-turn token from the template, as context.
         second_turn_start = torch.nonzero(trajectory.turn_ids == 1)[0].item()
         assert tokenizer.eos_token_id in trajectory.tokens[6:second_turn_start].tolist()

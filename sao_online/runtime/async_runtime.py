@@ -191,6 +191,7 @@ class AsyncRuntime:
             return  # already dropped
         plan, admitted_version = self.outstanding[index].pop(ticket)
         self.gate.finish(1, accepted=True)
+        self.loop.completed([trajectory])
         finished = _Finished(trajectory, plan, admitted_version)
         if self.group_size == 1:
             self.ready.append(finished)
@@ -248,10 +249,9 @@ class AsyncRuntime:
 
     def _train(self, batch: list[_Finished]) -> None:
         ctx = self.loop.ctx
-        straddles = {item.plan.group_id: item.plan.straddles_change for item in batch}
         self.loop.train_on(
             [item.trajectory for item in batch],
-            straddles,
+            self.loop.straddles([item.plan for item in batch]),
             {
                 "charts/ready_waiting": float(len(self.ready)),
                 "charts/episodes_running": float(len(self._all_outstanding())),

@@ -15,7 +15,7 @@ import torch
 import sao_online.environments  # noqa: F401  (registers the environments)
 from sao_online.algorithms import Method, build_method
 from sao_online.config import ConfigError, ExperimentConfig
-from sao_online.drift_schedules import Schedule, load_schedule
+from sao_online.drift_schedules import Clock, Schedule, load_schedule
 from sao_online.environments import LatencyWrapper
 from sao_online.learner import Learner
 from sao_online.models import ValueModel
@@ -23,6 +23,19 @@ from sao_online.pretrain import base_policy, load_warm_start
 from sao_online.rollout import EpisodeRequest, RolloutEngine
 from sao_online.runtime.planner import EpisodePlan, EpisodePlanner
 from sao_online.types import Trajectory
+
+
+def clock_horizon(config: ExperimentConfig, schedule: Schedule) -> float | None:
+    """The furthest clock reading a run can reach, in the schedule's clock units (None: unknown).
+
+    Episodes: the budget; steps: budget x max_turns; versions: one per batch of the budget;
+    seconds: no bound.
+    """
+    budget = config.budget.episodes
+    return {"episodes": float(budget),
+            "steps": float(budget * config.rollout.max_turns),
+            "versions": float(-(-budget // config.rollout.batch_size)),
+            }.get(schedule.clock)
 
 
 def resolve_schedule(config: ExperimentConfig) -> Schedule:
@@ -53,14 +66,12 @@ class RunContext:
     tokenizer: Any
     learner: Learner
     planner: EpisodePlanner
+    clock: Clock
 
     @classmethod
     def build(cls, config: ExperimentConfig, progress: bool = False) -> RunContext:
         torch.manual_seed(config.seed)
         schedule = resolve_schedule(config)
-        if schedule.clock != "episodes":
-            raise ConfigError(f"schedule.clock: {schedule.clock!r} is not supported by the runtime yet; "
-                              "use episodes")
         method = build_method(config)
         if config.rollout.batch_size % method.group_size:
             raise ConfigError(f"rollout.batch_size: {config.rollout.batch_size} is not a multiple of the "
@@ -79,8 +90,9 @@ class RunContext:
         policy.train()
         learner = Learner(policy, method, config, pad_token_id=tokenizer.pad_token_id,
                           critic=critic, reference=reference)
-        planner = EpisodePlanner(schedule, method.group_size, config.seed)
-        return cls(config, schedule, method, policy, tokenizer, learner, planner)
+        clock = schedule.make_clock()  # the run's one clock (see planner.py for who moves it)
+        planner = EpisodePlanner(schedule, method.group_size, config.seed, clock=clock)
+        return cls(config, schedule, method, policy, tokenizer, learner, planner, clock)
 
     def make_engine(self, model: torch.nn.Module | None = None, seed: int | None = None,
                     num_slots: int | None = None) -> RolloutEngine:
@@ -103,7 +115,7 @@ def build_engine(config: ExperimentConfig, model: torch.nn.Module, tokenizer: An
                          top_p=rollout.top_p, max_turns=rollout.max_turns,
                          max_action_tokens=rollout.max_action_tokens,
                          max_episode_tokens=rollout.max_episode_tokens, seed=seed,
-                         env_workers=env_workers)
+                         env_workers=env_workers, on_action_cap=rollout.on_action_cap)
 
 
 def plan_to_request(config: ExperimentConfig, plan: EpisodePlan) -> EpisodeRequest:
@@ -164,6 +176,7 @@ def episode_record(config: ExperimentConfig, trajectory: Trajectory, index: int,
         "truncated": trajectory.truncated,
         "dropped": False,
         "env_seconds": trajectory.env_seconds,
+        "env_steps": trajectory.env_steps,
     }
 
 
@@ -186,4 +199,5 @@ def dropped_episode_record(config: ExperimentConfig, plan: EpisodePlan, index: i
         "truncated": False,
         "dropped": True,
         "env_seconds": 0.0,
+        "env_steps": 0,
     }

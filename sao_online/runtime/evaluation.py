@@ -21,8 +21,9 @@ from sao_online.runtime.planner import EpisodePlan
 EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes never reuse a training episode's seed
 
 
-def phase_starts(ctx: RunContext) -> list[float]:
-    return [0.0, *ctx.schedule.change_points(until=ctx.config.budget.episodes)]
+def phase_starts(ctx: RunContext, until: float) -> list[float]:
+    """Clock readings at which the phases started by ``until`` begin."""
+    return [0.0, *ctx.schedule.change_points(until=until)]
 
 
 def evaluate_snapshot(
@@ -30,7 +31,7 @@ def evaluate_snapshot(
 ) -> list[dict[str, Any]]:
     """Evaluate ``policy`` (a frozen snapshot) on every phase started by ``world_time``."""
     config = ctx.config
-    starts = [t for t in phase_starts(ctx) if t <= world_time]
+    starts = phase_starts(ctx, until=world_time)
     current_phase = len(starts) - 1
     per_phase = config.eval.episodes_per_phase
     plans = []

@@ -15,22 +15,28 @@ import torch
 from tqdm import tqdm
 
 from sao_online.config import ConfigError, ExperimentConfig
+from sao_online.drift_schedules import ScheduleError
 from sao_online.runlog import RunLog, run_directory
-from sao_online.runtime.context import RunContext
+from sao_online.runtime.context import RunContext, clock_horizon
 from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.sync import run_sync
 
 
 def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
     """The config as written to the run directory, with what analysis needs resolved."""
-    budget = config.budget.episodes
+    horizon = clock_horizon(config, ctx.schedule)
+    try:
+        change_points = [float(t) for t in ctx.schedule.change_points(until=horizon)]
+        phase_names = list(ctx.schedule.phase_names(until=horizon))
+    except ScheduleError:  # seconds clock and endless shifts: analysis reads the phase column
+        change_points, phase_names = None, None
     return {
         **config.to_dict(),
         "schedule": ctx.schedule.to_dict(),
         "method": config.algorithm.name,
         "clock": ctx.schedule.clock,
-        "change_points": [float(t) for t in ctx.schedule.change_points(until=budget)],
-        "phase_names": list(ctx.schedule.phase_names(until=budget)),
+        "change_points": change_points,
+        "phase_names": phase_names,
     }
 
 

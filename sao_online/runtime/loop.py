@@ -10,9 +10,11 @@ from typing import Any
 
 import pandas as pd
 
+from sao_online.drift_schedules import StepClock, VersionClock, WallClock
 from sao_online.runlog import RunLog, write_text_atomically
 from sao_online.runtime.context import RunContext, episode_record
 from sao_online.runtime.evaluation import BackgroundEvaluator
+from sao_online.runtime.planner import EpisodePlan
 from sao_online.types import Trajectory
 
 STALENESS_HISTOGRAM_FILE = "staleness_histogram.csv"
@@ -74,9 +76,21 @@ class TrainingLoop:
         return self.elapsed_before + time.time() - self.started
 
     def start(self) -> None:
-        """Called by every backend before its first update: evaluates the starting policy."""
+        """Called by every backend before its first update: starts the run clock (seconds) and
+        evaluates the starting policy."""
         if self.ctx.learner.version == 0:
+            if isinstance(self.ctx.clock, WallClock):
+                self.ctx.clock.start()
             self.evaluator.maybe_submit(0, 0.0)
+
+    def completed(self, trajectories: Sequence[Trajectory]) -> None:
+        """Backends call this as trajectories arrive: a steps clock counts their env steps."""
+        if isinstance(self.ctx.clock, StepClock):
+            self.ctx.clock.advance(sum(t.env_steps for t in trajectories))
+
+    def straddles(self, plans: Sequence[EpisodePlan]) -> dict[int, bool]:
+        """Per group of ``plans`` (reaching the learner now): does it straddle a change point?"""
+        return {plan.group_id: self.ctx.planner.straddles(plan) for plan in plans}
 
     def train_on(self, trajectories: Sequence[Trajectory], straddles: dict[int, bool],
                  extra: dict[str, float] | None = None) -> dict[str, float]:
@@ -92,6 +106,8 @@ class TrainingLoop:
         self.log.log("episodes", rows)
         step_started = time.time()
         metrics = learner.step(trajectories)
+        if isinstance(self.ctx.clock, VersionClock):
+            self.ctx.clock.set(learner.version)
         metrics.update(batch_metrics(trajectories, trained_version,
                                      self.ctx.config.runtime.max_staleness))
         self.tokens += sum(t.num_action_tokens for t in trajectories)
@@ -105,7 +121,7 @@ class TrainingLoop:
         })
         self.log.log("updates", metrics)
         self.evaluator.collect(self.log)
-        self.evaluator.maybe_submit(learner.version, float(self.ctx.planner.episodes_started))
+        self.evaluator.maybe_submit(learner.version, self.ctx.planner.now())
         if self.progress:
             self.progress(len(trajectories))
         if self.stop_requested.is_set():
@@ -119,6 +135,7 @@ class TrainingLoop:
             "episodes_logged": self.episodes_logged,
             "wall_time": self.wall_time(),
             "tokens": self.tokens,
+            "clock": self.ctx.clock.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -128,6 +145,8 @@ class TrainingLoop:
         self.elapsed_before = state["wall_time"]
         self.started = time.time()
         self.tokens = state["tokens"]
+        if "clock" in state:
+            self.ctx.clock.load_state_dict(state["clock"])
 
     def checkpoint(self, extra: dict[str, Any] | None = None) -> None:
         self.evaluator.collect(self.log, wait=True)  # evals up to here belong to this checkpoint

@@ -1,10 +1,17 @@
-"""Which episodes start next: prompt and group ids, seeds, and the world clock reading.
+"""Which episodes start next: prompt and group ids, seeds, and the run clock's reading.
 
-The runtime owns one clock per run. With the default episodes clock, an episode started when
-t episodes had started before it sees ``schedule.at(t)``. A group (G rollouts of one prompt)
-shares one seed and one theta, read at the clock value of its first member; the clock then
-advances by G, so methods are compared at matched episode counts. A group whose members' clock
-readings [t, t + G - 1] contain a change point is flagged as straddling it.
+The runtime owns one clock per run (the schedule's ``clock``):
+
+- ``episodes`` (default): the planner is the clock. An episode started when t episodes had
+  started before it sees ``schedule.at(t)``. A group (G rollouts of one prompt) shares one seed
+  and one theta, read at the clock value of its first member; the clock then advances by G, so
+  methods are compared at matched episode counts. A group whose members' readings
+  [t, t + G - 1] contain a change point is flagged as straddling it.
+- ``steps`` (env steps of the episodes completed so far), ``versions`` (the learner's version)
+  and ``seconds`` (wall time of the run, resumed sessions added up): the planner reads the
+  clock when it plans a group; the training loop moves it (``TrainingLoop``). Every member of a
+  group gets that reading; a group is flagged as straddling when a change point falls between
+  that reading and the clock's reading when the whole group reaches the learner.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from sao_online.drift_schedules import DriftState, Schedule
+from sao_online.drift_schedules.clocks import Clock
 
 
 @dataclass(frozen=True)
@@ -42,17 +50,25 @@ class EpisodePlanner:
         schedule: the run's drift schedule.
         group_size: rollouts per prompt (1 for SAO).
         seed: run seed; episode seeds are drawn from it.
-        clock_kind: the schedule's clock; for "episodes" the planner is the clock. Other
-            clocks are read from ``external_time`` (set by the runtime before each call).
+        clock: the run clock for schedules on steps, versions or seconds (None, or an
+            episodes clock: the planner counts episodes itself).
     """
 
     schedule: Schedule
     group_size: int
     seed: int
-    clock_kind: str = "episodes"
+    clock: Clock | None = None
     episodes_started: int = 0
     groups_started: int = 0
-    external_time: float = 0.0
+
+    @property
+    def counts_episodes(self) -> bool:
+        """Whether the run's clock is the episode count (kept by the planner itself)."""
+        return self.clock is None or self.clock.name == "episodes"
+
+    def now(self) -> float:
+        """The reading the next group would get."""
+        return float(self.episodes_started) if self.counts_episodes else self.clock.now()
 
     def change_points(self, until: float) -> list[float]:
         return self.schedule.change_points(until=until)
@@ -63,10 +79,10 @@ class EpisodePlanner:
 
     def next_group(self) -> list[EpisodePlan]:
         """The next group's plans (one plan for single-rollout methods)."""
-        t = float(self.episodes_started) if self.clock_kind == "episodes" else self.external_time
+        t = self.now()
         state = self.schedule.at(t)
         straddles = False
-        if self.clock_kind == "episodes" and self.group_size > 1:
+        if self.counts_episodes and self.group_size > 1:
             last = t + self.group_size - 1
             straddles = any(t < cp <= last for cp in self.schedule.change_points(until=last))
         group_id = self.groups_started
@@ -79,6 +95,14 @@ class EpisodePlanner:
         self.groups_started += 1
         self.episodes_started += self.group_size
         return plans
+
+    def straddles(self, plan: EpisodePlan) -> bool:
+        """Whether ``plan``'s group straddles a change point, asked when it reaches the learner."""
+        if self.counts_episodes:
+            return plan.straddles_change
+        now = self.clock.now()
+        return any(plan.world_time < point <= now
+                   for point in self.schedule.change_points(until=now))
 
     def state_dict(self) -> dict[str, Any]:
         return {"episodes_started": self.episodes_started, "groups_started": self.groups_started}

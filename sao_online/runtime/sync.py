@@ -23,10 +23,10 @@ def run_sync(loop: TrainingLoop, engine_state: dict[str, Any] | None = None) -> 
             while len(plans) < config.rollout.batch_size and planner.can_start_group(budget):
                 plans.extend(planner.next_group())
             requests = iter([plan_to_request(config, plan) for plan in plans])
-            straddles = {plan.group_id: plan.straddles_change for plan in plans}
             engine.policy_version = ctx.learner.version
             trajectories = list(engine.run(lambda pending=requests: next(pending, None)))
-            loop.train_on(trajectories, straddles)
+            loop.completed(trajectories)
+            loop.train_on(trajectories, loop.straddles(plans))
             if loop.checkpoint_due():
                 loop.checkpoint({"engine": {"generator": engine.generator.get_state()}})
     except RunInterrupted:
