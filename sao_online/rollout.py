@@ -83,6 +83,8 @@ class EpisodeRequest:
         prompt_id: identifies the task instance.
         group_id: the group sharing this prompt; ``prompt_id`` when None.
         world_time: the run clock's reading when the episode was admitted.
+        tag: the caller's own label for the episode, copied to ``Trajectory.tag`` (members of a
+            group are otherwise indistinguishable and finish in any order).
     """
 
     env: Any
@@ -91,6 +93,7 @@ class EpisodeRequest:
     prompt_id: int = 0
     group_id: int | None = None
     world_time: float = 0.0
+    tag: Any = None
 
 
 @dataclass
@@ -584,6 +587,7 @@ class RolloutEngine:
                 finished_at=time.time(),
                 env_seconds=episode.env_seconds,
                 env_steps=episode.turn,
+                tag=request.tag,
             )
         )
         self.stats.episodes_finished += 1

@@ -37,6 +37,7 @@ class Trajectory:
         started_at / finished_at: wall-clock seconds (time.time()).
         env_seconds: seconds spent inside env.step/reset for this episode.
         env_steps: ``env.step`` calls of the episode (an action cut by a cap is not stepped).
+        tag: the ``EpisodeRequest.tag`` the episode was started with.
     """
 
     tokens: torch.Tensor
@@ -60,6 +61,7 @@ class Trajectory:
     finished_at: float = 0.0
     env_seconds: float = 0.0
     env_steps: int = 0
+    tag: Any = None
 
     def __post_init__(self) -> None:
         n = len(self.tokens)

@@ -254,10 +254,12 @@ def test_trajectory_fields_rewards_turns_and_info():
     )
     requests = [
         EpisodeRequest(
-            CountingEnv(), seed=2, options={"turns": 3}, prompt_id=41, group_id=7, world_time=12.5
+            CountingEnv(), seed=2, options={"turns": 3}, prompt_id=41, group_id=7, world_time=12.5,
+            tag=("ticket", 9),
         )
     ]
     (trajectory,) = engine.run(_source(requests))
+    assert trajectory.tag == ("ticket", 9)
     assert (trajectory.prompt_id, trajectory.group_id, trajectory.world_time, trajectory.seed) == (
         41,
         7,

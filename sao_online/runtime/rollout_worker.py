@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -80,8 +80,6 @@ def run_rollout_worker(
         engine = build_engine(config, policy, tokenizer, seed=seed, num_slots=num_slots)
         engine.policy_version = weights.load_into(policy)
         queued: deque[Task] = deque()
-        # The engine reports group members in completion order; tickets are matched per group.
-        tickets_by_group: dict[int, deque[int]] = defaultdict(deque)
         running = 0
 
         def refresh(current: RolloutEngine) -> None:
@@ -109,17 +107,17 @@ def run_rollout_worker(
                         time.sleep(_WEIGHTS_WAIT_SECONDS)
                     return None
             queued.popleft()
-            tickets_by_group[plan.group_id].append(ticket)
             running += 1
-            return plan_to_request(config, plan)
+            request = plan_to_request(config, plan)
+            request.tag = ticket  # members of a group finish in any order
+            return request
 
         if in_flight:
             engine.on_decode_step = refresh
         while not should_stop():
             for trajectory in engine.run(source):
                 running -= 1
-                ticket = tickets_by_group[trajectory.group_id].popleft()
-                emit(("done", ticket, trajectory))
+                emit(("done", trajectory.tag, trajectory))
                 if should_stop():
                     break
     except BaseException:  # noqa: BLE001  (report anything; the backend decides what follows)

@@ -194,3 +194,28 @@ def test_learner_waits_for_old_stragglers_instead_of_training_fresh_episodes_pas
     batch = runtime._next_batch()
     assert [item.plan.group_id for item in batch] == [7, 8]
     assert sorted(item.plan.group_id for item in runtime.ready) == [9, 10, 11]
+
+
+def test_worker_pairs_each_trajectory_with_its_own_ticket_when_group_members_finish_out_of_order():
+    # One group of four, each member with its own env seed (so a trajectory tells whose it is)
+    # and env latency, so members finish in an order unrelated to their tickets.
+    from sao_online.runtime.planner import EpisodePlan
+    from sao_online.runtime.rollout_worker import run_rollout_worker
+
+    config = load_config(None, TINY + ["env.latency_mean=0.05", "env.latency_sigma=1.5",
+                                       "rollout.on_action_cap=submit"])
+    policy, _ = base_policy(config)
+    weights = SharedWeights(policy, multiprocessing.get_context("spawn"), version=0)
+    state = SimpleNamespace(theta={}, phase=0)
+    tasks = [(ticket, EpisodePlan(prompt_id=3, group_id=3, seed=100 + ticket, world_time=0.0,
+                                  state=state), 0) for ticket in (10, 11, 12, 13)]
+    inbox = [tasks]
+    emitted = []
+    run_rollout_worker(config_dict=config.to_dict(), seed=0, num_slots=4, in_flight=True,
+                       weights=weights, receive=lambda timeout: inbox.pop() if inbox else None,
+                       emit=emitted.append, should_stop=lambda: len(emitted) == 4)
+    assert sorted(message[1] for message in emitted) == [10, 11, 12, 13]
+    # The env latencies are seeded per episode: the members really finished out of order.
+    assert [message[1] for message in emitted] != [10, 11, 12, 13]
+    for _, ticket, trajectory in emitted:
+        assert trajectory.seed == 100 + ticket
