@@ -15,6 +15,9 @@ propose which rows to compare, and a group shares the longest prefix all its mem
 common (for multi-turn episodes that is at least the first turn's prompt). Every member keeps at
 least one token of its own, so each suffix is non-empty.
 
+The rollout engine does the same for sampling: a prompt that several slots start in one step is
+prefilled once (``RolloutEngine(share_prompt_prefill=True)``).
+
 Example:
     >>> plan = plan_prefix_sharing(batch.tokens, batch.attention_mask, batch.group_ids)
     >>> if plan is not None:

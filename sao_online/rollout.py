@@ -203,6 +203,10 @@ class RolloutEngine:
         env_workers: threads that run ``env.reset`` / ``env.step`` concurrently while the other
             slots keep decoding (worth it when environments are slow, e.g. ``LatencyWrapper``);
             0 calls them inline in the decoding loop (deterministic for a seed).
+        share_prompt_prefill: when several slots start the same prompt in one step (the
+            members of a group), run it through the model once and copy its keys and values to
+            the others. Tokens are drawn in the same order from the same logits, so episodes
+            are those of separate prefills up to float rounding.
 
     Raises:
         ValueError: an argument is out of range, or the model cannot be served (attention
@@ -234,6 +238,7 @@ class RolloutEngine:
         stop_token_ids: list[int] | None = None,
         fast_attention: bool = True,
         env_workers: int = 0,
+        share_prompt_prefill: bool = True,
     ) -> None:
         validate_sampling(temperature, top_p)
         for name, value, lowest in (
@@ -287,6 +292,7 @@ class RolloutEngine:
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         self.env_workers = env_workers
+        self.share_prompt_prefill = share_prompt_prefill
         self._env_pool = (
             ThreadPoolExecutor(max_workers=env_workers, thread_name_prefix="sao-env")
             if env_workers
@@ -444,11 +450,43 @@ class RolloutEngine:
     @torch.inference_mode()
     def _sample_next_tokens(self) -> tuple[list[int], list[int], list[float]]:
         """Runs the model over every active slot; returns (slots, tokens, logprobs) in order."""
-        sampled_slots, logits = self.decoder.step(self._pending)
+        if self.share_prompt_prefill:
+            sampled_slots, logits = self._step_sharing_prompts()
+        else:
+            sampled_slots, logits = self.decoder.step(self._pending)
         tokens, logprobs = sample_tokens(
             logits, temperature=self.temperature, top_p=self.top_p, generator=self.generator
         )
         return sampled_slots, tokens.tolist(), logprobs.tolist()
+
+    def _step_sharing_prompts(self) -> tuple[list[int], torch.Tensor]:
+        """``decoder.step`` with each distinct new prompt prefilled once.
+
+        Slots starting the same prompt (from an empty cache row) are identical up to their
+        first sample: the first of them is fed, the others get a copy of its cache row and of
+        its logits. The result lists slots and logits rows in the order ``decoder.step`` would
+        have (prefilled slots, then decoded ones, each in slot order), so the sampler draws the
+        same random numbers for the same slots.
+        """
+        decoder = self.decoder
+        first_with_prompt: dict[tuple[int, ...], int] = {}
+        copy_of: dict[int, int] = {}
+        for slot, tokens in enumerate(self._pending):
+            if len(tokens) > 1 and decoder.lengths[slot] == 0:
+                source = first_with_prompt.setdefault(tuple(tokens), slot)
+                if source != slot:
+                    copy_of[slot] = source
+        if not copy_of:
+            return decoder.step(self._pending)
+        fed = [[] if slot in copy_of else tokens for slot, tokens in enumerate(self._pending)]
+        fed_slots, fed_logits = decoder.step(fed)
+        _copy_cache_rows(decoder, copy_of)
+        row_of = {slot: row for row, slot in enumerate(fed_slots)}
+        prefilled = [slot for slot, tokens in enumerate(self._pending) if len(tokens) > 1]
+        decoded = [slot for slot, tokens in enumerate(self._pending) if len(tokens) == 1]
+        order = prefilled + decoded
+        rows = [row_of[copy_of.get(slot, slot)] for slot in order]
+        return order, fed_logits[torch.tensor(rows, device=fed_logits.device)]
 
     # ------------------------------------------------------------------------ bookkeeping
 
@@ -594,6 +632,25 @@ class RolloutEngine:
         self._episodes[slot] = None
         self._pending[slot] = []
         self.decoder.restart(slot)
+
+
+def _copy_cache_rows(decoder: SlotDecoder, copy_of: dict[int, int]) -> None:
+    """Gives each target slot of ``copy_of`` (target -> source) its source's cached sequence.
+
+    Keys and values of the source's columns ``[0, length)`` are copied in every layer; the
+    target then continues from the same length, as if it had been fed the same tokens.
+    """
+    targets_of: dict[int, list[int]] = {}
+    for target, source in copy_of.items():
+        targets_of.setdefault(source, []).append(target)
+    for source, targets in targets_of.items():
+        length = decoder.lengths[source]
+        rows = torch.tensor(targets, device=decoder.device)
+        for layer in decoder.cache.layers:
+            layer.keys[rows, :, :length] = layer.keys[source, :, :length]
+            layer.values[rows, :, :length] = layer.values[source, :, :length]
+        for target in targets:
+            decoder.lengths[target] = length
 
 
 def _json_safe(info: dict[str, Any]) -> dict[str, Any]:

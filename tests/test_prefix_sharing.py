@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from sao_online.config import load_config
 from sao_online.models import ValueModel, build_tiny_policy
 from sao_online.prefix_sharing import (
     causal_lm_forward,
@@ -10,6 +11,7 @@ from sao_online.prefix_sharing import (
     shared_prefix_forward,
     value_model_forward,
 )
+from sao_online.runtime.context import RunContext, plan_to_request
 
 PAD = 0
 
@@ -143,3 +145,35 @@ def test_critic_values_and_gradients_match_the_plain_pass():
     assert not any("self_attn" in name for name in plain_grads)  # frozen attention stays frozen
     for name, gradient in plain_grads.items():
         torch.testing.assert_close(shared_grads[name], gradient, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("num_slots", [8, 3])
+def test_rollout_prefills_a_shared_prompt_once_and_samples_the_same_episodes(num_slots):
+    # Two groups of 4 (identical prompts within a group). With 3 slots, members start in
+    # different steps, alone or beside members of the other group.
+    config = load_config(None, ["model.warm_start=false", "model.num_layers=2",
+                                "model.hidden_size=64", "rollout.max_turns=1",
+                                "rollout.max_action_tokens=6", "algorithm.name=grpo",
+                                "algorithm.group_size=4", "rollout.batch_size=8"])
+    ctx = RunContext.build(config)
+    plans = ctx.planner.next_group() + ctx.planner.next_group()
+
+    def rollout(share):
+        engine = ctx.make_engine(num_slots=num_slots)
+        engine.share_prompt_prefill = share
+        requests = iter([plan_to_request(config, plan) for plan in plans])
+        return engine, list(engine.run(lambda: next(requests, None)))
+
+    shared_engine, shared = rollout(True)
+    plain_engine, plain = rollout(False)
+    assert len(shared) == len(plain) == 8
+    for with_sharing, without in zip(shared, plain):
+        assert torch.equal(with_sharing.tokens, without.tokens)
+        torch.testing.assert_close(with_sharing.behavior_logprobs, without.behavior_logprobs,
+                                   atol=1e-5, rtol=0)
+    prompt_lengths = [int((~t.action_mask).sum()) for t in plain]
+    assert plain_engine.decoder.prefilled_tokens == sum(prompt_lengths)
+    assert shared_engine.decoder.prefilled_tokens < plain_engine.decoder.prefilled_tokens
+    if num_slots == 8:  # every member starts in the first step: one prefill per group
+        first_of_each_group = {t.group_id: length for t, length in zip(plain, prompt_lengths)}
+        assert shared_engine.decoder.prefilled_tokens == sum(first_of_each_group.values())
