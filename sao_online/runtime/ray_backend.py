@@ -32,6 +32,7 @@ from sao_online.runtime.async_runtime import AsyncRuntime, pending_plans, worker
 from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 
+_log = logging.getLogger(__name__)
 _TAKE_SECONDS = 0.5  # how long an actor's take waits for a first message
 _STOP_SECONDS = 3.0
 
@@ -195,7 +196,9 @@ class RayWorkerPool:
             index = index_of[reference]
             try:
                 messages.extend((index, message) for message in ray.get(reference))
-            except ray.exceptions.RayActorError:
+            except ray.exceptions.RayActorError as error:
+                # Say why (a crash at start-up would otherwise only show as "died N times").
+                _log.warning("rollout actor %d died: %s", index, str(error).strip()[:2000])
                 dead.add(index)
                 del self.pending_take[index]
                 continue

@@ -86,7 +86,7 @@ def test_group_method_on_ray_trains_whole_groups(tmp_path):
     assert episodes["staleness"].between(0, 2).all()
 
 
-def test_killed_actor_is_replaced_and_its_episodes_are_logged_as_dropped(tmp_path):
+def test_killed_actor_is_replaced_and_its_episodes_are_logged_as_dropped(tmp_path, caplog):
     # Latency keeps episodes in flight for a while, so the kill finds plans to drop.
     config = load_config(None, TINY + ["budget.episodes=32", "env.latency_mean=0.15",
                                        "env.latency_sigma=0.5", "runtime.max_staleness=1"])
@@ -109,6 +109,7 @@ def test_killed_actor_is_replaced_and_its_episodes_are_logged_as_dropped(tmp_pat
     assert set(dropped["prompt_id"]) <= set(trained["prompt_id"])
     assert updates["charts/worker_restarts"].max() >= 1
     assert episodes["episode"].tolist() == list(range(len(episodes)))
+    assert "rollout actor" in caplog.text and "died" in caplog.text  # and why is logged
 
 
 def test_interrupted_ray_run_resumes_without_losing_or_repeating_episodes(tmp_path):
