@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -204,25 +205,44 @@ def shared_prefix_forward(forward: PrefixForward, tokens: torch.Tensor, plan: Pr
     return stacked.index_select(0, index.reshape(-1)).reshape(batch_size, width, *trailing)
 
 
+def _cache_argument(model: torch.nn.Module) -> str:
+    """The name a Hugging Face model's forward takes its cache by (``past_key_values`` before
+    transformers 5 renamed it ``cache``)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _model_call(model: torch.nn.Module) -> Callable[..., tuple[Any, Any]]:
+    """``call(input_ids, attention_mask, position_ids, cache) -> (output, cache)`` for ``model``."""
+    argument = _cache_argument(model)
+
+    def call(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+             cache: Any) -> tuple[Any, Any]:
+        output = model(input_ids=input_ids, attention_mask=attention_mask,
+                       position_ids=position_ids, use_cache=True, **{argument: cache})
+        return output, getattr(output, argument)
+
+    return call
+
+
 def causal_lm_forward(model: torch.nn.Module) -> PrefixForward:
     """A :data:`PrefixForward` returning a Hugging Face causal LM's logits."""
+    call = _model_call(model)
 
     def run(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
             cache: Any) -> tuple[torch.Tensor, Any]:
-        output = model(input_ids=input_ids, attention_mask=attention_mask,
-                       position_ids=position_ids, cache=cache, use_cache=True)
-        return output.logits, output.cache
+        output, cache = call(input_ids, attention_mask, position_ids, cache)
+        return output.logits, cache
 
     return run
 
 
 def value_model_forward(critic: torch.nn.Module) -> PrefixForward:
     """A :data:`PrefixForward` returning a ``ValueModel``'s per-token values."""
+    call = _model_call(critic.backbone)
 
     def run(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
             cache: Any) -> tuple[torch.Tensor, Any]:
-        output = critic.backbone(input_ids=input_ids, attention_mask=attention_mask,
-                                 position_ids=position_ids, cache=cache, use_cache=True)
-        return critic.value_head(output.last_hidden_state.float()).squeeze(-1), output.cache
+        output, cache = call(input_ids, attention_mask, position_ids, cache)
+        return critic.value_head(output.last_hidden_state.float()).squeeze(-1), cache
 
     return run
