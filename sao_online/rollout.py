@@ -480,7 +480,7 @@ class RolloutEngine:
             return decoder.step(self._pending)
         fed = [[] if slot in copy_of else tokens for slot, tokens in enumerate(self._pending)]
         fed_slots, fed_logits = decoder.step(fed)
-        _copy_cache_rows(decoder, copy_of)
+        decoder.copy_rows(copy_of)
         row_of = {slot: row for row, slot in enumerate(fed_slots)}
         prefilled = [slot for slot, tokens in enumerate(self._pending) if len(tokens) > 1]
         decoded = [slot for slot, tokens in enumerate(self._pending) if len(tokens) == 1]
@@ -632,25 +632,6 @@ class RolloutEngine:
         self._episodes[slot] = None
         self._pending[slot] = []
         self.decoder.restart(slot)
-
-
-def _copy_cache_rows(decoder: SlotDecoder, copy_of: dict[int, int]) -> None:
-    """Gives each target slot of ``copy_of`` (target -> source) its source's cached sequence.
-
-    Keys and values of the source's columns ``[0, length)`` are copied in every layer; the
-    target then continues from the same length, as if it had been fed the same tokens.
-    """
-    targets_of: dict[int, list[int]] = {}
-    for target, source in copy_of.items():
-        targets_of.setdefault(source, []).append(target)
-    for source, targets in targets_of.items():
-        length = decoder.lengths[source]
-        rows = torch.tensor(targets, device=decoder.device)
-        for layer in decoder.cache.layers:
-            layer.keys[rows, :, :length] = layer.keys[source, :, :length]
-            layer.values[rows, :, :length] = layer.values[source, :, :length]
-        for target in targets:
-            decoder.lengths[target] = length
 
 
 def _json_safe(info: dict[str, Any]) -> dict[str, Any]:

@@ -90,6 +90,25 @@ class SlotDecoder:
         self.lengths[slot] = 0
 
     @torch.inference_mode()
+    def copy_rows(self, copy_of: dict[int, int]) -> None:
+        """Gives each target slot of ``copy_of`` (target -> source) its source's cached sequence.
+
+        Keys and values of the source's positions ``[0, length)`` are copied in every layer; the
+        target then continues from the same length, as if it had been fed the same tokens.
+        """
+        targets_of: dict[int, list[int]] = {}
+        for target, source in copy_of.items():
+            targets_of.setdefault(source, []).append(target)
+        for source, targets in targets_of.items():
+            length = self.lengths[source]
+            rows = torch.tensor(targets, device=self.device)
+            for layer in self.cache.layers:
+                layer.keys[rows, :, :length] = layer.keys[source, :, :length]
+                layer.values[rows, :, :length] = layer.values[source, :, :length]
+            for target in targets:
+                self.lengths[target] = length
+
+    @torch.inference_mode()
     def step(self, pending: list[list[int]]) -> tuple[list[int], torch.Tensor]:
         """Feeds each slot its pending tokens; returns the slots fed and their next-token logits.
 
