@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from sao_online.config import load_config
+from sao_online.runlog import RunLog
 
 # Long action caps: an untrained policy rarely emits its stop token, and an action cut at the
 # cap ends the episode without an env step, so short caps would never pay the step latency.
@@ -35,18 +34,14 @@ _COMMON = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64
            "logging.checkpoint_every=0"]
 
 
-def _read(run_dir: Path, table: str) -> pd.DataFrame:
-    parts = sorted((run_dir / f"{table}.parquet").glob("part-*.parquet"))
-    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
-
-
 def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
     from sao_online.runtime.launch import run_experiment
 
     began = time.time()
     summary = run_experiment(load_config(None, overrides), run_dir, threads=1)
     seconds = time.time() - began
-    updates, episodes = _read(run_dir, "updates"), _read(run_dir, "episodes")
+    log = RunLog(run_dir)
+    updates, episodes = log.read("updates"), log.read("episodes")
     first, last = updates.iloc[0], updates.iloc[-1]
     trained = episodes[~episodes["dropped"]]
     window = float(last["wall_time"] - first["wall_time"])

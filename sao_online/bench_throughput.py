@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from sao_online.bench_async import _read
 from sao_online.config import load_config
+from sao_online.runlog import RunLog
 
 TARGET_COMPLETIONS_PER_SECOND = 130.0
 """Issue 4's target for this workload on two cores (a widely used CPU trainer does ~65)."""
@@ -42,7 +42,8 @@ def _measure(overrides: list[str], run_dir: Path, threads: int) -> dict[str, Any
     from sao_online.runtime.launch import run_experiment
 
     summary = run_experiment(load_config(None, overrides), run_dir, threads=threads)
-    updates, episodes = _read(run_dir, "updates"), _read(run_dir, "episodes")
+    log = RunLog(run_dir)
+    updates, episodes = log.read("updates"), log.read("episodes")
     completions = int((~episodes["dropped"]).sum())
     seconds = float(summary["seconds"])
     learner_seconds = updates["charts/learner_seconds"]
