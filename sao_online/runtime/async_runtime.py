@@ -306,3 +306,23 @@ def pending_plans(state: dict[str, Any] | None) -> list[EpisodePlan]:
     if not state:
         return []
     return list(state.get(_CHECKPOINT_KEY, {}).get("pending_plans", []))
+
+
+def run_async(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None:
+    """Run with the config's asynchronous backend: ``local`` (worker processes) or ``ray``.
+
+    Args:
+        loop: the run's training loop (already restored when resuming).
+        state: the checkpoint it was restored from; its plans admitted but not trained on are
+            issued again first.
+    """
+    ctx = loop.ctx
+    backend = ctx.config.runtime.backend
+    if backend == "local":
+        from sao_online.runtime.local import ProcessWorkerPool as pool_class
+    elif backend == "ray":
+        from sao_online.runtime.ray_backend import RayWorkerPool as pool_class
+    else:
+        raise ValueError(f"runtime.backend: {backend!r} is not an asynchronous backend")
+    pool = pool_class(ctx.config, ctx.policy, ctx.learner.version)
+    AsyncRuntime(loop, pool, pending_plans(state)).run()

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
 from sao_online.runlog import RunLog, run_directory
+from sao_online.runtime.async_runtime import run_async
 from sao_online.runtime.context import RunContext, clock_horizon
 from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.sync import run_sync
@@ -107,14 +108,8 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
     with _stop_after_update_on_ctrl_c(loop):
         if backend == "sync":
             run_sync(loop, state.get("engine") if state else None)
-        elif backend == "local":
-            from sao_online.runtime.local import run_local
-
-            run_local(loop, state)
-        elif backend == "ray":
-            from sao_online.runtime.ray_backend import run_ray
-
-            run_ray(loop, state)
+        elif backend in ("local", "ray"):
+            run_async(loop, state)
         else:  # validated on load; kept for configs built in code
             raise ConfigError(f"runtime.backend: unknown backend {backend!r}")
     loop.finish()

@@ -22,11 +22,8 @@ import torch
 import torch.multiprocessing
 
 from sao_online.runtime.async_runtime import (
-    AsyncRuntime,
-    pending_plans,
     worker_slots,
 )
-from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 from sao_online.runtime.weights import SharedWeights
 
@@ -151,15 +148,3 @@ class ProcessWorkerPool:
         for worker in self.workers.values():
             self._stop_worker(worker, join_seconds=0.0)
         self.workers.clear()
-
-
-def run_local(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None:
-    """The ``local`` backend: rollout-worker processes and the learner in this process.
-
-    Args:
-        loop: the run's training loop (already restored when resuming).
-        state: the checkpoint it was restored from; its plans admitted but not trained on are
-            issued again first.
-    """
-    pool = ProcessWorkerPool(loop.ctx.config, loop.ctx.policy, loop.ctx.learner.version)
-    AsyncRuntime(loop, pool, pending_plans(state)).run()

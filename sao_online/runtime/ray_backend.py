@@ -28,8 +28,7 @@ from typing import Any
 import torch
 
 from sao_online.config import ConfigError
-from sao_online.runtime.async_runtime import AsyncRuntime, pending_plans, worker_slots
-from sao_online.runtime.loop import TrainingLoop
+from sao_online.runtime.async_runtime import worker_slots
 from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 
 _log = logging.getLogger(__name__)
@@ -228,15 +227,3 @@ class RayWorkerPool:
 
 def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
-
-
-def run_ray(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None:
-    """The ``ray`` backend: rollout workers as Ray actors, the learner in this process.
-
-    Args:
-        loop: the run's training loop (already restored when resuming).
-        state: the checkpoint it was restored from; its plans admitted but not trained on are
-            issued again first.
-    """
-    pool = RayWorkerPool(loop.ctx.config, loop.ctx.policy, loop.ctx.learner.version)
-    AsyncRuntime(loop, pool, pending_plans(state)).run()

@@ -10,9 +10,6 @@ the same float32 kernels with one thread each).
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
 from pathlib import Path
 
 import pandas as pd
@@ -61,26 +58,3 @@ def test_max_staleness_zero_reproduces_the_synchronous_run(tmp_path, backend):
     episodes = read_table(tmp_path / "local", "episodes")
     assert (episodes["staleness"] == 0).all()
     assert episodes["policy_version"].tolist() == [v for v in range(3) for _ in range(8)]
-
-
-def test_interrupted_local_run_resumes_without_losing_or_repeating_episodes(tmp_path):
-    config = load_config(None, TINY + ["budget.episodes=32", "runtime.backend=local",
-                                       "runtime.num_workers=2", "runtime.max_staleness=2"])
-    updates_done = []
-
-    def interrupt_after_first_update(episodes: int) -> None:
-        updates_done.append(episodes)
-        if len(updates_done) == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, mid-run
-
-    with pytest.raises(KeyboardInterrupt):
-        run_experiment(config, tmp_path, threads=1, progress_callback=interrupt_after_first_update)
-    assert updates_done == [8]
-    assert not list(multiprocessing.active_children())
-    summary = run_experiment(config, tmp_path, resume=True, threads=1)
-    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
-    assert summary["updates"] == 4
-    assert updates["version"].tolist() == [1, 2, 3, 4]
-    # Plans admitted before the interrupt but not trained were issued again after it.
-    assert sorted(episodes["prompt_id"]) == list(range(32))
-    assert episodes["episode"].tolist() == list(range(32))

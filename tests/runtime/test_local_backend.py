@@ -1,21 +1,15 @@
-"""The ``local`` backend end to end: budget, bounded staleness, group barrier, worker faults.
+"""Pieces of the asynchronous runtime: shared weights, in-flight updates, engines under latency,
+the learner's wait for stragglers, and the worker loop's ticket bookkeeping.
 
-Each run spawns worker processes (a few seconds of imports each), so every test checks several
-things on one run.
+End-to-end runs of both asynchronous backends are in ``test_async_backends.py``.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import os
-import signal
-import threading
-import time
 from collections import defaultdict, deque
-from pathlib import Path
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 import torch
 
@@ -24,88 +18,12 @@ from sao_online.pretrain import base_policy
 from sao_online.rollout import EpisodeRequest
 from sao_online.runtime.async_runtime import AsyncRuntime, _Finished
 from sao_online.runtime.context import build_engine, make_env
-from sao_online.runtime.launch import run_experiment
 from sao_online.runtime.weights import SharedWeights
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
         "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",
         "rollout.batch_size=8", "runtime.backend=local", "runtime.num_workers=2",
         "algorithm.critic_warmup_steps=0"]
-
-
-def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
-    parts = sorted((Path(run_dir) / f"{table}.parquet").glob("part-*.parquet"))
-    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
-
-
-def test_sao_run_spends_its_budget_within_the_staleness_bound(tmp_path):
-    config = load_config(None, TINY + ["budget.episodes=48", "runtime.max_staleness=1"])
-    summary = run_experiment(config, tmp_path, threads=1)
-    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
-    assert summary["updates"] == 6
-    assert len(episodes) == 48 and not episodes["dropped"].any()
-    assert len(updates) == 6 and updates["version"].tolist() == [1, 2, 3, 4, 5, 6]
-    assert episodes["episode"].tolist() == list(range(48))
-    # Every planned episode was trained exactly once (SAO: one plan per prompt).
-    assert sorted(episodes["prompt_id"]) == list(range(48))
-    assert episodes["staleness"].between(0, 1).all()
-    assert updates["staleness/max"].max() <= 1
-    # Asynchrony happened: with max_staleness 1 the workers run ahead by a version.
-    assert (episodes["staleness"] == 1).any()
-    # The run's staleness histogram: per update in updates.parquet, whole run in a CSV.
-    histogram = pd.read_csv(Path(tmp_path) / "staleness_histogram.csv")
-    expected = episodes["staleness"].value_counts().sort_index()
-    assert histogram["staleness"].tolist() == [0, 1]
-    assert histogram["episodes"].tolist() == expected.tolist()
-    assert [updates[f"staleness/count_{k}"].sum() for k in (0, 1)] == expected.tolist()
-    assert not list(multiprocessing.active_children())
-
-
-def test_group_method_trains_whole_groups_only(tmp_path):
-    config = load_config(None, TINY + ["algorithm.name=grpo", "algorithm.group_size=4",
-                                       "budget.episodes=32", "runtime.max_staleness=2"])
-    run_experiment(config, tmp_path, threads=1)
-    episodes = read_table(tmp_path, "episodes")
-    assert len(episodes) == 32
-    # Rows are logged in training order, B = 8 per update: each update holds whole groups.
-    for update in range(4):
-        rows = episodes.iloc[8 * update: 8 * (update + 1)]
-        assert rows.groupby("group_id").size().tolist() == [4, 4], rows["group_id"].tolist()
-    assert episodes["staleness"].between(0, 2).all()
-
-
-def _kill_first_worker_when_busy(seconds_alive: float, killed: list[int]) -> None:
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        workers = [p for p in multiprocessing.active_children() if p.name.startswith("sao-rollout")]
-        if workers:
-            time.sleep(seconds_alive)
-            os.kill(workers[0].pid, signal.SIGKILL)
-            killed.append(workers[0].pid)
-            return
-        time.sleep(0.05)
-
-
-def test_killed_worker_is_replaced_and_its_episodes_are_logged_as_dropped(tmp_path):
-    # Latency keeps episodes in flight for a while, so the kill finds plans to drop.
-    config = load_config(None, TINY + ["budget.episodes=32", "env.latency_mean=0.15",
-                                       "env.latency_sigma=0.5", "runtime.max_staleness=1"])
-    killed: list[int] = []
-    killer = threading.Thread(target=_kill_first_worker_when_busy, args=(1.0, killed), daemon=True)
-    killer.start()
-    run_experiment(config, tmp_path, threads=1)
-    killer.join(timeout=5)
-    assert killed, "the test never found a worker to kill"
-    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
-    dropped, trained = episodes[episodes["dropped"]], episodes[~episodes["dropped"]]
-    assert len(dropped) >= 1
-    assert dropped["reward"].isna().all()
-    # The budget is still met: every plan trained exactly once, dropped ones included.
-    assert sorted(trained["prompt_id"]) == list(range(32))
-    assert set(dropped["prompt_id"]) <= set(trained["prompt_id"])
-    assert updates["charts/worker_restarts"].max() >= 1
-    assert episodes["episode"].tolist() == list(range(len(episodes)))
-    assert not list(multiprocessing.active_children())
 
 
 def test_shared_weights_round_trip_and_refuse_going_back():

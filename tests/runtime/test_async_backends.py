@@ -1,0 +1,159 @@
+"""Both asynchronous backends end to end: ``local`` (worker processes) and ``ray`` (actors).
+
+One local Ray instance with two CPUs serves the module (starting one takes seconds); the runtime
+uses an already initialised Ray as it is and leaves it running. Every run starts its workers
+afresh (a few seconds of imports), so each test checks several things on one run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import ray
+
+from sao_online.config import ConfigError, load_config
+from sao_online.runtime.launch import run_experiment
+
+TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
+        "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",
+        "rollout.batch_size=8", "runtime.num_workers=2", "algorithm.critic_warmup_steps=0",
+        "logging.checkpoint_every=0"]
+BACKENDS = ["local", "ray"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def tiny(backend: str, *overrides: str):
+    return load_config(None, TINY + [f"runtime.backend={backend}", *overrides])
+
+
+def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
+    parts = sorted((Path(run_dir) / f"{table}.parquet").glob("part-*.parquet"))
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+
+
+def rollout_worker_pids(backend: str) -> list[int]:
+    """The live rollout workers: our child processes, or the processes Ray titled after our actor."""
+    if backend == "local":
+        return [p.pid for p in multiprocessing.active_children() if p.name.startswith("sao-rollout")]
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if handle.read().startswith(b"ray::RolloutActor"):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def assert_workers_stopped(backend: str) -> None:
+    if backend == "local":  # Ray reaps killed actors in its own time
+        assert not rollout_worker_pids(backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sao_spends_its_budget_within_the_staleness_bound(tmp_path, backend):
+    summary = run_experiment(tiny(backend, "budget.episodes=48", "runtime.max_staleness=1"),
+                             tmp_path, threads=1)
+    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
+    assert summary["updates"] == 6 and updates["version"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert len(episodes) == 48 and not episodes["dropped"].any()
+    assert episodes["episode"].tolist() == list(range(48))
+    # Every planned episode was trained exactly once (SAO: one plan per prompt).
+    assert sorted(episodes["prompt_id"]) == list(range(48))
+    assert episodes["staleness"].between(0, 1).all() and updates["staleness/max"].max() <= 1
+    # Asynchrony happened: with max_staleness 1 the workers run ahead by a version.
+    assert (episodes["staleness"] == 1).any()
+    # The run's staleness histogram: per update in updates.parquet, whole run in a CSV.
+    histogram = pd.read_csv(Path(tmp_path) / "staleness_histogram.csv")
+    expected = episodes["staleness"].value_counts().sort_index()
+    assert histogram["staleness"].tolist() == [0, 1]
+    assert histogram["episodes"].tolist() == expected.tolist()
+    assert [updates[f"staleness/count_{k}"].sum() for k in (0, 1)] == expected.tolist()
+    assert_workers_stopped(backend)
+    assert ray.is_initialized()  # a Ray the run did not start is left running
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_group_method_trains_whole_groups_only(tmp_path, backend):
+    run_experiment(tiny(backend, "algorithm.name=grpo", "algorithm.group_size=4",
+                        "budget.episodes=32", "runtime.max_staleness=2"), tmp_path, threads=1)
+    episodes = read_table(tmp_path, "episodes")
+    assert len(episodes) == 32
+    # Rows are logged in training order, B = 8 per update: each update holds whole groups.
+    for update in range(4):
+        rows = episodes.iloc[8 * update: 8 * (update + 1)]
+        assert rows.groupby("group_id").size().tolist() == [4, 4], rows["group_id"].tolist()
+    assert episodes["staleness"].between(0, 2).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(tmp_path, backend,
+                                                                          caplog):
+    # Latency keeps episodes in flight for a while, so the kill finds plans to drop.
+    config = tiny(backend, "budget.episodes=32", "env.latency_mean=0.15", "env.latency_sigma=0.5",
+                  "runtime.max_staleness=1")
+    killed: list[int] = []
+
+    def kill_every_worker_after_the_first_update(episodes: int) -> None:
+        # After one update of B = 8 the gate has admitted up to 2 B: the workers hold episodes.
+        if not killed:
+            for pid in rollout_worker_pids(backend):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    run_experiment(config, tmp_path, threads=1,
+                   progress_callback=kill_every_worker_after_the_first_update)
+    assert killed, "the test never found a worker to kill"
+    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
+    dropped, trained = episodes[episodes["dropped"]], episodes[~episodes["dropped"]]
+    assert len(dropped) >= 1 and dropped["reward"].isna().all()
+    # The budget is still met: every plan trained exactly once, dropped ones included.
+    assert sorted(trained["prompt_id"]) == list(range(32))
+    assert set(dropped["prompt_id"]) <= set(trained["prompt_id"])
+    assert updates["charts/worker_restarts"].max() >= 1
+    assert episodes["episode"].tolist() == list(range(len(episodes)))
+    assert_workers_stopped(backend)
+    if backend == "ray":
+        assert "rollout actor" in caplog.text and "died" in caplog.text  # and why is logged
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_interrupted_run_resumes_without_losing_or_repeating_episodes(tmp_path, backend):
+    config = tiny(backend, "budget.episodes=32", "runtime.max_staleness=2")
+    updates_done = []
+
+    def interrupt_after_first_update(episodes: int) -> None:
+        updates_done.append(episodes)
+        if len(updates_done) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, mid-run
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, tmp_path, threads=1, progress_callback=interrupt_after_first_update)
+    assert updates_done == [8]
+    assert_workers_stopped(backend)
+    summary = run_experiment(config, tmp_path, resume=True, threads=1)
+    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
+    assert summary["updates"] == 4 and updates["version"].tolist() == [1, 2, 3, 4]
+    # Plans admitted before the interrupt but not trained were issued again after it.
+    assert sorted(episodes["prompt_id"]) == list(range(32))
+    assert episodes["episode"].tolist() == list(range(32))
+
+
+def test_more_ray_workers_than_ray_cpus_is_a_named_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"runtime.num_workers: 3 actors need one CPU each"):
+        run_experiment(tiny("ray", "budget.episodes=8", "runtime.num_workers=3"), tmp_path,
+                       threads=1)
