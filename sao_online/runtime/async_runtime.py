@@ -191,7 +191,6 @@ class AsyncRuntime:
             return  # already dropped
         plan, admitted_version = self.outstanding[index].pop(ticket)
         self.gate.finish(1, accepted=True)
-        self.loop.completed([trajectory])
         finished = _Finished(trajectory, plan, admitted_version)
         if self.group_size == 1:
             self.ready.append(finished)
@@ -234,16 +233,19 @@ class AsyncRuntime:
         # A group is as old as its oldest member, so a retried member never splits its group.
         self.ready.sort(key=lambda item: oldest_in_group[item.plan.group_id])
         batch, rest = self.ready[: self.batch_size], self.ready[self.batch_size :]
-        # Everything admitted at or before next_due must be in the very next batch. Training now
-        # while more than B of those are untrained (fresh episodes that finished first would
-        # take their places) would leave some to be trained one version too stale; wait for the
-        # stragglers instead. The gate admits at most 2 B of them, so the wait always ends.
-        next_due = due_version + 1
-        left_due = sum(item.admitted_version <= next_due for item in rest)
-        left_due += sum(admitted <= next_due for _, admitted in outstanding)
-        left_due += sum(item.admitted_version <= next_due for item in buffered)
-        if left_due > self.batch_size:
-            return None
+        # After this batch the learner trains k more batches (versions v+1 .. v+k) before
+        # anything admitted at or before due_version + k would pass the bound, so at most k B of
+        # those may be left untrained, for every k up to max_staleness. Training now when that
+        # fails (fresh episodes that finished first would take older ones' places) would later
+        # force a batch to leave a due episode behind; wait for the stragglers instead. Checking
+        # only k = 1 is not enough: with max_staleness >= 2 the older episodes pile up until no
+        # batch is allowed and the gate, full, admits nothing (a deadlock).
+        untrained = ([item.admitted_version for item in rest]
+                     + [admitted for _, admitted in outstanding]
+                     + [item.admitted_version for item in buffered])
+        for k in range(1, self.max_staleness + 1):
+            if sum(admitted <= due_version + k for admitted in untrained) > k * self.batch_size:
+                return None
         self.ready = rest
         return batch
 

@@ -83,11 +83,6 @@ class TrainingLoop:
                 self.ctx.clock.start()
             self.evaluator.maybe_submit(0, 0.0)
 
-    def completed(self, trajectories: Sequence[Trajectory]) -> None:
-        """Backends call this as trajectories arrive: a steps clock counts their env steps."""
-        if isinstance(self.ctx.clock, StepClock):
-            self.ctx.clock.advance(sum(t.env_steps for t in trajectories))
-
     def straddles(self, plans: Sequence[EpisodePlan]) -> dict[int, bool]:
         """Per group of ``plans`` (reaching the learner now): does it straddle a change point?"""
         return {plan.group_id: self.ctx.planner.straddles(plan) for plan in plans}
@@ -106,8 +101,12 @@ class TrainingLoop:
         self.log.log("episodes", rows)
         step_started = time.time()
         metrics = learner.step(trajectories)
+        # Clocks move with training, so a checkpoint's clock counts exactly what it trained on
+        # (episodes finished but not trained yet are run again by a resumed session).
         if isinstance(self.ctx.clock, VersionClock):
             self.ctx.clock.set(learner.version)
+        elif isinstance(self.ctx.clock, StepClock):
+            self.ctx.clock.advance(sum(t.env_steps for t in trajectories))
         metrics.update(batch_metrics(trajectories, trained_version,
                                      self.ctx.config.runtime.max_staleness))
         self.tokens += sum(t.num_action_tokens for t in trajectories)

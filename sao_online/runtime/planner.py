@@ -7,7 +7,7 @@ The runtime owns one clock per run (the schedule's ``clock``):
   and one theta, read at the clock value of its first member; the clock then advances by G, so
   methods are compared at matched episode counts. A group whose members' readings
   [t, t + G - 1] contain a change point is flagged as straddling it.
-- ``steps`` (env steps of the episodes completed so far), ``versions`` (the learner's version)
+- ``steps`` (env steps of the episodes trained on so far), ``versions`` (the learner's version)
   and ``seconds`` (wall time of the run, resumed sessions added up): the planner reads the
   clock when it plans a group; the training loop moves it (``TrainingLoop``). Every member of a
   group gets that reading; a group is flagged as straddling when a change point falls between

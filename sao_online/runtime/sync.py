@@ -25,7 +25,6 @@ def run_sync(loop: TrainingLoop, engine_state: dict[str, Any] | None = None) -> 
             requests = iter([plan_to_request(config, plan) for plan in plans])
             engine.policy_version = ctx.learner.version
             trajectories = list(engine.run(lambda pending=requests: next(pending, None)))
-            loop.completed(trajectories)
             loop.train_on(trajectories, loop.straddles(plans))
             if loop.checkpoint_due():
                 loop.checkpoint({"engine": {"generator": engine.generator.get_state()}})

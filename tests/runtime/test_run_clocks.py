@@ -52,7 +52,7 @@ def test_versions_clock_in_a_sync_run(tmp_path):
     assert not episodes["group_straddles_change"].any()  # sync: trained at the version planned
 
 
-def test_steps_clock_counts_the_env_steps_of_completed_episodes(tmp_path):
+def test_steps_clock_counts_the_env_steps_of_trained_episodes(tmp_path):
     schedule = schedule_on("steps", 12)
     # submit: a cut action still steps the env, so every one-turn episode takes one step.
     episodes, resolved = run(tmp_path, schedule, ["runtime.backend=sync", "budget.episodes=32",
