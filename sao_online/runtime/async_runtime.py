@@ -327,4 +327,9 @@ def run_async(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None:
     else:
         raise ValueError(f"runtime.backend: {backend!r} is not an asynchronous backend")
     pool = pool_class(ctx.config, ctx.policy, ctx.learner.version)
-    AsyncRuntime(loop, pool, pending_plans(state)).run()
+    try:
+        runtime = AsyncRuntime(loop, pool, pending_plans(state))
+    except BaseException:
+        pool.close()  # run() closes it from here on
+        raise
+    runtime.run()

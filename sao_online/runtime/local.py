@@ -115,15 +115,21 @@ class ProcessWorkerPool:
             [worker.results for worker in self.workers.values()], timeout=timeout)
         messages: list[tuple[int, tuple]] = []
         dead: set[int] = set()
-        for connection in readable:
-            index = by_connection[id(connection)]
+
+        def read_available(index: int, connection: Any) -> None:
             try:
                 while connection.poll():
                     messages.append((index, pickle.loads(connection.recv_bytes())))
             except (EOFError, OSError):
                 dead.add(index)
-        dead.update(index for index, worker in self.workers.items()
-                    if not worker.process.is_alive())
+
+        for connection in readable:
+            read_available(by_connection[id(connection)], connection)
+        for index, worker in self.workers.items():
+            if index not in dead and not worker.process.is_alive():
+                # What it sent before exiting (its error report, say) may have arrived since.
+                read_available(index, worker.results)
+                dead.add(index)
         return messages, dead
 
     def publish(self, model: torch.nn.Module, version: int) -> None:

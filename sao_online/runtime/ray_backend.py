@@ -13,9 +13,13 @@ staleness and faults); only the transport differs:
 
 Ray is an optional dependency (``pip install 'sao-online[ray]'``). With ``runtime.ray_address``
 unset the run starts a private local Ray instance (``num_workers`` CPUs) and shuts it down at the
-end; ``auto`` or ``ray://host:port`` joins an existing cluster, whose workers must be able to
-import ``sao_online`` (install it there, or pass a ``runtime_env`` when you ``ray.init``
-yourself before calling ``run_experiment``: an already initialised Ray is used as it is).
+end (even where ``RAY_ADDRESS`` is set); ``auto`` or ``ray://host:port`` joins an existing
+cluster. Every node must be able to import ``sao_online`` and build the policy: each actor calls
+``base_policy(config)``, so a local model path or GGUF file must exist on every node (install
+them there, or pass a ``runtime_env`` when you ``ray.init`` yourself before calling
+``run_experiment``: an already initialised Ray is used as it is). An actor the cluster has not
+placed within 300 s stops the run with an error naming the free CPUs; a transient
+``ActorUnavailableError`` is retried, only a dead actor is replaced.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import Any
 
 import torch
@@ -33,6 +38,7 @@ from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 
 _log = logging.getLogger(__name__)
 _TAKE_SECONDS = 0.5  # how long an actor's take waits for a first message
+_SCHEDULE_SECONDS = 300.0  # how long an actor may wait for the cluster to place it
 _STOP_SECONDS = 3.0
 
 
@@ -148,27 +154,30 @@ class RayWorkerPool:
         ray = self.ray = import_ray()
         self.config = config
         self.num_slots = worker_slots(config)
-        self.owns_ray = not ray.is_initialized()
-        if self.owns_ray:
-            address = config.runtime.ray_address
-            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
-                                       "logging_level": logging.WARNING}
-            if address:
-                ray.init(address=address, **options)
-            else:
-                ray.init(num_cpus=config.runtime.num_workers, **options)
-        cpus = ray.cluster_resources().get("CPU", 0)
-        if cpus < config.runtime.num_workers:
-            self.close()
-            raise ConfigError(
-                f"runtime.num_workers: {config.runtime.num_workers} actors need one CPU each, "
-                f"the Ray cluster has {cpus:g}")
-        self.actor_class = ray.remote(num_cpus=1, max_concurrency=4)(RolloutActor)
-        self.version = version
-        self.weights = ray.put(_cpu_state(model))
         self.actors: dict[int, Any] = {}
         self.pending_take: dict[int, Any] = {}
+        self.unscheduled: dict[int, tuple[Any, float]] = {}  # index -> (ready ref, deadline)
         self.closed = False
+        self.owns_ray = not ray.is_initialized()
+        if self.owns_ray:
+            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
+                                       "logging_level": logging.WARNING}
+            if config.runtime.ray_address:
+                ray.init(address=config.runtime.ray_address, **options)
+            else:  # "local": a new private instance even where RAY_ADDRESS names a cluster
+                ray.init(address="local", num_cpus=config.runtime.num_workers, **options)
+        try:
+            cpus = ray.cluster_resources().get("CPU", 0)
+            if cpus < config.runtime.num_workers:
+                raise ConfigError(
+                    f"runtime.num_workers: {config.runtime.num_workers} actors need one CPU "
+                    f"each, the Ray cluster has {cpus:g}")
+            self.actor_class = ray.remote(num_cpus=1, max_concurrency=4)(RolloutActor)
+            self.version = version
+            self.weights = ray.put(_cpu_state(model))
+        except BaseException:
+            self.close()  # a Ray this pool started is not left running
+            raise
 
     def launch(self, index: int, seed: int) -> None:
         if index in self.actors:
@@ -178,12 +187,15 @@ class RayWorkerPool:
             seed, self.config.to_dict(), self.num_slots, self.version, [self.weights])
         self.actors[index] = actor
         self.pending_take[index] = actor.take.remote(_TAKE_SECONDS)
+        # An actor the cluster cannot place stays pending without an error: give it a deadline.
+        self.unscheduled[index] = (actor.__ray_ready__.remote(), time.time() + _SCHEDULE_SECONDS)
 
     def submit(self, index: int, tasks: list[Task]) -> None:
         self.actors[index].submit.remote(tasks)  # a dead actor is reported by its take
 
     def receive(self, timeout: float) -> tuple[list[tuple[int, tuple]], set[int]]:
         ray = self.ray
+        self._check_scheduled()
         index_of = {reference: index for index, reference in self.pending_take.items()}
         ready, waiting = ray.wait(list(index_of), num_returns=1, timeout=timeout)
         if ready and waiting:  # and whatever else is done by now
@@ -195,6 +207,8 @@ class RayWorkerPool:
             index = index_of[reference]
             try:
                 messages.extend((index, message) for message in ray.get(reference))
+            except ray.exceptions.ActorUnavailableError:
+                pass  # a transient fault (network, restart in progress): ask again below
             except ray.exceptions.RayActorError as error:
                 # Say why (a crash at start-up would otherwise only show as "died N times").
                 _log.warning("rollout actor %d died: %s", index, str(error).strip()[:2000])
@@ -204,6 +218,22 @@ class RayWorkerPool:
             self.pending_take[index] = self.actors[index].take.remote(_TAKE_SECONDS)
         return messages, dead
 
+    def _check_scheduled(self) -> None:
+        """Raise when an actor is not placed and started on the cluster by its deadline."""
+        if not self.unscheduled:
+            return
+        refs = {ref: index for index, (ref, _) in self.unscheduled.items()}
+        placed, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)
+        for ref in placed:
+            del self.unscheduled[refs[ref]]
+        now = time.time()
+        late = sorted(index for index, (_, deadline) in self.unscheduled.items() if now > deadline)
+        if late:
+            free = self.ray.available_resources().get("CPU", 0)
+            raise RuntimeError(
+                f"rollout actors {late} were not placed and started on the Ray cluster "
+                f"within {_SCHEDULE_SECONDS:g} s (each needs one CPU; {free:g} CPUs free now)")
+
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.version = version
         self.weights = self.ray.put(_cpu_state(model))
@@ -211,16 +241,16 @@ class RayWorkerPool:
             actor.publish.remote(version, [self.weights])
 
     def close(self) -> None:
-        if getattr(self, "closed", False):
+        if self.closed:
             return
         self.closed = True
         ray = self.ray
-        stops = [actor.stop.remote() for actor in getattr(self, "actors", {}).values()]
+        stops = [actor.stop.remote() for actor in self.actors.values()]
         if stops:
             ray.wait(stops, num_returns=len(stops), timeout=_STOP_SECONDS)
-        for actor in getattr(self, "actors", {}).values():
+        for actor in self.actors.values():
             ray.kill(actor, no_restart=True)
-        self.actors, self.pending_take = {}, {}
+        self.actors, self.pending_take, self.unscheduled = {}, {}, {}
         if self.owns_ray:
             ray.shutdown()
 

@@ -157,3 +157,24 @@ def test_more_ray_workers_than_ray_cpus_is_a_named_error(tmp_path):
     with pytest.raises(ConfigError, match=r"runtime.num_workers: 3 actors need one CPU each"):
         run_experiment(tiny("ray", "budget.episodes=8", "runtime.num_workers=3"), tmp_path,
                        threads=1)
+
+
+def test_ray_actor_the_cluster_cannot_place_stops_the_run_with_a_named_error(tmp_path,
+                                                                            monkeypatch):
+    import sao_online.runtime.ray_backend as ray_backend
+
+    monkeypatch.setattr(ray_backend, "_SCHEDULE_SECONDS", 3.0)
+
+    @ray.remote(num_cpus=1)
+    class Squatter:  # holds one of the two CPUs, so the second rollout actor cannot be placed
+        pass
+
+    squatter = Squatter.remote()
+    ray.get(squatter.__ray_ready__.remote())
+    try:
+        # Actor 0 may also still be importing after the short deadline; actor 1 never starts.
+        with pytest.raises(RuntimeError, match=r"rollout actors \[(0, )?1\] were not placed "
+                                               r"and started .* 0 CPUs free"):
+            run_experiment(tiny("ray", "budget.episodes=16"), tmp_path, threads=1)
+    finally:
+        ray.kill(squatter)
