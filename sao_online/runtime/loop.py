@@ -101,8 +101,8 @@ class TrainingLoop:
         self.log.log("episodes", rows)
         step_started = time.time()
         metrics = learner.step(trajectories)
-        # Clocks move with training, so a checkpoint's clock counts exactly what it trained on
-        # (episodes finished but not trained yet are run again by a resumed session).
+        # The counting clocks move with training, so a checkpoint's clock counts exactly what it
+        # trained on (episodes finished but not trained yet are run again by a resumed session).
         if isinstance(self.ctx.clock, VersionClock):
             self.ctx.clock.set(learner.version)
         elif isinstance(self.ctx.clock, StepClock):
