@@ -17,6 +17,7 @@ import pytest
 import ray
 
 from sao_online.config import ConfigError, load_config
+from sao_online.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
@@ -38,8 +39,7 @@ def tiny(backend: str, *overrides: str):
 
 
 def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
-    parts = sorted((Path(run_dir) / f"{table}.parquet").glob("part-*.parquet"))
-    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    return RunLog(run_dir).read(table)
 
 
 def rollout_worker_pids(backend: str) -> list[int]:

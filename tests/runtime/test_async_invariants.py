@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from sao_online.config import load_config
+from sao_online.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
@@ -24,8 +25,7 @@ TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
 
 
 def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
-    parts = sorted((Path(run_dir) / f"{table}.parquet").glob("part-*.parquet"))
-    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    return RunLog(run_dir).read(table)
 
 
 def comparable_columns(frame: pd.DataFrame) -> list[str]:

@@ -13,6 +13,7 @@ import yaml
 
 from sao_online.config import load_config
 from sao_online.drift_schedules import Schedule
+from sao_online.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
@@ -25,9 +26,8 @@ def schedule_on(clock: str, shift_at: float) -> dict:
         "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou"], "at": [0, shift_at]}}}
 
 
-def read_table(run_dir: Path, table: str) -> pd.DataFrame:
-    parts = sorted((run_dir / f"{table}.parquet").glob("part-*.parquet"))
-    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
+    return RunLog(run_dir).read(table)
 
 
 def run(tmp_path: Path, schedule: dict, overrides: list[str]) -> tuple[pd.DataFrame, dict]:
