@@ -70,9 +70,6 @@ class EpisodePlanner:
         """The reading the next group would get."""
         return float(self.episodes_started) if self.counts_episodes else self.clock.now()
 
-    def change_points(self, until: float) -> list[float]:
-        return self.schedule.change_points(until=until)
-
     def can_start_group(self, budget: int) -> bool:
         """Whether a whole next group still fits in an episode budget (budgets are never exceeded)."""
         return self.episodes_started + self.group_size <= budget
