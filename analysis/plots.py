@@ -31,9 +31,9 @@ from sao_online.analysis.plot_common import (
 from sao_online.analysis.recovery import DEFAULT_SMOOTH_FRACTION
 from sao_online.analysis.smoothing import trailing_mean
 from sao_online.analysis.timeline import (
-    X_AXES,
-    X_UNITS,
     ChangePointsArg,
+    axis_label,
+    axis_unit,
     change_points_for_run,
     check_x_axis,
     iter_runs,
@@ -43,6 +43,16 @@ from sao_online.analysis.timeline import (
     x_values,
 )
 
+# Episodes the environment gave no behaviour label (cut by a token or turn cap first).
+UNLABELLED = "(no label: cut by a cap)"
+# Readable names of the learner metrics the report draws (others are shown as logged).
+METRIC_LABELS = {
+    "charts/zero_variance_group_fraction": "groups with equal rewards (share)",
+    "charts/masked_below_fraction": "tokens masked, ratio below the band (share)",
+    "charts/masked_above_fraction": "tokens masked, ratio above the band (share)",
+    "charts/explained_variance": "critic explained variance",
+    "time_to_recovery": "time to recovery",
+}
 UPDATE_AXES = {"version": "learner version", "episodes_seen": "episodes trained on",
                "wall_time": "wall-clock seconds"}
 
@@ -54,6 +64,8 @@ class _RunSeries:
     values: pd.DataFrame  # usable rows of the run (dropped episodes removed), aligned with xs
     shifts: list[float]  # shift positions on the x-axis (finite only)
     phase_names: list[str]
+    clock: np.ndarray  # world_time of the usable rows (the axis curves are smoothed on)
+    clock_shifts: list[float]  # the shifts in clock units
 
 
 def _single_experiment(df: pd.DataFrame) -> str:
@@ -79,13 +91,17 @@ def _run_series(df: pd.DataFrame, x: str, change_points: ChangePointsArg,
         names = phase_names_for_run(df, key, len(taus) + 1, phase_names)
         series.append(_RunSeries(key=key, xs=xs[usable], values=run[usable],
                                  shifts=[p for p in positions if np.isfinite(p)],
-                                 phase_names=names))
+                                 phase_names=names,
+                                 clock=run["world_time"].to_numpy(dtype=float)[usable],
+                                 clock_shifts=list(taus)))
     return series
 
 
 def _default_smooth(series: list[_RunSeries]) -> float:
-    widths = [DEFAULT_SMOOTH_FRACTION * shortest_phase_length(s.xs.min(), s.shifts, s.xs.max())
-              for s in series if len(s.xs)]
+    """A tenth of the shortest phase, in clock units (the axis every curve is smoothed on)."""
+    widths = [DEFAULT_SMOOTH_FRACTION * shortest_phase_length(s.clock.min(), s.clock_shifts,
+                                                              s.clock.max())
+              for s in series if len(s.clock)]
     return float(np.median(widths)) if widths else 1.0
 
 
@@ -99,10 +115,32 @@ def _grid(series: list[_RunSeries]) -> np.ndarray:
 
 def _curve(run: _RunSeries, values: np.ndarray, grid: np.ndarray, smooth: float,
            min_window_fraction: float) -> np.ndarray:
-    curve = trailing_mean(run.xs, values, smooth, query_times=grid, phase_starts=run.shifts,
-                          min_window_fraction=min_window_fraction)
+    """The run's trailing mean (window ``smooth`` clock units) read at each grid point.
+
+    The mean is taken over episodes in clock order, whatever the x-axis; on the tokens and
+    seconds axes each grid point shows the curve as of the last episode done by then. Episodes
+    reach those axes in bursts (a batch shares one wall time), so a window on them would be
+    empty between bursts and break the curve; this way it is continuous.
+    """
+    if run.xs is run.clock or np.array_equal(run.xs, run.clock):
+        curve = trailing_mean(run.xs, values, smooth, query_times=grid,
+                              phase_starts=run.clock_shifts,
+                              min_window_fraction=min_window_fraction)
+    else:
+        per_episode = trailing_mean(run.clock, values, smooth, query_times=run.clock,
+                                    phase_starts=run.clock_shifts,
+                                    min_window_fraction=min_window_fraction)
+        order = np.argsort(run.xs, kind="stable")
+        last_done = np.searchsorted(run.xs[order], grid, side="right") - 1
+        curve = np.where(last_done >= 0, per_episode[order][np.maximum(last_done, 0)], np.nan)
     curve[grid > run.xs.max()] = np.nan  # a finished run says nothing about later times
     return curve
+
+
+def _legend_outside(ax: Axes, **kwargs) -> None:
+    """The legend right of the axes, where it cannot cover a curve."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8,
+              **kwargs)
 
 
 def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> None:
@@ -134,7 +172,10 @@ def plot_recovery(df: pd.DataFrame, x: str = "world_time", metric: str = "reward
         df: episodes of one experiment (from :func:`load_runs`).
         x: ``"world_time"``, ``"tokens"`` (cumulative action tokens) or ``"seconds"``.
         metric: an episode column (``reward``, ``oracle_reward``, ...).
-        smooth: trailing-window width in x units (default: a tenth of the shortest phase).
+        smooth: trailing-window width in clock units (default: a tenth of the shortest phase);
+            curves are smoothed over episodes in clock order on every axis, so on the tokens
+            and seconds axes a run's curve is continuous even where its episodes arrive in
+            bursts.
         ax: draw here instead of a new figure.
         change_points / phase_names: as in :func:`recovery_metrics` (default: run configs).
         path: save the figure as a PNG here.
@@ -165,13 +206,13 @@ def plot_recovery(df: pd.DataFrame, x: str = "world_time", metric: str = "reward
             ax.fill_between(grid, lower, upper, color=colors[method], alpha=0.2, linewidth=0)
     ax.set_xlim(grid[0], grid[-1])
     _markers(ax, series, colors)
-    ax.set_xlabel(X_AXES[x])
+    ax.set_xlabel(axis_label(x, df))
     ax.set_ylabel(f"{metric} (trailing mean)")
     band = f", band: {confidence:.0%} bootstrap CI over seeds" if len(series) > len(colors) else ""
-    ax.set_title(title or f"{experiment}: {metric} over {X_AXES[x]}\n"
-                          f"(window {smooth:.3g} {X_UNITS[x]}, restarted at each shift{band})",
-                 fontsize=10)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title or f"{experiment}: {metric} over {axis_label(x, df)}\n"
+                          f"(window {smooth:.3g} {axis_unit('world_time', df)}, restarted at "
+                          f"each shift{band})", fontsize=10)
+    _legend_outside(ax)
     ax.grid(alpha=0.3)
     return finish(ax, path)
 
@@ -196,7 +237,7 @@ def plot_behavior_shares(df: pd.DataFrame, x: str = "world_time", smooth: float 
     series = _run_series(df, x, change_points, phase_names)
     smooth = smooth or _default_smooth(series)
     grid = _grid(series)
-    labels_all = df["behavior"].fillna("").astype(str).replace("", "(none)")
+    labels_all = df["behavior"].fillna("").astype(str).replace("", UNLABELLED)
     frequent = list(labels_all.value_counts().index)
     shown = frequent if len(frequent) <= max_labels else frequent[:max_labels - 1] + ["other"]
     colors = label_colors(shown)
@@ -208,7 +249,7 @@ def plot_behavior_shares(df: pd.DataFrame, x: str = "world_time", smooth: float 
         for label in shown:
             curves = []
             for run in runs:
-                behavior = run.values["behavior"].fillna("").astype(str).replace("", "(none)")
+                behavior = run.values["behavior"].fillna("").astype(str).replace("", UNLABELLED)
                 match = (~behavior.isin(shown[:-1]) if label == "other"
                          else behavior == label).to_numpy(dtype=float)
                 curves.append(_curve(run, match, grid, smooth, min_window_fraction))
@@ -225,9 +266,9 @@ def plot_behavior_shares(df: pd.DataFrame, x: str = "world_time", smooth: float 
                      fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="behavior")
-    axes[-1].set_xlabel(X_AXES[x])
+    axes[-1].set_xlabel(axis_label(x, df))
     figure.suptitle(title or f"{experiment}: behaviour shares (trailing window {smooth:.3g} "
-                             f"{X_UNITS[x]})", fontsize=10)
+                             f"{axis_unit('world_time', df)})", fontsize=10)
     if path is not None:
         save_figure(figure, path)
     return figure
@@ -265,7 +306,7 @@ def plot_staleness_histogram(episodes_df: pd.DataFrame, ax: Axes | None = None,
     ax.set_xlabel("staleness (learner version at training - oldest token version)")
     ax.set_ylabel("fraction of trained episodes")
     ax.set_title(title or "Staleness of trained episodes", fontsize=10)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     return finish(ax, path)
 
@@ -316,7 +357,12 @@ def plot_update_metric(updates_df: pd.DataFrame, metric: str | Sequence[str],
         raise ValueError(f"metric {name!r} has no finite value")
     xs_all = data[x].to_numpy(dtype=float)
     grid = np.linspace(xs_all.min(), xs_all.max(), GRID_POINTS)
-    smooth = smooth or max((xs_all.max() - xs_all.min()) / 30.0, 1e-9)
+    # At least three updates per window: a narrower one is empty between updates.
+    spacing = data.groupby(["method", "seed"])[x].apply(
+        lambda values: np.median(np.diff(np.sort(values.to_numpy(float)))) if len(values) > 1
+        else 0.0)
+    smooth = smooth or max((xs_all.max() - xs_all.min()) / 30.0,
+                           3.0 * float(np.nanmax(spacing.to_numpy(float), initial=0.0)), 1e-9)
     colors = method_colors(data["method"].unique())
     ax = new_axes(ax, figsize=(7.5, 4.2))
     for method in sorted(colors):
@@ -339,10 +385,12 @@ def plot_update_metric(updates_df: pd.DataFrame, metric: str | Sequence[str],
     if change_points:
         draw_shift_markers(ax, list(change_points), None)
     ax.set_xlabel(UPDATE_AXES[x])
-    ax.set_ylabel(name)
-    ax.set_title(title or f"{name}\n(trailing mean over {smooth:.3g} {UPDATE_AXES[x]})",
-                 fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_ylabel(METRIC_LABELS.get(name, name))
+    logged = f"{name}, " if name in METRIC_LABELS else ""  # the key in updates.parquet
+    ax.set_title(title or f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
+                          f"{smooth:.3g} {UPDATE_AXES[x]})", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.18), borderaxespad=0.0,
+              ncols=min(len(colors), 4), frameon=False)
     ax.grid(alpha=0.3)
     return finish(ax, path)
 
@@ -392,15 +440,16 @@ def plot_metric_intervals(aggregated: pd.DataFrame, metric: str = "time_to_recov
                            if "phase_after" in rows else f"shift {change_point}")
     ax.set_xticks(range(len(change_points)), tick_labels, fontsize=8)
     ax.set_xlim(-0.6, len(change_points) - 0.4)
-    ax.set_ylabel(f"{metric} ({unit})")
+    readable = METRIC_LABELS.get(metric, metric.replace("_", " "))
+    ax.set_ylabel(f"{readable} ({unit})")
     confidence = float(rows["confidence"].iloc[0]) if "confidence" in rows else 0.95
-    ax.set_title(title or f"{metric}: IQM over seeds, {confidence:.0%} stratified-bootstrap CI",
-                 fontsize=10)
+    ax.set_title(title or f"{readable[:1].upper() + readable[1:]}: IQM over seeds, "
+                          f"{confidence:.0%} stratified-bootstrap CI", fontsize=10)
     handles = [Line2D([], [], color=colors[method], marker="o", linestyle="", label=method)
                for method in sorted(colors)]
     if (rows.get("censored_fraction", pd.Series(dtype=float)).fillna(0) > 0).any():
         handles.append(Line2D([], [], color="gray", marker="o", markerfacecolor="white",
                               linestyle="", label="some seeds censored"))
-    ax.legend(handles=handles, fontsize=8)
+    _legend_outside(ax, handles=handles)
     ax.grid(axis="y", alpha=0.3)
     return finish(ax, path)

@@ -32,6 +32,7 @@ from sao_online.analysis.report_render import (
     to_html,
     to_markdown,
 )
+from sao_online.analysis.verdict import seed_warnings, verdict_table
 
 # Metrics shown in the report's tables, in order, with their column titles.
 TABLE_METRICS = {
@@ -52,6 +53,12 @@ LEARNER_PLOTS = [
     ("explained_variance", ["charts/explained_variance"],
      "Critic explained variance of the returns (1 is perfect, 0 no better than a constant)."),
 ]
+# Said instead of drawing a figure whose every value is 0.
+ALL_ZERO_NOTES = {
+    "zero_variance": "Every group had some reward variance (zero-variance share 0 throughout).",
+    "masked_fractions": "No action token was masked out of the policy loss (both masked "
+                        "fractions 0 throughout): every importance ratio stayed inside the band.",
+}
 
 
 def _how_to_read(rho: float, confidence: float, unit: str) -> str:
@@ -153,7 +160,7 @@ def _experiment_blocks(experiment: str, episodes: pd.DataFrame, updates: pd.Data
     blocks: list[Block] = [Heading(f"Experiment: {experiment}")]
     prefix = _slug(experiment)
     unit = _clock_unit(episodes, experiment)
-    for x, description in (("world_time", f"clock time ({unit})"),
+    for x, description in (("world_time", unit),
                            ("tokens", "action tokens generated"), ("seconds", "wall-clock seconds")):
         needed = {"tokens": "num_action_tokens", "seconds": "wall_time"}.get(x, "world_time")
         if needed not in episodes or not np.isfinite(episodes[needed].to_numpy(float)).any():
@@ -197,7 +204,11 @@ def _experiment_blocks(experiment: str, episodes: pd.DataFrame, updates: pd.Data
         plot_behavior_shares(episodes, smooth=smooth, path=figures / name)
         blocks.append(Image(f"figures/{name}", "Share of each behaviour label over time, mean "
                                                "across seeds: the policy switching behaviour."))
-    if "staleness" in episodes and (episodes["staleness"] >= 0).any():
+    trained = episodes["staleness"] >= 0 if "staleness" in episodes else None
+    if trained is not None and trained.any() and (episodes.loc[trained, "staleness"] == 0).all():
+        blocks.append(Paragraph("Every trained episode had staleness 0 (sampled by the policy "
+                                "version that trained on it, as with the sync backend)."))
+    elif trained is not None and trained.any():
         name = f"{prefix}_staleness.png"
         plot_staleness_histogram(episodes, path=figures / name)
         blocks.append(Image(f"figures/{name}", "Staleness of the episodes trained on."))
@@ -205,6 +216,19 @@ def _experiment_blocks(experiment: str, episodes: pd.DataFrame, updates: pd.Data
         blocks.extend(_learner_blocks(updates, episodes, prefix, figures, reps=reps,
                                       confidence=confidence, seed=seed))
     return blocks
+
+
+def _verdict_blocks(aggregated: pd.DataFrame, unit: str, confidence: float) -> list[Block]:
+    verdict = verdict_table(aggregated, unit)
+    if not len(verdict):
+        return [Paragraph("Verdict: no shift has a defined time to recovery (see below).")]
+    if verdict["experiment"].nunique() == 1:
+        verdict = verdict.drop(columns="experiment")
+    return [Heading("Verdict", 2), Table(verdict, (
+        "Per shift, the method whose smoothed reward got back to the recovery threshold "
+        f"first (IQM over seeds) and the runner-up, with {confidence:.0%} intervals; overlapping "
+        "intervals mean these runs do not separate the two. Details and the other metrics "
+        "below."))]
 
 
 def _learner_blocks(updates: pd.DataFrame, episodes: pd.DataFrame, prefix: str, figures: Path,
@@ -217,23 +241,30 @@ def _learner_blocks(updates: pd.DataFrame, episodes: pd.DataFrame, prefix: str, 
         if configs and all(info.get("clock") == "episodes" for info in configs):
             markers = configs[0].get("change_points") or None
     blocks: list[Block] = []
+    drawn = False
     for name, metrics, caption in LEARNER_PLOTS:
         present = [metric for metric in metrics if metric in updates
                    and np.isfinite(updates[metric].to_numpy(dtype=float)).any()]
         if not present:
             continue  # e.g. GRPO-only runs log no explained variance: skip quietly
-        if not blocks:
-            blocks.append(Heading("Learner diagnostics", 3))
-            if markers:
-                blocks.append(Paragraph(
-                    "Dashed lines mark the shifts at episodes trained on = the shift's clock "
-                    "reading; the learner lags the clock by the episodes in flight."))
+        if name in ALL_ZERO_NOTES and all(
+                (updates[metric].dropna() == 0).all() for metric in present):
+            blocks.append(Paragraph(ALL_ZERO_NOTES[name]))  # an all-zero figure says nothing
+            continue
         file_name = f"{prefix}_{name}.png"
         plot_update_metric(updates, present if len(present) > 1 else present[0], x=x,
                            path=figures / file_name, change_points=markers,
                            reps=min(reps, 500), confidence=confidence, seed=seed)
         blocks.append(Image(f"figures/{file_name}", caption))
-    return blocks
+        drawn = True
+    if not blocks:
+        return []
+    header: list[Block] = [Heading("Learner diagnostics", 3)]
+    if drawn and markers:
+        header.append(Paragraph(
+            "Dashed lines mark the shifts at episodes trained on = the shift's clock "
+            "reading; the learner lags the clock by the episodes in flight."))
+    return header + blocks
 
 
 def write_report(paths_or_df: PathsLike | pd.DataFrame, out_dir: str | Path, *,
@@ -295,6 +326,8 @@ def write_report(paths_or_df: PathsLike | pd.DataFrame, out_dir: str | Path, *,
         Heading(title, 1),
         Paragraph(f"{episodes.groupby(['experiment', 'method', 'seed']).ngroups} runs from "
                   f"{sources}."),
+        *(Paragraph(f"Warning: {warning}") for warning in seed_warnings(episodes)),
+        *_verdict_blocks(aggregated, unit_note, confidence),
         Table(_runs_table(episodes)),
         Heading("How to read this", 2),
         Paragraph(_how_to_read(rho, confidence, unit_note)),

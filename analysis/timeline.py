@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 X_AXES = {
-    "world_time": "clock time (world_time)",
+    "world_time": "clock time",
     "tokens": "action tokens generated",
     "seconds": "wall-clock seconds",
 }
@@ -30,6 +30,32 @@ X_AXES = {
 X_UNITS = {"world_time": "clock units", "tokens": "tokens", "seconds": "seconds"}
 
 ChangePointsArg = Sequence[float] | Mapping[str, Sequence[float]] | None
+
+# What the clock counts, by the schedule's clock name, for axis labels and units.
+CLOCK_AXES = {"episodes": "episodes started", "steps": "environment steps",
+              "versions": "learner versions", "seconds": "seconds (schedule clock)"}
+
+
+def run_clock(frame: pd.DataFrame) -> str | None:
+    """The schedule clock shared by every run of ``frame`` (from ``load_runs``), else None."""
+    experiments = set(frame["experiment"].unique()) if "experiment" in frame else None
+    clocks = {info.get("clock") for key, info in frame.attrs.get("runs", {}).items()
+              if experiments is None or key[0] in experiments}
+    return clocks.pop() if len(clocks) == 1 else None
+
+
+def axis_label(x: str, frame: pd.DataFrame) -> str:
+    """A reader's label for axis ``x``: the clock axis says what it counts when it is known."""
+    if x == "world_time":
+        return CLOCK_AXES.get(run_clock(frame) or "", X_AXES[x])
+    return X_AXES[x]
+
+
+def axis_unit(x: str, frame: pd.DataFrame) -> str:
+    """The unit of axis ``x`` (``"episodes started"``, ``"tokens"``, ...)."""
+    if x == "world_time":
+        return CLOCK_AXES.get(run_clock(frame) or "", X_UNITS[x])
+    return X_UNITS[x]
 
 
 def check_x_axis(x: str, frame: pd.DataFrame) -> None:

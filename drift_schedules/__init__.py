@@ -24,7 +24,10 @@ from sao_online.drift_schedules.space import (
     Choice,
     DriftValueError,
     Range,
+    as_spec,
+    complete_theta,
     default_theta,
+    normalize_space,
     validate_theta,
 )
 from sao_online.drift_schedules.state import DriftState
@@ -39,6 +42,9 @@ __all__ = [
     "EpisodeClock",
     "ManualClock",
     "Range",
+    "as_spec",
+    "complete_theta",
+    "normalize_space",
     "Schedule",
     "ScheduleError",
     "StepClock",

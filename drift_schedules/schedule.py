@@ -41,7 +41,7 @@ from sao_online.drift_schedules.random_kinds import (
     RandomWalk,
     parameter_entropy,
 )
-from sao_online.drift_schedules.space import DriftSpace, DriftValueError
+from sao_online.drift_schedules.space import DriftSpace, DriftValueError, normalize_space
 from sao_online.drift_schedules.state import DriftState
 
 #: Kind name -> scheduler class.
@@ -256,6 +256,7 @@ class Schedule:
         if not isinstance(drift_space, Mapping):
             raise DriftValueError(f"drift_space: expected a mapping of parameter name -> Choice "
                                   f"or Range, got {type_name(drift_space)}")
+        drift_space = normalize_space(drift_space)  # plain lists and (low, high) tuples too
         for name, scheduler in self._parameters.items():
             where = f"parameters.{name}"
             if name not in drift_space:

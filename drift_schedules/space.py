@@ -1,7 +1,9 @@
 """Drift spaces: what values each drift parameter of an environment may take.
 
 An environment declares ``drift_space = {"preferred": Choice(...), "failure": Range(...)}``;
-schedules are validated against it before a run starts, and the environment validates the
+plain Python works too: a list is a choice and a ``(low, high)`` tuple of numbers a range
+(``{"preferred": ["cute", "classical"], "failure": (0.0, 0.5)}``; :func:`normalize_space`).
+Schedules are validated against it before a run starts, and the environment validates the
 ``theta`` it receives in ``reset(options={"drift": theta})`` with :func:`validate_theta`.
 """
 
@@ -79,9 +81,69 @@ class Range:
 DriftSpace = Mapping[str, Choice | Range]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def as_spec(name: str, value: Any) -> Choice | Range:
+    """One drift parameter as a :class:`Choice` or :class:`Range`.
+
+    A ``Choice`` or ``Range`` is returned as it is, a list becomes a ``Choice`` (its first value
+    the default) and a ``(low, high)`` tuple of numbers a ``Range``.
+
+    Raises:
+        DriftValueError: naming ``drift_space.<name>`` when ``value`` is none of these.
+
+    Example:
+        >>> as_spec("failure", (0.0, 0.5))
+        Range(low=0.0, high=0.5, default=0.0, help='')
+    """
+    where = f"drift_space.{name}"
+    if isinstance(value, Choice | Range):
+        return value
+    if isinstance(value, list):
+        if not value:
+            raise DriftValueError(f"{where}: an empty list allows no value")
+        return Choice(value)
+    if isinstance(value, tuple):
+        if len(value) != 2 or not all(_is_number(v) for v in value):
+            raise DriftValueError(f"{where}: a tuple means a (low, high) range of two numbers, got "
+                                  f"{value!r}; write choices as a list")
+        if not value[0] <= value[1]:
+            raise DriftValueError(f"{where}: range needs low <= high, got {value!r}")
+        return Range(float(value[0]), float(value[1]))
+    raise DriftValueError(f"{where}: expected a list (choices), a (low, high) tuple, a Choice or "
+                          f"a Range, got {type(value).__name__} {value!r}")
+
+
+def normalize_space(space: Any) -> dict[str, Choice | Range]:
+    """``space`` with every parameter as a :class:`Choice` or :class:`Range` (see :func:`as_spec`).
+
+    Raises:
+        DriftValueError: ``space`` is not a mapping, or names the parameter that is not valid.
+    """
+    if not isinstance(space, Mapping):
+        raise DriftValueError(f"drift_space: expected a mapping of parameter name -> choices or "
+                              f"range, got {type(space).__name__}")
+    return {str(name): as_spec(str(name), value) for name, value in space.items()}
+
+
 def default_theta(space: DriftSpace) -> dict[str, Any]:
     """The default value of every parameter of ``space``."""
-    return {name: spec.default for name, spec in space.items()}
+    return {name: spec.default for name, spec in normalize_space(space).items()}
+
+
+def complete_theta(space: DriftSpace, theta: Mapping[str, Any] | None,
+                   where: str = "drift") -> dict[str, Any]:
+    """:func:`validate_theta` with defaults filled in and range values as floats.
+
+    This is the ``theta`` an environment reports in ``info``: every parameter, ranges as floats
+    so that logs do not mix 0 and 0.0.
+    """
+    space = normalize_space(space)
+    resolved = validate_theta(space, theta or {}, where=where)
+    return {name: float(value) if isinstance(space[name], Range) else value
+            for name, value in resolved.items()}
 
 
 def validate_theta(space: DriftSpace, theta: Mapping[str, Any], *, partial: bool = True,
@@ -99,6 +161,7 @@ def validate_theta(space: DriftSpace, theta: Mapping[str, Any], *, partial: bool
     """
     if not isinstance(theta, Mapping):
         raise DriftValueError(f"{where}: expected a mapping of parameter -> value, got {type(theta).__name__}")
+    space = normalize_space(space)
     unknown = sorted(set(theta) - set(space))
     if unknown:
         raise DriftValueError(

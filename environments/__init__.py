@@ -10,7 +10,13 @@ from sao_online.environments.base import (
     TurnResult,
     printable,
 )
-from sao_online.environments.registry import list_envs, register_envs
+from sao_online.environments.registry import (
+    EnvNotFoundError,
+    check_env_id,
+    import_env_module,
+    list_envs,
+    register_envs,
+)
 from sao_online.environments.style_shift import StyleShiftEnv, detect_style, rule_judge
 from sao_online.environments.tool_shift import ToolShiftEnv
 from sao_online.environments.wrappers import DriftWrapper, LatencyWrapper
@@ -22,11 +28,14 @@ __all__ = [
     "ActionTypeError",
     "DriftWrapper",
     "DriftingTextEnv",
+    "EnvNotFoundError",
     "LatencyWrapper",
     "StyleShiftEnv",
     "ToolShiftEnv",
     "TurnResult",
+    "check_env_id",
     "detect_style",
+    "import_env_module",
     "list_envs",
     "printable",
     "register_envs",

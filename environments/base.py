@@ -23,7 +23,13 @@ import gymnasium
 import numpy as np
 from gymnasium.spaces import Text
 
-from sao_online.drift_schedules.space import Choice, Range, default_theta, validate_theta
+from sao_online.drift_schedules.space import (
+    Choice,
+    Range,
+    complete_theta,
+    default_theta,
+    normalize_space,
+)
 
 #: Printable ASCII (space to tilde) plus newline: every observation and action character.
 TEXT_CHARSET: str = "".join(chr(code) for code in range(0x20, 0x7F)) + "\n"
@@ -103,7 +109,8 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
-    #: Drift parameter name -> allowed values (Choice) or interval (Range).
+    #: Drift parameter name -> allowed values (Choice, or a plain list) or interval (Range, or a
+    #: ``(low, high)`` tuple); plain forms are turned into Choice / Range when the class is made.
     drift_space: ClassVar[dict[str, Choice | Range]] = {}
     #: One line shown by ``sao-online envs``.
     description: ClassVar[str] = ""
@@ -111,6 +118,13 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
     max_observation_length: ClassVar[int] = 1024
     #: Longest action the action space contains; longer actions are still accepted by ``step``.
     max_action_length: ClassVar[int] = 512
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Plain lists and (low, high) tuples become Choice / Range once, when the class is made;
+        # a value that is neither fails here, naming the parameter.
+        if "drift_space" in cls.__dict__:
+            cls.drift_space = normalize_space(cls.drift_space)
 
     def __init__(self) -> None:
         self.observation_space = Text(
@@ -145,12 +159,7 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
         Raises:
             DriftValueError: naming the unknown parameter or the value out of its space.
         """
-        resolved = validate_theta(self.drift_space, theta or {}, where="drift")
-        # Ranges are reported as floats so that info and logs do not mix 0 and 0.0.
-        return {
-            name: float(value) if isinstance(self.drift_space[name], Range) else value
-            for name, value in resolved.items()
-        }
+        return complete_theta(self.drift_space, theta, where="drift")
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

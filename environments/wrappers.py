@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import gymnasium
 import numpy as np
 
+from sao_online.drift_schedules.space import complete_theta, normalize_space
 from sao_online.drift_schedules.state import DriftState
 
 LATENCY_TARGETS = ("step", "reset", "both")
@@ -45,8 +46,13 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
     ``"phase"`` (ValueError), because a run whose drift silently differs from its schedule would
     make every recovery metric wrong. Other options pass through.
 
-    Info (every reset and step): ``phase`` and ``theta`` from the schedule, ``world_time``
-    (the clock reading when the episode started).
+    Info (every reset and step): ``phase`` and ``theta`` from the schedule (theta completed
+    with the drift space's defaults, ranges as floats), whatever the wrapped environment
+    reports, and ``world_time`` (the clock reading when the episode started).
+
+    The drift space may use plain lists (choices) and ``(low, high)`` tuples (ranges); the
+    wrapped environment may be any Gymnasium env that accepts ``reset(options={"drift": theta,
+    "phase": k})``.
 
     Args:
         env: a drifting environment (anything exposing ``drift_space``, possibly wrapped).
@@ -67,7 +73,7 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
                  clock: ClockLike | None = None) -> None:
         super().__init__(env)
         try:
-            drift_space = env.get_wrapper_attr("drift_space")
+            drift_space = normalize_space(env.get_wrapper_attr("drift_space"))
         except AttributeError:
             raise ValueError(
                 f"env: {env} has no drift_space; wrap a DriftingTextEnv"
@@ -86,6 +92,7 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
                 f"{schedule_clock} (the built-in one counts episodes)"
             )
         schedule.validate(drift_space)
+        self.drift_space = drift_space
         self.schedule = schedule
         self.clock = clock
         self.episodes_started = 0
@@ -109,13 +116,19 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
         self.episodes_started += 1
         self.drift_state = state
         self.world_time = world_time
-        info["world_time"] = world_time
-        return observation, info
+        self._theta = complete_theta(self.drift_space, state.theta)
+        return observation, self._stamp(info)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
+        return observation, reward, terminated, truncated, self._stamp(info)
+
+    def _stamp(self, info: dict[str, Any]) -> dict[str, Any]:
+        # The schedule is the truth: a plain env may report no phase or theta, or its own.
+        info["phase"] = int(self.drift_state.phase)
+        info["theta"] = dict(self._theta)
         info["world_time"] = self.world_time
-        return observation, reward, terminated, truncated, info
+        return info
 
 
 class LatencyWrapper(gymnasium.Wrapper[str, str, str, str]):

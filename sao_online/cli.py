@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 
 def _cmd_envs(args: argparse.Namespace) -> int:
-    from sao_online.environments import list_envs
+    import gymnasium
 
-    for env_id, description, drift_space in list_envs():
+    from sao_online.environments import import_env_module, list_envs
+
+    before = set(gymnasium.registry)
+    for module in args.imports:
+        import_env_module(module)
+    added = set(gymnasium.registry) - before
+    if args.imports and not list_envs(ids=added):
+        raise ValueError(f"envs --import: {', '.join(args.imports)} registered no drifting task "
+                         "(an env class with a drift_space, registered with gymnasium.register)")
+    for env_id, description, drift_space in list_envs() + list_envs(ids=added):
         print(f"{env_id}\n    {description}")
         for name, spec in drift_space.items():
             print(f"    drift {name}: {spec.describe()}" + (f" — {spec.help}" if spec.help else ""))
@@ -79,6 +89,32 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_show(args: argparse.Namespace) -> int:
+    from sao_online.tracking import TRANSCRIPTS_FILE, format_transcript, read_transcripts
+
+    root = Path(args.run)
+    if not root.is_dir():
+        raise FileNotFoundError(f"show: no run directory {root}")
+    files = [root / TRANSCRIPTS_FILE] if (root / TRANSCRIPTS_FILE).exists() else sorted(
+        root.rglob(TRANSCRIPTS_FILE))
+    if not files:
+        raise FileNotFoundError(f"show: no {TRANSCRIPTS_FILE} under {root} (runs keep one when "
+                                "logging.transcripts_every > 0)")
+    for path in files:
+        records = [r for r in read_transcripts(path) if args.phase is None or r["phase"] == args.phase]
+        if not records:
+            print(f"== {path.parent}: no transcript" + (f" in phase {args.phase}" if args.phase is not None else ""))
+            continue
+        # Spread over the run (first, last and evenly between) so drift shows.
+        count = min(args.count, len(records))
+        picks = sorted({round(k * (len(records) - 1) / max(count - 1, 1)) for k in range(count)})
+        print(f"== {path.parent} ({len(records)} transcripts, showing {len(picks)})")
+        for index in picks:
+            print(format_transcript(records[index]))
+            print()
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "rollout":
         from sao_online.bench_rollout import run_rollout_benchmark
@@ -112,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     envs = commands.add_parser("envs", help="list environments and their drift parameters")
+    envs.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                      help="import MODULE first (a module that calls gymnasium.register) and list "
+                           "its drifting tasks too; an experiment names it as env.id: "
+                           "MODULE:namespace/Name-v0")
     envs.set_defaults(func=_cmd_envs)
 
     schedules = commands.add_parser("schedules", help="inspect drift schedules")
@@ -165,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--title", default=None)
     report.set_defaults(func=_cmd_report)
 
+    show = commands.add_parser("show", help="print episode transcripts a run kept (what the "
+                                            "agent wrote, what the env answered, rewards)")
+    show.add_argument("run", help="a run directory (or a folder of runs)")
+    show.add_argument("-n", "--count", type=int, default=3, help="transcripts per run (spread "
+                                                                 "over the run)")
+    show.add_argument("--phase", type=int, default=None, help="only episodes of this phase")
+    show.set_defaults(func=_cmd_show)
+
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
     bench.add_argument("what", choices=["rollout", "async", "throughput"])
     bench.add_argument("--quick", action="store_true", help="a shorter run")
@@ -183,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Like `python -m`: a user's task module (env.id: my_tasks:my_tasks/Name-v0) next to the
+    # config imports without PYTHONPATH; spawned workers inherit the path.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as error:

@@ -6,20 +6,25 @@ import contextlib
 import multiprocessing as mp
 import os
 import queue
+import warnings
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from sao_online.config import ConfigError, load_config
+from sao_online.config import ConfigError, ExperimentConfig, load_config
 from sao_online.runlog import run_directory
+from sao_online.runtime.main_guard import require_main_guard
 
 
 def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)  # one core per run; runs go in parallel instead
+    from sao_online.runtime.context import BudgetWarning
     from sao_online.runtime.launch import run_experiment
+
+    warnings.simplefilter("ignore", BudgetWarning)  # the parent warned once for every run
 
     config = load_config(job["config"], job["overrides"])
     resume = job["resume"] and (Path(job["out"]) / "config.yaml").exists()
@@ -34,19 +39,31 @@ def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:
         results.put(("error", job["name"], f"{type(error).__name__}: {error}"))
 
 
-def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str | Path,
-            overrides: list[str] | None = None, parallel: int | None = None,
-            overwrite: bool = False, resume: bool = False, progress: bool = True) -> Path:
+def compare(config: str | Path | dict[str, Any] | ExperimentConfig, *, methods: list[str],
+            seeds: int, out: str | Path, overrides: list[str] | None = None,
+            parallel: int | None = None, overwrite: bool = False, resume: bool = False,
+            progress: bool = True) -> Path:
     """Run every method for seeds 0..seeds-1 with the same budget, model, schedule and seeds.
 
     Runs land in ``<out>/<experiment>/<method>/seed-<k>/``. With ``resume``, runs that exist
-    continue from their last checkpoint (finished ones end at once) and missing ones start. The warm start is built once up
-    front (it is shared by every run: same starting checkpoint for every method and seed).
+    continue from their last checkpoint (finished ones end at once) and missing ones start.
+    The warm start is built once up front (it is shared by every run: same starting checkpoint
+    for every method and seed). Runs go in spawned processes: call this under
+    ``if __name__ == "__main__":`` in a script.
+
+    Args:
+        config: a YAML path, the same dict, or an ``ExperimentConfig``.
 
     Raises:
         ConfigError: an unknown method, a bad seed count, or a run that failed (named).
+        MissingMainGuardError: called at the top level of a script without a main guard.
     """
+    require_main_guard("compare")
     overrides = list(overrides or [])
+    # Children rebuild the config from this (a path keeps its relative schedule path working).
+    config_source = config.to_dict() if isinstance(config, ExperimentConfig) else config
+    if not isinstance(config_source, dict):
+        config_source = str(config_source)
     if resume and overwrite:
         raise ConfigError("compare: --resume and --overwrite exclude each other")
     if seeds < 1:
@@ -54,12 +71,18 @@ def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str
     methods = [m.strip() for m in methods if m.strip()]
     if not methods:
         raise ConfigError("--methods: no method given")
-    base = load_config(config_path, overrides)
+    base = load_config(config_source, overrides)
+    from sao_online.environments import check_env_id
+
+    check_env_id(base.env.id)
     from sao_online.algorithms import METHODS
 
     for method in methods:
         if method not in METHODS:
             raise ConfigError(f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}")
+    from sao_online.runtime.context import warn_about_budget
+
+    warn_about_budget(base)
     if base.model.warm_start:
         from sao_online.pretrain import warm_start
 
@@ -72,7 +95,7 @@ def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str
             if method in ("sao", "sao_running_mean"):
                 run_overrides.append("algorithm.group_size=null")
             jobs.append({
-                "name": f"{method}/seed-{seed}", "config": str(config_path), "overrides": run_overrides,
+                "name": f"{method}/seed-{seed}", "config": config_source, "overrides": run_overrides,
                 "out": str(run_directory(out, base.experiment, method, seed)), "overwrite": overwrite,
                 "resume": resume,
             })

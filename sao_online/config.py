@@ -52,6 +52,9 @@ class ModelConfig:
     warm_start_seed: int = _f(0, "Seed of the warm start; shared by every method and run seed.")
     warm_start_lr: float = _f(5e-3, "SFT learning rate for the warm start.")
     warm_start_batch_size: int = _f(64, "SFT batch size (demonstrations) for the warm start.")
+    warm_start_regimes: str = _f("space", "Regimes of the warm-start demonstrations: 'space' draws "
+                                 "theta uniformly from the env's drift space, 'schedule' from the "
+                                 "phases the run's schedule visits within the budget.")
 
 
 @dataclass
@@ -129,6 +132,10 @@ class LoggingConfig:
     out: str = _f("runs", "Root of run directories: <out>/<experiment>/<method>/seed-<k>/.")
     flush_every: int = _f(256, "Episode records buffered before a parquet chunk is written.")
     checkpoint_every: int = _f(50, "Checkpoint every N updates (0 = only at the end).")
+    tensorboard: bool = _f(False, "Write TensorBoard event files under <run>/tensorboard/ (needs "
+                                  "the tensorboard package: pip install 'sao-online[tensorboard]').")
+    transcripts_every: int = _f(50, "Keep every N-th episode as text in <run>/transcripts.jsonl "
+                                    "(`sao-online show RUN` prints them; 0 = none).")
 
 
 @dataclass
@@ -164,6 +171,9 @@ class ExperimentConfig:
             ("rollout.top_p", 0 < self.rollout.top_p <= 1, "must be in (0, 1]"),
             ("rollout.max_turns", self.rollout.max_turns >= 1, "must be >= 1"),
             ("rollout.max_action_tokens", self.rollout.max_action_tokens >= 1, "must be >= 1"),
+            ("model.warm_start_regimes", self.model.warm_start_regimes in ("space", "schedule"),
+             "must be space or schedule"),
+            ("logging.transcripts_every", self.logging.transcripts_every >= 0, "must be >= 0"),
             ("rollout.on_action_cap", self.rollout.on_action_cap in ("truncate", "submit"),
              "must be truncate or submit"),
             ("runtime.backend", self.runtime.backend in ("sync", "local", "ray"),

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,9 @@ from tqdm import tqdm
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 import sao_online.models as models_package
-from sao_online.config import ExperimentConfig
-from sao_online.drift_schedules import Choice
+from sao_online.config import ConfigError, ExperimentConfig
+from sao_online.drift_schedules import Choice, normalize_space
+from sao_online.environments import check_env_id
 from sao_online.models import ChatLayout, build_tiny_policy, load_policy
 
 WARM_START_FORMAT = 1  # bump when the layout of the cached folder changes
@@ -57,9 +59,9 @@ def base_policy(config: ExperimentConfig, seed: int | None = None):
     return load_policy(model_cfg.name, gguf_file=model_cfg.gguf_file)
 
 
-def _sample_theta(env: Any, rng: np.random.Generator) -> dict[str, Any]:
+def _sample_from_space(drift_space: Any, rng: np.random.Generator) -> dict[str, Any]:
     theta = {}
-    for name, spec in env.unwrapped.drift_space.items():
+    for name, spec in drift_space.items():
         if isinstance(spec, Choice):
             theta[name] = spec.values[int(rng.integers(len(spec.values)))]
         else:
@@ -67,12 +69,59 @@ def _sample_theta(env: Any, rng: np.random.Generator) -> dict[str, Any]:
     return theta
 
 
+def schedule_phases(config: ExperimentConfig) -> list[tuple[float, float]]:
+    """The ``[start, end)`` clock intervals of the phases the run's schedule visits.
+
+    Raises:
+        ConfigError: the schedule's clock has no known horizon (seconds).
+    """
+    from sao_online.runtime.context import clock_horizon, resolve_schedule
+
+    schedule = resolve_schedule(config)
+    horizon = clock_horizon(config, schedule)
+    if horizon is None:
+        raise ConfigError(
+            "model.warm_start_regimes: 'schedule' needs a schedule whose clock has a known end "
+            f"(episodes, steps or versions), not {schedule.clock}")
+    points = [t for t in schedule.change_points(until=horizon) if 0 < t < horizon]
+    bounds = [0.0, *points, horizon]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def regime_sampler(config: ExperimentConfig, env: Any) -> Callable[[np.random.Generator], dict[str, Any]]:
+    """How the warm start draws the regime of each demonstration (``model.warm_start_regimes``).
+
+    ``space``: every parameter uniformly from the env's drift space. ``schedule``: a phase of
+    the run's schedule uniformly, then a clock reading uniformly inside it, and the schedule's
+    theta there; so the policy learns the choices the experiment is about and nothing else.
+    """
+    if config.model.warm_start_regimes == "space":
+        drift_space = normalize_space(env.unwrapped.drift_space)
+        return lambda rng: _sample_from_space(drift_space, rng)
+    from sao_online.runtime.context import resolve_schedule
+
+    schedule = resolve_schedule(config)
+    phases = schedule_phases(config)
+
+    def sample(rng: np.random.Generator) -> dict[str, Any]:
+        start, end = phases[int(rng.integers(len(phases)))]
+        return dict(schedule.at(float(rng.uniform(start, end))).theta)
+
+    return sample
+
+
 def demonstration_episode(env: Any, layout: ChatLayout, seed: int, rng: np.random.Generator,
-                          max_turns: int) -> tuple[list[int], list[bool], str]:
-    """One demonstration as (tokens, action_mask, behavior) in the rollout engine's layout."""
+                          max_turns: int, theta: dict[str, Any] | None = None,
+                          ) -> tuple[list[int], list[bool], str]:
+    """One demonstration as (tokens, action_mask, behavior) in the rollout engine's layout.
+
+    ``theta`` is the regime; None draws one uniformly from the env's drift space.
+    """
     tokenizer = layout.tokenizer
     end_token = tokenizer.eos_token
-    observation, info = env.reset(seed=seed, options={"drift": _sample_theta(env, rng)})
+    if theta is None:
+        theta = _sample_from_space(normalize_space(env.unwrapped.drift_space), rng)
+    observation, info = env.reset(seed=seed, options={"drift": theta})
     tokens = layout.prompt_tokens(observation)
     mask = [False] * len(tokens)
     history = [{"role": "user", "content": observation}]
@@ -94,13 +143,31 @@ def demonstration_episode(env: Any, layout: ChatLayout, seed: int, rng: np.rando
     return tokens, mask, behavior
 
 
+def _regimes_key(config: ExperimentConfig) -> Any:
+    """What decides the demonstrations' regimes (the schedule and budget only when they do)."""
+    if config.model.warm_start_regimes == "space":
+        return "space"
+    from sao_online.runtime.context import resolve_schedule
+
+    return {"schedule": resolve_schedule(config).to_dict(), "phases": schedule_phases(config)}
+
+
+def _module_source(name: str) -> str:
+    try:
+        return inspect.getsource(sys.modules[name])
+    except (OSError, TypeError, KeyError):  # defined interactively: no file to read
+        return name
+
+
 def _cache_key(config: ExperimentConfig) -> str:
+    check_env_id(config.env.id)
     env_class = type(gymnasium.make(config.env.id, **config.env.kwargs).unwrapped)
     # Everything that shapes the demonstrations or the token layout: this module, the env's
     # classes (base included), and the model package (tokenizer, chat layout, policy).
+    # A user's env module counts too, so editing a task rebuilds its warm start.
     modules = {__name__, *(cls.__module__ for cls in env_class.__mro__)}
-    sources = [inspect.getsource(sys.modules[name]) for name in sorted(modules)
-               if name.startswith("sao_online")]
+    sources = [_module_source(name) for name in sorted(modules)
+               if name.startswith("sao_online") or name == env_class.__module__]
     sources += [path.read_text() for path in sorted(Path(models_package.__file__).parent.glob("*.py"))]
     payload = {
         "format": WARM_START_FORMAT,
@@ -110,6 +177,7 @@ def _cache_key(config: ExperimentConfig) -> str:
         "env": {"id": config.env.id, "kwargs": config.env.kwargs},
         "max_turns": config.rollout.max_turns,
         "seed": config.model.warm_start_seed,
+        "regimes": _regimes_key(config),
         "sources": [hashlib.sha256(s.encode()).hexdigest() for s in sources],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -137,7 +205,9 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
     model_cfg = config.model
     started = time.time()
     num_demos = max(2048, model_cfg.warm_start_batch_size * 16)
-    demos = [demonstration_episode(env, layout, int(rng.integers(2**31 - 1)), rng, config.rollout.max_turns)
+    draw_regime = regime_sampler(config, env)
+    demos = [demonstration_episode(env, layout, int(rng.integers(2**31 - 1)), rng,
+                                   config.rollout.max_turns, theta=draw_regime(rng))
              for _ in range(num_demos)]
     env.close()
     policy.train()

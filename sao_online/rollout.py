@@ -419,8 +419,10 @@ class RolloutEngine:
         episode.env_id = (
             spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
         )
-        episode.phase = int(info.get("phase", 0))
-        episode.theta = dict(info.get("theta", {}))
+        # An env that does not report its regime (a plain Gymnasium env) ran the requested one.
+        requested = episode.request.options or {}
+        episode.phase = int(info.get("phase", requested.get("phase", 0)))
+        episode.theta = dict(info.get("theta", requested.get("drift", {})))
         episode.started_at = time.time()
         episode.env_seconds = seconds
         episode.messages = [{"role": "user", "content": str(observation)}]

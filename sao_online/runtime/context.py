@@ -6,6 +6,7 @@ import copy
 import functools
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +16,8 @@ import torch
 import sao_online.environments  # noqa: F401  (registers the environments)
 from sao_online.algorithms import Method, build_method
 from sao_online.config import ConfigError, ExperimentConfig
-from sao_online.drift_schedules import Clock, Schedule, load_schedule
-from sao_online.environments import LatencyWrapper
+from sao_online.drift_schedules import Clock, Schedule, ScheduleError, load_schedule
+from sao_online.environments import LatencyWrapper, check_env_id
 from sao_online.learner import Learner
 from sao_online.models import ValueModel
 from sao_online.pretrain import base_policy, load_warm_start
@@ -38,10 +39,46 @@ def clock_horizon(config: ExperimentConfig, schedule: Schedule) -> float | None:
             }.get(schedule.clock)
 
 
+class BudgetWarning(UserWarning):
+    """The run can start but cannot measure what it is for (no shift inside its budget)."""
+
+
+def budget_warnings(config: ExperimentConfig, schedule: Schedule) -> list[str]:
+    """Problems of the budget against the schedule, found before any work (empty: none).
+
+    Warns when the schedule shifts but no change point falls inside the budget: such a run
+    is stationary and has no recovery to measure.
+    """
+    horizon = clock_horizon(config, schedule)
+    if horizon is None:
+        return []  # a seconds clock: where the budget ends is not known in advance
+    try:  # looking well past the budget finds where the first shift went
+        points = [t for t in schedule.change_points(until=100 * horizon + 10_000) if t > 0]
+    except ScheduleError:
+        return []
+    if not points or points[0] < horizon:
+        return []  # a stationary schedule, or a shift inside the budget
+    unit = schedule.clock
+    return [f"budget.episodes: no change point falls inside the budget (the clock reaches about "
+            f"{horizon:g} {unit}; the first shift is at {points[0]:g} {unit}): the run is "
+            "stationary and measures no recovery; raise budget.episodes or move the shift"]
+
+
+def warn_about_budget(config: ExperimentConfig) -> None:
+    """Emit each :func:`budget_warnings` message as a :class:`BudgetWarning`."""
+    for message in budget_warnings(config, resolve_schedule(config)):
+        warnings.warn(message, BudgetWarning, stacklevel=3)
+
+
 def resolve_schedule(config: ExperimentConfig) -> Schedule:
     """The run's schedule (stationary at the env's defaults when none is given), validated."""
+    check_env_id(config.env.id)
     env = gymnasium.make(config.env.id, **config.env.kwargs)
-    drift_space = env.unwrapped.drift_space
+    drift_space = getattr(env.unwrapped, "drift_space", None)
+    if drift_space is None:
+        env.close()
+        raise ConfigError(f"env.id: {config.env.id!r} declares no drift_space; subclass "
+                          "DriftingTextEnv or give the env class a drift_space")
     env.close()
     schedule = Schedule.stationary({}) if config.schedule is None else load_schedule(config.schedule)
     schedule.validate(drift_space)
@@ -133,7 +170,9 @@ def oracle_reward(config: ExperimentConfig, theta: dict[str, Any]) -> float:
 def _oracle_reward(env_id: str, kwargs_json: str, theta_json: str) -> float:
     env = gymnasium.make(env_id, **json.loads(kwargs_json))
     try:
-        return float(env.unwrapped.oracle_reward(json.loads(theta_json)))
+        ceiling = getattr(env.unwrapped, "oracle_reward", None)
+        # A plain Gymnasium env may have no oracle: its regret is then unknown (NaN).
+        return math.nan if ceiling is None else float(ceiling(json.loads(theta_json)))
     finally:
         env.close()
 

@@ -18,8 +18,9 @@ from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
 from sao_online.runlog import RunLog, run_directory
 from sao_online.runtime.async_runtime import run_async
-from sao_online.runtime.context import RunContext, clock_horizon
+from sao_online.runtime.context import RunContext, clock_horizon, warn_about_budget
 from sao_online.runtime.loop import TrainingLoop
+from sao_online.runtime.main_guard import require_main_guard
 from sao_online.runtime.sync import run_sync
 
 
@@ -39,6 +40,46 @@ def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]
         "change_points": change_points,
         "phase_names": phase_names,
     }
+
+
+class DurationEstimate:
+    """Tells once, early in a run, how long its whole budget should take at the speed so far.
+
+    The first update is left out of the rate (it pays start-up costs); the estimate is given
+    once ``max(3 batches, 5% of the budget)`` more episodes are done.
+    """
+
+    def __init__(self, budget: int, batch_size: int, clock: Callable[[], float] = time.monotonic):
+        self.budget = budget
+        self.clock = clock
+        self.wait_for = max(3 * batch_size, budget // 20)
+        self.done = 0
+        self.start: tuple[float, int] | None = None
+        self.told = False
+
+    def update(self, episodes: int) -> str | None:
+        """Count ``episodes`` more; return the estimate the first time there is one."""
+        self.done += episodes
+        if self.start is None:
+            self.start = (self.clock(), self.done)
+            return None
+        measured = self.done - self.start[1]
+        if self.told or measured < self.wait_for or self.done >= self.budget:
+            return None
+        self.told = True
+        rate = measured / max(self.clock() - self.start[0], 1e-9)
+        left = (self.budget - self.done) / rate
+        return (f"{rate:.1f} episodes/s so far; the {self.budget}-episode budget needs about "
+                f"{format_duration(left)} more")
+
+
+def format_duration(seconds: float) -> str:
+    """``"45 s"``, ``"12 min"``, ``"2.5 h"``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 @contextlib.contextmanager
@@ -78,22 +119,29 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
             local and ray, whose rollout workers need the other cores).
         progress_callback: called with the number of episodes each update consumed.
     """
+    if config.runtime.backend == "local":
+        require_main_guard("the local backend")  # before any work: a child would redo it
     if threads is None and config.runtime.backend in ("local", "ray"):
         threads = 1  # the rollout workers need the other cores
     if threads:
         torch.set_num_threads(threads)
     path = Path(out) if out else run_directory(config.logging.out, config.experiment,
                                                config.algorithm.name, config.seed)
+    warn_about_budget(config)  # before any work (the warm start included)
     ctx = RunContext.build(config, progress=progress)
     log = RunLog.create(path, resolved_config(config, ctx), resume=resume, overwrite=overwrite,
                         flush_every=config.logging.flush_every)
     bar = tqdm(total=config.budget.episodes, desc=f"{config.algorithm.name} seed {config.seed}",
                unit="ep", disable=not progress, smoothing=0.1)
 
+    estimate = DurationEstimate(config.budget.episodes, config.rollout.batch_size)
+
     def advance(n: int) -> None:
         bar.update(n)
         if progress_callback is not None:
             progress_callback(n)
+        if progress and (line := estimate.update(n)):
+            bar.write(f"{config.algorithm.name} seed {config.seed}: {line}")
 
     loop = TrainingLoop(ctx, log, progress=advance)
     state = None

@@ -15,6 +15,7 @@ from sao_online.runlog import RunLog, write_text_atomically
 from sao_online.runtime.context import RunContext, episode_record
 from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.runtime.planner import EpisodePlan
+from sao_online.tracking import TensorBoardLog, TranscriptLog
 from sao_online.types import Trajectory
 
 STALENESS_HISTOGRAM_FILE = "staleness_histogram.csv"
@@ -71,6 +72,8 @@ class TrainingLoop:
         self.tokens = 0
         self.evaluator = BackgroundEvaluator(ctx)
         self.stop_requested = threading.Event()  # set by the first Ctrl-C (see launch.py)
+        self.transcripts: TranscriptLog | None = None
+        self.tensorboard: TensorBoardLog | None = None
 
     def wall_time(self) -> float:
         return self.elapsed_before + time.time() - self.started
@@ -82,6 +85,12 @@ class TrainingLoop:
             if isinstance(self.ctx.clock, WallClock):
                 self.ctx.clock.start()
             self.evaluator.maybe_submit(0, 0.0)
+        logging = self.ctx.config.logging
+        resumed = self.episodes_logged > 0
+        self.transcripts = TranscriptLog(self.log.path, self.ctx.tokenizer, logging.transcripts_every,
+                                         keep_before=self.episodes_logged if resumed else None)
+        if logging.tensorboard:
+            self.tensorboard = TensorBoardLog(self.log.path, first_step=self.ctx.learner.version)
 
     def straddles(self, plans: Sequence[EpisodePlan]) -> dict[int, bool]:
         """Per group of ``plans`` (reaching the learner now): does it straddle a change point?"""
@@ -92,6 +101,7 @@ class TrainingLoop:
         learner = self.ctx.learner
         trained_version = learner.version
         now = self.wall_time()
+        first_episode = self.episodes_logged
         rows = []
         for trajectory in trajectories:
             rows.append(episode_record(
@@ -119,6 +129,10 @@ class TrainingLoop:
             **(extra or {}),
         })
         self.log.log("updates", metrics)
+        if self.transcripts is not None:
+            self.transcripts.add(trajectories, first_episode)
+        if self.tensorboard is not None:
+            self.tensorboard.log_update(metrics, trajectories, step=learner.version)
         self.evaluator.collect(self.log)
         self.evaluator.maybe_submit(learner.version, self.ctx.planner.now())
         if self.progress:
@@ -156,6 +170,8 @@ class TrainingLoop:
         of the whole run (``staleness_histogram.csv``; per update: ``staleness/count_k``)."""
         self.evaluator.close(self.log)
         self.log.flush()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
         histogram = staleness_histogram(self.log.read("episodes"))
         write_text_atomically(self.log.path / STALENESS_HISTOGRAM_FILE,
                               histogram.to_csv(index=False))

@@ -1,0 +1,113 @@
+"""The Python API: run one experiment, compare methods across seeds, write a report.
+
+The same three steps as the command line (``sao-online run`` / ``compare`` / ``report``), from a
+YAML path, the same dict, or an :class:`~sao_online.config.ExperimentConfig`::
+
+    from sao_online.api import compare, report, run
+
+    if __name__ == "__main__":  # compare and the local backend spawn processes
+        summary = run({"experiment": "try", "budget": {"episodes": 64}}, out="runs/try/sao")
+        runs = compare("configs/smoke.yaml", methods=["sao", "grpo"], seeds=2, out="runs")
+        report(runs, out="runs/report")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sao_online.config import ExperimentConfig, load_config
+
+ConfigSource = str | Path | dict[str, Any] | ExperimentConfig
+
+
+def as_config(config: ConfigSource, overrides: list[str] | None = None) -> ExperimentConfig:
+    """A validated :class:`ExperimentConfig` from a YAML path, a dict or a config object.
+
+    ``overrides`` are ``"section.field=value"`` strings, as ``--set`` takes them.
+
+    Raises:
+        ConfigError: naming the field at fault.
+    """
+    if isinstance(config, ExperimentConfig):
+        if not overrides:
+            return config.validate()
+        config = config.to_dict()
+    return load_config(config, overrides)
+
+
+def run(config: ConfigSource, *, out: str | Path | None = None,
+        overrides: list[str] | None = None, resume: bool = False, overwrite: bool = False,
+        progress: bool = False, threads: int | None = None) -> dict[str, Any]:
+    """Run one method with one seed to its episode budget (``sao-online run``).
+
+    Args:
+        config: a YAML path, a dict in the same form, or an ``ExperimentConfig``.
+        out: the run directory (default ``<logging.out>/<experiment>/<method>/seed-<seed>``).
+        overrides: ``"section.field=value"`` strings applied to ``config``.
+        resume: continue a killed run from its last checkpoint.
+        overwrite: replace an existing run directory.
+        progress: show a progress bar.
+        threads: torch threads of the learner (see ``sao-online run --threads``).
+
+    Returns:
+        ``run_dir``, ``method``, ``episodes``, ``updates``, ``seconds``,
+        ``episodes_per_second`` and ``reward_mean_last_10pct``.
+
+    Raises:
+        ConfigError: a bad field (named).
+        MissingMainGuardError: the local backend called at the top level of a script that has
+            no ``if __name__ == "__main__":`` guard.
+    """
+    from sao_online.runtime.launch import run_experiment
+
+    return run_experiment(as_config(config, overrides), out=out, resume=resume,
+                          overwrite=overwrite, progress=progress, threads=threads)
+
+
+def compare(config: ConfigSource, *, methods: list[str] | str, seeds: int = 3,
+            out: str | Path, overrides: list[str] | None = None, parallel: int | None = None,
+            overwrite: bool = False, resume: bool = False, progress: bool = True) -> Path:
+    """Run ``methods`` x seeds 0..seeds-1 at matched budgets (``sao-online compare``).
+
+    Runs go in spawned processes, ``parallel`` at a time (default: one per core); call this
+    under ``if __name__ == "__main__":`` in a script.
+
+    Args:
+        config: a YAML path, a dict in the same form, or an ``ExperimentConfig``.
+        methods: method names (a list, or one comma-separated string).
+        seeds: how many seeds, 0..seeds-1.
+        out: root folder; runs land in ``<out>/<experiment>/<method>/seed-<k>/``.
+
+    Returns:
+        ``<out>/<experiment>``, the folder to pass to :func:`report`.
+    """
+    from sao_online.compare import compare as compare_runs
+
+    if isinstance(methods, str):
+        methods = methods.split(",")
+    if isinstance(config, str | Path):  # the runs read the file (its schedule path resolves)
+        return compare_runs(config, methods=list(methods), seeds=seeds, out=out,
+                            overrides=overrides, parallel=parallel, overwrite=overwrite,
+                            resume=resume, progress=progress)
+    return compare_runs(as_config(config, overrides), methods=list(methods), seeds=seeds,
+                        out=out, parallel=parallel, overwrite=overwrite, resume=resume,
+                        progress=progress)
+
+
+def report(runs: str | Path | list[str | Path], out: str | Path, *,
+           title: str | None = None) -> Path:
+    """Recovery metrics, figures and ``report.md`` / ``report.html`` / ``metrics.csv``.
+
+    Args:
+        runs: one folder or several, at any level of ``runs/<experiment>/<method>/seed-<k>``.
+        out: the report folder.
+        title: the report's title (default from the experiment names).
+
+    Returns:
+        The path of ``report.md``.
+    """
+    from sao_online.analysis import write_report
+
+    folders = [runs] if isinstance(runs, str | Path) else list(runs)
+    return Path(write_report([Path(p) for p in folders], out, title=title))
