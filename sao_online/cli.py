@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 
@@ -228,9 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    # sao-online's own warnings are for the user of the command: one line, no source location.
+    if category.__module__.startswith("sao_online"):
+        return f"sao-online: warning: {message}\n"
+    return _default_format_warning(message, category, filename, lineno, line)
+
+
+_default_format_warning = warnings.formatwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    warnings.formatwarning = _format_warning  # restored below: main() may run in-process
     # Like `python -m`: a user's task module (env.id: my_tasks:my_tasks/Name-v0) next to the
     # config imports without PYTHONPATH; spawned workers inherit the path.
     if os.getcwd() not in sys.path and "" not in sys.path:
@@ -244,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"sao-online {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = _default_format_warning
 
 
 if __name__ == "__main__":
