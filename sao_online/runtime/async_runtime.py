@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sao_online.runtime.batch_selection import select_batch
-from sao_online.runtime.context import dropped_episode_record
+from sao_online.runtime.episode_rows import dropped_episode_record
 from sao_online.runtime.loop import RunInterrupted, TrainingLoop
 from sao_online.runtime.planner import EpisodePlan
 from sao_online.runtime.pool import WorkerPool

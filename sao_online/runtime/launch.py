@@ -18,7 +18,8 @@ from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
 from sao_online.runlog import RunLog, run_directory
 from sao_online.runtime.backends import run_backend
-from sao_online.runtime.context import RunContext, clock_horizon
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.envs import clock_horizon
 from sao_online.runtime.loop import TrainingLoop
 
 
