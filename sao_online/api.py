@@ -82,7 +82,7 @@ def compare(config: ConfigSource, *, methods: list[str] | str, seeds: int = 3,
     Returns:
         ``<out>/<experiment>``, the folder to pass to :func:`report`.
     """
-    from sao_online.compare import compare as compare_runs
+    from sao_online.commands.compare import compare as compare_runs
 
     if isinstance(methods, str):
         methods = methods.split(",")

@@ -75,7 +75,7 @@ def schedule_phases(config: ExperimentConfig) -> list[tuple[float, float]]:
     Raises:
         ConfigError: the schedule's clock has no known horizon (seconds).
     """
-    from sao_online.runtime.context import clock_horizon, resolve_schedule
+    from sao_online.runtime.envs import clock_horizon, resolve_schedule
 
     schedule = resolve_schedule(config)
     horizon = clock_horizon(config, schedule)
@@ -98,7 +98,7 @@ def regime_sampler(config: ExperimentConfig, env: Any) -> Callable[[np.random.Ge
     if config.model.warm_start_regimes == "space":
         drift_space = normalize_space(env.unwrapped.drift_space)
         return lambda rng: _sample_from_space(drift_space, rng)
-    from sao_online.runtime.context import resolve_schedule
+    from sao_online.runtime.envs import resolve_schedule
 
     schedule = resolve_schedule(config)
     phases = schedule_phases(config)
@@ -147,7 +147,7 @@ def _regimes_key(config: ExperimentConfig) -> Any:
     """What decides the demonstrations' regimes (the schedule and budget only when they do)."""
     if config.model.warm_start_regimes == "space":
         return "space"
-    from sao_online.runtime.context import resolve_schedule
+    from sao_online.runtime.envs import resolve_schedule
 
     return {"schedule": resolve_schedule(config).to_dict(), "phases": schedule_phases(config)}
 

@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from sao_online.config import load_config
-from sao_online.runtime.context import BudgetWarning, budget_warnings, resolve_schedule
+from sao_online.runtime.envs import BudgetWarning, budget_warnings, resolve_schedule
 from sao_online.runtime.launch import DurationEstimate, format_duration, run_experiment
 
 

@@ -21,7 +21,7 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)  # one core per run; runs go in parallel instead
-    from sao_online.runtime.context import BudgetWarning
+    from sao_online.runtime.envs import BudgetWarning
     from sao_online.runtime.launch import run_experiment
 
     warnings.simplefilter("ignore", BudgetWarning)  # the parent warned once for every run
@@ -80,7 +80,7 @@ def compare(config: str | Path | dict[str, Any] | ExperimentConfig, *, methods: 
     for method in methods:
         if method not in METHODS:
             raise ConfigError(f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}")
-    from sao_online.runtime.context import warn_about_budget
+    from sao_online.runtime.envs import warn_about_budget
 
     warn_about_budget(base)
     if base.model.warm_start:
