@@ -115,7 +115,10 @@ def test_an_unregistered_id_gets_one_line_saying_how_to_register_or_import_it():
 def test_a_module_prefixed_id_imports_the_module_that_registers_it(tmp_path, monkeypatch):
     (tmp_path / "plain_space_tasks.py").write_text(
         "import gymnasium\n"
-        "from tests.environments.test_plain_drift_spaces import ListTask\n"
+        "from sao_online.environments import DriftingTextEnv\n"
+        "class ListTask(DriftingTextEnv):\n"
+        "    description = 'Pick a side.'\n"
+        "    drift_space = {'side': ['heads', 'tails'], 'noise': (0, 1)}\n"
         "gymnasium.register('plain_space_tasks/Pick-v0', entry_point=ListTask)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     check_env_id("plain_space_tasks:plain_space_tasks/Pick-v0")
@@ -131,7 +134,9 @@ def test_envs_import_lists_a_users_tasks_and_refuses_a_module_without_any(
 
     (tmp_path / "listed_user_tasks.py").write_text(
         "import gymnasium\n"
-        "from tests.environments.test_plain_drift_spaces import PlainEnv\n"
+        "class PlainEnv(gymnasium.Env):\n"
+        "    'A plain Gymnasium env (not a DriftingTextEnv).'\n"
+        "    drift_space = {'side': ['heads', 'tails'], 'noise': (0.0, 0.5)}\n"
         "gymnasium.register('listed_user_tasks/Coin-v0', entry_point=PlainEnv)\n")
     (tmp_path / "empty_user_module.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
