@@ -166,14 +166,25 @@ def read_table(run_dir: Path, table: str) -> pd.DataFrame | None:
             return None
         raise RunLoadError(f"run {run_dir} has no {table} table ({location.name} is missing)")
     if location.is_file():
-        return pd.read_parquet(location)
+        return _read_part(location)
     parts = sorted(part for part in location.glob("*.parquet")
                    if not part.name.startswith((".", "_")))
     if not parts:
         return pd.DataFrame()
-    frames = [pd.read_parquet(part) for part in parts]
+    frames = [_read_part(part) for part in parts]
     frames = [frame for frame in frames if len(frame)] or frames[:1]
     return pd.concat(frames, ignore_index=True)
+
+
+def _read_part(part: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(part)
+    except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
+        first = str(error).strip().splitlines()[0][:80] if str(error).strip() else ""
+        raise RunLoadError(
+            f"{part}: damaged table part ({type(error).__name__}: {first}); `sao-online run "
+            f"CONFIG --out RUN_DIR --resume` sets it aside and runs its episodes again from a "
+            f"checkpoint that precedes it") from None
 
 
 def _config_row(run_dir: Path) -> dict[str, Any]:
