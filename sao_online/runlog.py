@@ -43,6 +43,7 @@ from sao_online.checkpoint_io import (
     CheckpointError,
     file_digest,
     read_checkpoint,
+    read_manifest,
     write_checkpoint,
 )
 from sao_online.config import SAFE_NAME, short_repr
@@ -296,7 +297,7 @@ class RunLog:
                     raise CheckpointError(f"{where}: unexpected part name in the checkpoint")
                 if not part.is_file() or part.is_symlink():
                     raise CheckpointError(f"{where} is missing")
-                if file_digest(part) != (record["bytes"], record["sha256"]):
+                if not verify_part(part, record):
                     raise CheckpointError(f"{where} differs from what the checkpoint recorded "
                                           f"(damaged after it was written)")
 
@@ -354,6 +355,27 @@ def read_part(part: Path) -> pd.DataFrame:
             f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); resume the run "
             f"with --resume to set it aside and run its episodes again from a checkpoint that "
             f"precedes it") from None
+
+
+def recorded_parts(run_dir: Path) -> tuple[str, dict[str, dict[str, dict[str, Any]]]] | None:
+    """(checkpoint name, table -> part file -> record) of the newest readable checkpoint manifest.
+
+    Reads ``state.json`` only (no tensors), for readers that check parts against it; None when
+    the run has no readable checkpoint.
+    """
+    for folder in checkpoint_folders(run_dir):
+        try:
+            tables = read_manifest(folder)["tables"]
+        except CheckpointError:
+            continue
+        return folder.name, {table: {record["file"]: record for record in records}
+                             for table, records in tables.items()}
+    return None
+
+
+def verify_part(part: Path, record: dict[str, Any]) -> bool:
+    """Whether ``part`` has the size and SHA-256 a checkpoint recorded for it."""
+    return file_digest(part) == (record["bytes"], record["sha256"])
 
 
 def _order(name: str) -> tuple[int, int] | None:

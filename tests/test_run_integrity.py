@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -99,6 +100,17 @@ def test_loading_a_run_with_a_damaged_part_names_the_file(tmp_path):
         load_runs(tmp_path)
     with pytest.raises(RunDirError, match=r"part-00003\.parquet"):
         RunLog(run).read("episodes")
+
+
+def test_loading_checks_parts_against_the_checkpoint_hashes(tmp_path):
+    run = tmp_path / "exp" / "sao" / "seed-0"
+    two_checkpoints(run)
+    assert load_runs(tmp_path)["episode"].tolist() == list(range(10))
+    part = run / "episodes.parquet" / "part-00001.parquet"
+    pd.read_parquet(part).assign(episode=[20, 30]).to_parquet(part, index=False)  # readable
+    with pytest.raises(RunLoadError, match=r"part-00001\.parquet: damaged table part \(differs "
+                                           r"from what checkpoint step-000002 recorded"):
+        load_runs(tmp_path)
 
 
 def test_tampered_tensors_fail_their_hash_and_the_older_checkpoint_is_used(tmp_path):
