@@ -38,9 +38,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     path = warm_start(config, force=args.force, progress=True)
     print(f"warm start ready: {path}")
     if args.summary:
+        from sao_online.commands.policy_summary import behavior_summary
         from sao_online.models import load_policy
-        from sao_online.policy_summary import behavior_summary
-        from sao_online.runtime.context import resolve_schedule
+        from sao_online.runtime.envs import resolve_schedule
 
         policy, tokenizer = load_policy(str(path))
         summary = json.loads((path / "warm_start.json").read_text())
@@ -63,7 +63,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from sao_online.compare import compare
+    from sao_online.commands.compare import compare
 
     out = compare(args.config, methods=args.methods.split(","), seeds=args.seeds, out=args.out,
                   overrides=args.set, parallel=args.parallel, overwrite=args.overwrite,
@@ -82,15 +82,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "rollout":
-        from sao_online.bench_rollout import run_rollout_benchmark
+        from sao_online.commands.bench_rollout import run_rollout_benchmark
 
         result = run_rollout_benchmark(quick=args.quick)
     elif args.what == "throughput":
-        from sao_online.bench_throughput import run_throughput_benchmark
+        from sao_online.commands.bench_throughput import run_throughput_benchmark
 
         result = run_throughput_benchmark(quick=args.quick)
     else:
-        from sao_online.bench_async import run_async_benchmark
+        from sao_online.commands.bench_async import run_async_benchmark
 
         result = run_async_benchmark(quick=args.quick)
     print(json.dumps(result))
@@ -98,7 +98,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from sao_online.demo import run_demo
+    from sao_online.commands.demo import run_demo
 
     report = run_demo(out=args.out, seeds=args.seeds, quick=args.quick, fresh=args.fresh)
     print(f"demo report: {report}")
