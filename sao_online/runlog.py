@@ -265,12 +265,13 @@ class RunLog:
                       "start it again with --overwrite, or restore the files named")
             raise RunDirError(f"--resume: no checkpoint of {self.path} can be verified "
                               f"({reasons}); nothing was changed; {advice}")
+        # No checkpoint at all: the parts (if any) cannot be checked against one. They are set
+        # aside, not deleted (most likely a session killed before its first checkpoint).
         written = sum(len(self._part_files(table)) for table in TABLES)
-        for table in TABLES:  # killed before the first checkpoint: start the tables again
-            self._truncate(table, 0)
         if written:
-            self.messages.append(f"no checkpoint yet: removed {written} table part(s) of the "
-                                 f"interrupted session; starting from the beginning")
+            aside = self._set_aside_after({table: 0 for table in TABLES})
+            self.messages.append(f"no checkpoint: moved {written} table part(s) to {aside}; "
+                                 f"starting from the beginning")
         return None
 
     def _check_latest(self, candidates: list[Path]) -> None:
@@ -280,7 +281,10 @@ class RunLog:
                 self.messages.append("checkpoints/latest is missing; using the newest step "
                                      "folder that verifies")
             return
-        name = latest.read_text(errors="replace").strip() if latest.is_file() else ""
+        name = ""
+        if latest.is_file() and not latest.is_symlink():  # a link is never followed
+            with open(latest, "rb") as handle:
+                name = handle.read(200).decode(errors="replace").strip()
         if not CHECKPOINT_NAME.match(name):
             self.messages.append(f"checkpoints/latest names {short_repr(name)}, which is not a "
                                  f"checkpoint of this run; ignored")
@@ -305,25 +309,22 @@ class RunLog:
                  tables: dict[str, list[dict[str, Any]]], rejected: list[tuple[Path, str]]) -> None:
         """Keep exactly the parts ``folder`` covers; set aside (or, routinely, remove) the rest."""
         fallback = bool(rejected)
-        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-        aside = self.path / DISCARDED / stamp
+        aside = self.path / DISCARDED / _stamp()
         for old, reason in rejected:
             (aside / "checkpoints").mkdir(parents=True, exist_ok=True)
             os.replace(old, aside / "checkpoints" / old.name)
             self.messages.append(f"skipped checkpoint {old.name} ({reason}); moved it to "
                                  f"{aside.relative_to(self.path)}/checkpoints")
-        removed = 0
-        for table in TABLES:
-            keep = len(tables.get(table, []))
-            extra = self._part_files(table)[keep:]
-            for part in extra:
-                if fallback:
-                    (aside / f"{table}.parquet").mkdir(parents=True, exist_ok=True)
-                    os.replace(part, aside / f"{table}.parquet" / part.name)
-                else:
+        keep = {table: len(tables.get(table, [])) for table in TABLES}
+        removed = sum(len(self._part_files(table)[keep[table]:]) for table in TABLES)
+        if fallback:
+            self._set_aside_after(keep, aside)
+        else:
+            for table in TABLES:
+                for part in self._part_files(table)[keep[table]:]:
                     part.unlink()
-            removed += len(extra)
-            self._parts[table] = keep
+        for table in TABLES:
+            self._parts[table] = keep[table]
             self._buffers[table] = []
             self._records[table] = {record["file"]: record for record in tables.get(table, [])}
         what = (f"moved {removed} table part(s) written after it to {aside.relative_to(self.path)}"
@@ -335,11 +336,18 @@ class RunLog:
             shutil.rmtree(latest) if latest.is_dir() and not latest.is_symlink() else latest.unlink()
         write_text_atomically(latest, folder.name)
 
-    def _truncate(self, table: str, parts: int) -> None:
-        for extra in self._part_files(table)[parts:]:
-            extra.unlink()
-        self._parts[table] = parts
-        self._buffers[table] = []
+    def _set_aside_after(self, keep: dict[str, int], aside: Path | None = None) -> Path:
+        """Move each table's parts after its first ``keep[table]`` into ``aside`` (by default a
+        new ``discarded/<time>`` folder); return that folder relative to the run."""
+        if aside is None:
+            aside = self.path / DISCARDED / _stamp()
+        for table in TABLES:
+            for part in self._part_files(table)[keep[table]:]:
+                (aside / f"{table}.parquet").mkdir(parents=True, exist_ok=True)
+                os.replace(part, aside / f"{table}.parquet" / part.name)
+            self._parts[table] = min(self._parts[table], keep[table])
+            self._buffers[table] = []
+        return aside.relative_to(self.path)
 
 
 def read_part(part: Path) -> pd.DataFrame:
@@ -376,6 +384,10 @@ def recorded_parts(run_dir: Path) -> tuple[str, dict[str, dict[str, dict[str, An
 def verify_part(part: Path, record: dict[str, Any]) -> bool:
     """Whether ``part`` has the size and SHA-256 a checkpoint recorded for it."""
     return file_digest(part) == (record["bytes"], record["sha256"])
+
+
+def _stamp() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 def _order(name: str) -> tuple[int, int] | None:

@@ -237,3 +237,16 @@ def test_cli_overwrite_into_a_live_run_is_a_one_line_error(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"in use by pid {holder.pid}" in lines[0], result.stderr
     assert (run / "config.yaml").exists()
+
+
+def test_parts_without_any_checkpoint_are_set_aside_not_deleted(tmp_path):
+    with RunLog.create(tmp_path, {"a": 1}, flush_every=2) as log:
+        for episode in range(5):
+            log.log("episodes", {"episode": episode})
+    log, state = resume(tmp_path)
+    assert state is None and len(log.read("episodes")) == 0
+    (aside,) = (tmp_path / "discarded").iterdir()
+    assert sorted(p.name for p in (aside / "episodes.parquet").iterdir()) == [
+        "part-00000.parquet", "part-00001.parquet"]
+    assert any("no checkpoint: moved 2 table part(s)" in m for m in log.messages)
+    log.close()
