@@ -72,8 +72,8 @@ def _encode(value: Any, tensors: dict[str, torch.Tensor], seen: set[int], where:
         plain = all(isinstance(k, str) and not k.startswith("$") for k in value)
         if plain:
             return {k: _encode(v, tensors, seen, f"{where}.{k}") for k, v in value.items()}
-        return {_ITEMS: [[_encode(k, tensors, seen, where), _encode(v, tensors, seen, f"{where}.{k}")]
-                         for k, v in value.items()]}
+        return {_ITEMS: [[_encode(k, tensors, seen, where),
+                          _encode(v, tensors, seen, f"{where}.{k}")] for k, v in value.items()]}
     raise TypeError(f"checkpoint state {where or '(root)'}: cannot store a "
                     f"{type(value).__name__} (tensors, numbers, strings, lists, tuples, dicts)")
 

@@ -94,7 +94,8 @@ class RunLog:
         lock: the run directory's lock, held by this writer (released by ``close``).
     """
 
-    def __init__(self, path: str | Path, flush_every: int = 256, lock: RunLock | None = None) -> None:
+    def __init__(self, path: str | Path, flush_every: int = 256,
+                 lock: RunLock | None = None) -> None:
         self.path = Path(path)
         self.flush_every = flush_every
         self.lock = lock
@@ -332,8 +333,10 @@ class RunLog:
         self.messages.append(f"resuming from checkpoints/{folder.name}"
                              + (f"; {what} (their episodes are run again)" if removed else ""))
         latest = self.path / "checkpoints" / "latest"
-        if latest.is_symlink() or latest.is_dir():
-            shutil.rmtree(latest) if latest.is_dir() and not latest.is_symlink() else latest.unlink()
+        if latest.is_symlink() or not latest.is_dir():
+            latest.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(latest)
         write_text_atomically(latest, folder.name)
 
     def _set_aside_after(self, keep: dict[str, int], aside: Path | None = None) -> Path:

@@ -250,3 +250,23 @@ def test_parts_without_any_checkpoint_are_set_aside_not_deleted(tmp_path):
         "part-00000.parquet", "part-00001.parquet"]
     assert any("no checkpoint: moved 2 table part(s)" in m for m in log.messages)
     log.close()
+
+
+def test_a_real_run_without_latest_resumes_from_its_newest_checkpoint(tmp_path, capsys):
+    from sao_online.config import load_config
+    from sao_online.runtime.launch import run_experiment
+
+    config = load_config(None, [
+        "model.warm_start=false", "model.num_layers=1", "model.hidden_size=32",
+        "rollout.max_turns=1", "rollout.max_action_tokens=8", "rollout.max_episode_tokens=96",
+        "rollout.batch_size=8", "runtime.backend=sync", "budget.episodes=32",
+        "logging.checkpoint_every=2", "logging.flush_every=8"])
+    run = tmp_path / "run"
+    run_experiment(config, out=run)
+    before = load_runs(run)
+    (run / "checkpoints" / "latest").unlink()
+    summary = run_experiment(config, out=run, resume=True)
+    assert summary["episodes"] == 32 and summary["dropped_episodes"] == 0
+    pd.testing.assert_frame_equal(load_runs(run), before)  # nothing lost, nothing re-run
+    err = capsys.readouterr().err
+    assert "checkpoints/latest is missing" in err and "resuming from checkpoints/step-000004" in err

@@ -260,7 +260,8 @@ def pending_plans(state: dict[str, Any] | None) -> list[EpisodePlan]:
     """The admitted-but-untrained plans recorded in a checkpoint of an asynchronous run."""
     if not state:
         return []
-    return [plan_from_dict(plan) for plan in state.get(_CHECKPOINT_KEY, {}).get("pending_plans", [])]
+    recorded = state.get(_CHECKPOINT_KEY, {}).get("pending_plans", [])
+    return [plan_from_dict(plan) for plan in recorded]
 
 
 def run_async(loop: TrainingLoop, make_pool: Callable[[], WorkerPool],
