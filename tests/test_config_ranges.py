@@ -126,3 +126,17 @@ def test_names_that_would_leave_the_runs_root_are_refused(name, tmp_path):
         run_directory(tmp_path, name, "sao", 0)
     with pytest.raises(RunDirError, match="algorithm.name: .* cannot name a folder"):
         run_directory(tmp_path, "fine", name, 0)
+
+
+def test_schedule_files_get_the_same_bounds(tmp_path):
+    from sao_online.drift_schedules import ScheduleError, load_schedule
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("parameters:\n  x: &a [1, 2]\n  y: *a\n")
+    with pytest.raises(ScheduleError, match=r"bomb.yaml: line 3: YAML aliases \(\*a\)"):
+        load_schedule(bomb)
+    huge = {"parameters": {"preferred": {"kind": "abrupt", "values": ["cute"] * 100_000,
+                                         "at": "soon"}}}
+    with pytest.raises(ScheduleError) as caught:
+        load_schedule(huge)
+    assert len(str(caught.value)) <= 400
