@@ -140,3 +140,20 @@ def test_schedule_files_get_the_same_bounds(tmp_path):
     with pytest.raises(ScheduleError) as caught:
         load_schedule(huge)
     assert len(str(caught.value)) <= 400
+
+
+@pytest.mark.parametrize("data", [
+    {"optim": {"max_grad_norm": -1}},
+    {"optim": {"betas": [0.9]}},
+    {"eval": {"episodes_per_phase": 0}},
+    {"seed": 2**40},
+])
+def test_the_json_schema_carries_the_ranges(data):
+    import jsonschema
+
+    from sao_online.config_schema import config_json_schema
+
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, config_json_schema())
+    with pytest.raises(ConfigError):
+        load_config(data)
