@@ -19,7 +19,11 @@ from pathlib import Path
 LOCK_FILE = ".lock"
 
 
-class RunDirLockedError(ValueError):
+class RunLockError(ValueError):
+    """The run directory's lock cannot be taken (the message says why)."""
+
+
+class RunDirLockedError(RunLockError):
     """Another live process writes this run directory."""
 
 
@@ -69,11 +73,16 @@ class RunLock:
 
         Raises:
             RunDirLockedError: another live process holds it; the message names that process.
+            RunLockError: the lock file cannot be opened (named).
         """
         run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as error:  # not writable, or the lock file is a link (never followed)
+            raise RunLockError(f"{path}: cannot open the run's lock file "
+                               f"({error.strerror or error})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -270,3 +270,16 @@ def test_a_real_run_without_latest_resumes_from_its_newest_checkpoint(tmp_path, 
     pd.testing.assert_frame_equal(load_runs(run), before)  # nothing lost, nothing re-run
     err = capsys.readouterr().err
     assert "checkpoints/latest is missing" in err and "resuming from checkpoints/step-000004" in err
+
+
+def test_a_lock_file_that_is_a_link_is_never_followed(tmp_path):
+    from sao_online.runlock import RunLockError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    (run / ".lock").symlink_to(target)
+    with pytest.raises(RunLockError, match=r"\.lock: cannot open the run's lock file"):
+        RunLog.create(run, {"a": 1})
+    assert target.read_text() == "keep me"
