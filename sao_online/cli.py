@@ -246,24 +246,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _format_warning(message, category, filename, lineno, line=None) -> str:
-    # sao-online's own warnings are for the user of the command: one line, no source location.
-    if category.__module__.startswith("sao_online"):
-        return f"sao-online: warning: {message}\n"
-    return _default_format_warning(message, category, filename, lineno, line)
-
-
-_default_format_warning = warnings.formatwarning
 
 
 def main(argv: list[str] | None = None) -> int:
+    from sao_online.config import ConfigWarning
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    warnings.formatwarning = _format_warning  # restored below: main() may run in-process
     # Like `python -m`: a user's task module (env.id: my_tasks:my_tasks/Name-v0) next to the
     # config imports without PYTHONPATH; spawned workers inherit the path.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    default_show = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        # sao-online's own warnings (a setting adjusted on load, a budget with no shift in it)
+        # are for the user of the command: one plain line, no source location.
+        if issubclass(category, ConfigWarning) or category.__module__.startswith("sao_online"):
+            print(f"sao-online {args.command}: warning: {message}", file=sys.stderr)
+        else:
+            default_show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as error:
@@ -274,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sao-online {args.command}: interrupted", file=sys.stderr)
         return 130
     finally:
-        warnings.formatwarning = _default_format_warning
+        warnings.showwarning = default_show
 
 
 if __name__ == "__main__":

@@ -60,8 +60,8 @@ def warn_about_budget(config: ExperimentConfig) -> None:
 
 def resolve_schedule(config: ExperimentConfig) -> Schedule:
     """The run's schedule (stationary at the env's defaults when none is given), validated."""
-    check_env_id(config.env.id)
-    env = gymnasium.make(config.env.id, **config.env.kwargs)
+    check_env_id(config.env.id)  # says how to register or import an unknown id
+    env = config.env.make()
     drift_space = getattr(env.unwrapped, "drift_space", None)
     env.close()
     if drift_space is None:
