@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from analysis_synthetic import simulated_episodes, updates_frame, write_run
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from sao_online.analysis import load_runs, plot_recovery, write_report
 from sao_online.analysis.verdict import seed_warnings, verdict_table
@@ -66,7 +67,7 @@ def test_the_report_opens_with_the_verdict_and_warns_about_two_seeds(tmp_path):
     head = report.split("## How to read this")[0]
     assert "Warning: Too few seeds for the intervals: grpo (2), sao (2)." in head
     verdict = head.split("## Verdict")[1]
-    assert "| 1: preferred=cute -> preferred=chuunibyou | sao |" in verdict
+    assert "preferred=chuunibyou | sao | " in verdict and "| grpo |" in verdict
     # No figure whose every value is 0, and no staleness histogram of zeros: a sentence instead.
     figures = {path.name for path in (tmp_path / "report" / "figures").iterdir()}
     assert "exp_masked_fractions.png" not in figures and "exp_staleness.png" not in figures
@@ -104,4 +105,7 @@ def test_axis_labels_say_what_the_clock_counts(tmp_path, x, label):
     root = two_seed_root(tmp_path / "runs", updates_zero=False)
     ax = plot_recovery(load_runs(root), x=x, reps=20)
     assert ax.get_xlabel() == label
-    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # outside
+    renderer = FigureCanvasAgg(ax.figure).get_renderer()
+    ax.figure.draw(renderer)
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert legend.x0 >= ax.get_window_extent(renderer).x1  # right of the axes: off the curves
