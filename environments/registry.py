@@ -64,7 +64,7 @@ def check_env_id(env_id: str, field: str = "env.id") -> None:
     hint = (f"the module {module!r} does not register it" if module else
             "name the module that registers it in the id, 'MODULE:" + name + "'")
     raise EnvNotFoundError(
-        f"{field}: {name!r} is not a registered environment; {hint} (the module calls "
+        f"{field}: {name!r}: not a registered environment; {hint} (the module calls "
         f"gymnasium.register({name!r}, entry_point=...)); `sao-online envs --import MODULE` "
         "lists what a module registers")
 

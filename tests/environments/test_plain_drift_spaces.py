@@ -106,7 +106,7 @@ def test_an_unregistered_id_gets_one_line_saying_how_to_register_or_import_it():
         check_env_id("my_tasks/GuessRange-v0")
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("env.id: 'my_tasks/GuessRange-v0' is not a registered environment")
+    assert message.startswith("env.id: 'my_tasks/GuessRange-v0': not a registered environment")
     assert "'MODULE:my_tasks/GuessRange-v0'" in message and "gymnasium.register" in message
     with pytest.raises(EnvNotFoundError, match=r"cannot import module 'no_such_tasks_module'"):
         check_env_id("no_such_tasks_module:my_tasks/GuessRange-v0")
