@@ -101,6 +101,9 @@ class RolloutConfig:
     on_action_cap: str = _f("truncate", "An action reaching max_action_tokens: truncate (ends the "
                             "episode, no env step) or submit (the env gets the cut action).")
     max_episode_tokens: int = _f(384, "Token cap per episode (truncates).")
+    lean_forward: bool | None = _f(None, "Decode with the hand-written Llama/Qwen2 forward (same "
+                                   "logits, less overhead): null = where supported, true = "
+                                   "require it, false = the Hugging Face forward.")
 
 
 @dataclass
