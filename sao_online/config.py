@@ -112,6 +112,10 @@ class RuntimeConfig:
     num_workers: int = _f(2, "Rollout workers (processes or Ray actors) of the asynchronous backends.")
     max_staleness: int = _f(4, "Bound on learner version minus a trajectory's oldest token version.")
     in_flight_updates: bool = _f(True, "Workers take new weights between decoding steps.")
+    torch_threads: int | str = _f("auto", "Torch threads of the learner process: 'auto' counts the "
+                                  "cores this process may use (affinity) minus those busy with "
+                                  "other work (sampled from /proc/stat) and, for local/ray, minus "
+                                  "one per rollout worker (at least 1); a number is used as is.")
     ray_address: str | None = _f(None, "Ray cluster to join ('auto', 'ray://host:port'); unset starts a "
                                  "private local Ray with num_workers CPUs.")
 
@@ -175,6 +179,9 @@ class ExperimentConfig:
             ("algorithm.dis_eps_high", self.algorithm.dis_eps_high > 0, "must be > 0"),
             ("runtime.max_staleness", self.runtime.max_staleness >= 0, "must be >= 0"),
             ("runtime.num_workers", self.runtime.num_workers >= 1, "must be >= 1"),
+            ("runtime.torch_threads", self.runtime.torch_threads == "auto" or (
+                isinstance(self.runtime.torch_threads, int) and self.runtime.torch_threads >= 1),
+             "must be 'auto' or an integer >= 1"),
             ("optim.lr", self.optim.lr > 0, "must be > 0"),
             ("algorithm.critic_updates", self.algorithm.critic_updates >= 1, "must be >= 1"),
             ("algorithm.critic_warmup_steps", self.algorithm.critic_warmup_steps >= 0, "must be >= 0"),
