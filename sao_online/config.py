@@ -116,6 +116,9 @@ class RuntimeConfig:
                                   "cores this process may use (affinity) minus those busy with "
                                   "other work (sampled from /proc/stat) and, for local/ray, minus "
                                   "one per rollout worker (at least 1); a number is used as is.")
+    ray_worker_resources: dict = _f({}, "Ray custom resources each rollout actor requests, e.g. "
+                                    "{rollout_node: 1} to place the actors on the nodes that "
+                                    "offer it (started with --resources).")
     ray_address: str | None = _f(None, "Ray cluster to join ('auto', 'ray://host:port'); unset starts a "
                                  "private local Ray with num_workers CPUs.")
 
@@ -179,6 +182,11 @@ class ExperimentConfig:
             ("algorithm.dis_eps_high", self.algorithm.dis_eps_high > 0, "must be > 0"),
             ("runtime.max_staleness", self.runtime.max_staleness >= 0, "must be >= 0"),
             ("runtime.num_workers", self.runtime.num_workers >= 1, "must be >= 1"),
+            ("runtime.ray_worker_resources", all(
+                isinstance(name, str) and not isinstance(amount, bool)
+                and isinstance(amount, int | float) and amount > 0
+                for name, amount in self.runtime.ray_worker_resources.items()),
+             "must map resource names to positive amounts"),
             ("runtime.torch_threads", self.runtime.torch_threads == "auto" or (
                 isinstance(self.runtime.torch_threads, int) and self.runtime.torch_threads >= 1),
              "must be 'auto' or an integer >= 1"),
