@@ -112,6 +112,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from sao_online.config_schema import schema_text
+
+    text = schema_text()
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"config schema: {args.out}")
+    else:
+        print(text, end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sao-online",
@@ -181,6 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="throughput: also run TRL's GRPOTrainer on the same workload and "
                             "report the ratio (needs pip install 'sao-online[trl]')")
     bench.set_defaults(func=_cmd_bench)
+
+    schema = commands.add_parser("schema", help="the JSON Schema of experiment configs (for "
+                                                "editors that complete and check YAML)")
+    schema.add_argument("--out", default=None, help="write it to this file (default: stdout)")
+    schema.set_defaults(func=_cmd_schema)
 
     demo = commands.add_parser("demo", help="the StyleShift paper protocol: SAO vs GRPO, report")
     demo.add_argument("--out", default="runs/demo", help="output folder")

@@ -50,11 +50,12 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from sao_online.config import ActionCapPolicy
 from sao_online.models.chat import ChatLayout
 from sao_online.models.sampling import sample_tokens, validate_sampling
 from sao_online.models.slot_decoder import SlotDecoder, text_config
@@ -63,7 +64,6 @@ from sao_online.rollout.episode import EpisodeRequest, EpisodeState, RolloutStat
 from sao_online.rollout.prompt_sharing import step_sharing_prompts
 from sao_online.types import Trajectory
 
-ActionCapPolicy = Literal["truncate", "submit"]
 # How long the loop waits for an environment call when idle slots might get new requests.
 _ENV_POLL_SECONDS = 0.01
 
