@@ -118,7 +118,7 @@ class RuntimeConfig:
     num_workers: int = _f(2, "Rollout workers (processes or Ray actors) of the asynchronous backends.")
     max_staleness: int = _f(4, "Bound on learner version minus a trajectory's oldest token version.")
     in_flight_updates: bool = _f(True, "Workers take new weights between decoding steps.")
-    torch_threads: int | str = _f("auto", "Torch threads of the learner process: 'auto' counts the "
+    torch_threads: int | Literal["auto"] = _f("auto", "Torch threads of the learner process: 'auto' counts the "
                                   "cores this process may use (affinity) minus those busy with "
                                   "other work (sampled from /proc/stat) and, for local/ray, minus "
                                   "one per rollout worker (at least 1); a number is used as is.")
