@@ -10,6 +10,10 @@ of ``step`` feeds every slot its pending tokens and returns the next-token logit
 - slots with several pending tokens (a new prompt, an observation) go through one more forward
   as a left-padded chunk holding only those slots.
 
+For Llama-family models (``lean_forward_support``) both forwards run ``LeanLlamaForward``, a
+hand-written forward over the model's own weights; other architectures go through the Hugging
+Face forward with the slot cache passed as its ``Cache``.
+
 Column ``c`` of a slot's cache row holds its token at position ``c``; each query sees its own
 row's columns up to its own. With greedy decoding the logits equal those of a full forward over
 each sequence alone (the rollout tests check tokens and logprobs against such a reference).
