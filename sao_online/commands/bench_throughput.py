@@ -133,7 +133,11 @@ def run_throughput_benchmark(quick: bool = False, *, episodes: int | None = None
         from sao_online.commands.bench_trl import run_trl_grpo
 
         config = load_config(None, config_overrides)
-        result["peer"] = run_trl_grpo(config, episodes=budget)
+        torch.set_num_threads(sync["threads"])  # the threads our sync side chose
+        try:
+            result["peer"] = run_trl_grpo(config, episodes=budget)
+        finally:
+            torch.set_num_threads(threads_before)
         peer_rate = result["peer"]["completions_per_second"]
         result["ratio_to_peer"] = {
             name: round(side["completions_per_second"] / peer_rate, 3)
