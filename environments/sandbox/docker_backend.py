@@ -1,0 +1,214 @@
+"""The ``docker`` sandbox: a warm container per sandbox, a fresh limited process per program.
+
+Starting a container per episode costs far more than running the program, so each
+:class:`DockerSandbox` keeps one long-lived container (``sleep infinity`` under Docker's init)
+and runs every program as a new ``docker exec`` inside it. The container has no network
+(``network_mode="none"``), a read-only root filesystem, size-limited tmpfs mounts for ``/work``
+and ``/tmp``, memory, CPU and PID limits, all capabilities dropped but the few the per-run
+wrapper needs to switch to the unprivileged user. The wrapper (a root shell inside the
+container) makes a fresh folder, runs the harness as user ``nobody`` under ``timeout`` and
+``prlimit`` (CPU, address space, file size, processes), then kills whatever that user left
+running and removes the folder.
+
+The container is removed on :meth:`DockerSandbox.close`, when the sandbox is garbage collected,
+and at interpreter exit, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import socket
+import threading
+import time
+import weakref
+from typing import Any
+
+from sao_online.environments.sandbox.base import (
+    HARNESS_SOURCE,
+    MIB,
+    Ending,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+)
+
+DEFAULT_IMAGE = "sao-online-python:bookworm"
+#: Label on every container this package starts (its value: the starting process's PID).
+CONTAINER_LABEL = "sao-online.sandbox"
+
+# $1 wall seconds, $2/$3 CPU soft/hard, $4 address space, $5 file size, $6 processes, $7 harness.
+_WRAPPER = r"""
+d=$(mktemp -d /work/run.XXXXXX) || exit 125
+chown 65534:65534 "$d" && cd "$d" || exit 125
+drop="setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all"
+timeout -s KILL "$1" prlimit --cpu="$2:$3" --as="$4" --fsize="$5" --nproc="$6" \
+    --nofile=64 --core=0 $drop python3 -E -s -c "$7"
+status=$?
+$drop sh -c 'kill -9 -1' 2>/dev/null
+cd / && rm -rf "$d"
+exit $status
+"""
+
+_live_containers: dict[str, Any] = {}
+_live_lock = threading.Lock()
+
+
+def _remove_container(container_id: str) -> None:
+    with _live_lock:
+        container = _live_containers.pop(container_id, None)
+    if container is not None:
+        # Already gone, or the engine stopped: nothing more to do either way.
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+
+
+@atexit.register
+def _remove_all_containers() -> None:
+    for container_id in list(_live_containers):
+        _remove_container(container_id)
+
+
+def docker_problem(image: str = DEFAULT_IMAGE) -> str:
+    """Why the docker sandbox cannot run here ('' when it can)."""
+    try:
+        import docker
+    except ImportError:
+        return "the docker Python SDK is not installed (pip install 'sao-online[docker]')"
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as error:  # noqa: BLE001
+        return f"no Docker engine answers ({type(error).__name__}: {str(error)[:120]})"
+    try:
+        client.images.get(image)
+    except Exception:  # noqa: BLE001
+        return (f"the image {image} is missing (build it with .ci/setup-sandboxes.sh: debootstrap"
+                " + docker import)")
+    finally:
+        client.close()
+    return ""
+
+
+class DockerSandbox(Sandbox):
+    """Programs run in a warm, locked-down container through the docker SDK.
+
+    Args:
+        limits: default limits of a run.
+        image: a local image with ``python3``, coreutils ``timeout`` and util-linux
+            ``prlimit``/``setpriv`` (the Debian minbase image of ``.ci/setup-sandboxes.sh``).
+        cpus: CPUs the container may use.
+
+    Raises:
+        SandboxUnavailable: no SDK, no engine, or no image.
+    """
+
+    name = "docker"
+
+    def __init__(self, limits: Limits | None = None, image: str = DEFAULT_IMAGE,
+                 cpus: float = 1.0) -> None:
+        super().__init__(limits)
+        problem = docker_problem(image)
+        if problem:
+            raise SandboxUnavailable(f"docker sandbox: {problem}")
+        import docker
+
+        self.image = image
+        self.cpus = float(cpus)
+        self._client = docker.from_env(timeout=60)
+        self._container: Any = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def container_id(self) -> str | None:
+        """The warm container's id (None before the first run and after close)."""
+        return self._container.id if self._container is not None else None
+
+    def _start_container(self) -> Any:
+        limits = self.limits
+        tmpfs_options = f"size={limits.disk_bytes},mode=1777"
+        memory = 2 * limits.memory_bytes + 2 * limits.disk_bytes + 64 * MIB
+        container = self._client.containers.run(
+            self.image, ["sleep", "infinity"], detach=True, init=True,
+            network_mode="none", read_only=True,
+            tmpfs={"/work": tmpfs_options, "/tmp": tmpfs_options},
+            mem_limit=memory, memswap_limit=memory, nano_cpus=int(self.cpus * 1e9),
+            pids_limit=limits.processes + 16,
+            cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID", "SETPCAP", "CHOWN", "DAC_OVERRIDE", "FOWNER"],
+            security_opt=["no-new-privileges"],
+            labels={CONTAINER_LABEL: str(os.getpid())},
+        )
+        with _live_lock:
+            _live_containers[container.id] = container
+        self._finalizer = weakref.finalize(self, _remove_container, container.id)
+        return container
+
+    def _ensure_container(self) -> Any:
+        if self._container is not None:
+            self._container.reload()
+            if self._container.status == "running":
+                return self._container
+            self.close()
+        self._container = self._start_container()
+        return self._container
+
+    def _execute(self, payload: bytes, limits: Limits) -> tuple[bytes, Ending, float]:
+        from docker.utils.socket import frames_iter
+
+        started = time.monotonic()
+        container = self._ensure_container()
+        api = self._client.api
+        command = ["sh", "-c", _WRAPPER, "wrapper", f"{limits.wall_seconds:g}",
+                   str(limits.cpu_seconds), str(limits.cpu_seconds + 1), str(limits.memory_bytes),
+                   str(limits.file_bytes), str(limits.processes), HARNESS_SOURCE]
+        exec_id = api.exec_create(container.id, command, stdin=True, stdout=True, stderr=False,
+                                  user="root")["Id"]
+        stream = api.exec_start(exec_id, socket=True)
+        raw = getattr(stream, "_sock", stream)
+        raw.settimeout(limits.wall_seconds + 5.0)
+        output = bytearray()
+        enforced = ""
+        try:
+            raw.sendall(payload)
+            raw.shutdown(socket.SHUT_WR)
+            for _, chunk in frames_iter(stream, tty=False):
+                output += chunk
+                if len(output) > limits.file_bytes:
+                    enforced = "output_limit"
+                    break
+        except TimeoutError:
+            enforced = "timeout"
+        except OSError as error:
+            raise SandboxUnavailable(f"docker sandbox: exec stream broke: {error}") from error
+        finally:
+            stream.close()
+        returncode = None
+        if not enforced:
+            returncode = self._exit_code(exec_id)
+            # `timeout -s KILL` ends the program with status 137 at the wall limit; before it,
+            # 137 is the CPU hard limit.
+            if returncode == 137 and time.monotonic() - started >= limits.wall_seconds:
+                enforced = "timeout"
+            elif returncode == 125:
+                raise SandboxUnavailable("docker sandbox: the wrapper could not make a work folder")
+        return bytes(output), Ending(returncode, enforced), time.monotonic() - started
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        # The stream closes a moment before the engine records the exit code.
+        for _ in range(200):
+            state = self._client.api.exec_inspect(exec_id)
+            if not state.get("Running") and state.get("ExitCode") is not None:
+                return int(state["ExitCode"])
+            time.sleep(0.01)
+        return None
+
+    def close(self) -> None:
+        """Remove the container (a later run starts a new one)."""
+        if self._container is not None:
+            _remove_container(self._container.id)
+            self._container = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
