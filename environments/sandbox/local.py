@@ -6,10 +6,10 @@ starts, keep its stdout in a host file that the file-size limit also bounds, and
 run at the wall timeout. Run as root, the program itself runs as the unprivileged user
 ``nobody`` (65534): root ignores the process-count limit and can read every file.
 
-- ``subprocess``: a private temporary folder; network and PID namespaces with ``unshare`` where
-  it works (as root, or with unprivileged user namespaces), so the program has no network and
-  every process it forks dies with the run. No filesystem view of its own: files the sandbox
-  user may read stay readable.
+- ``subprocess``: mount, network and PID namespaces with ``unshare`` where it works (as root, or
+  with unprivileged user namespaces): private size-limited tmpfs mounts over the world-writable
+  folders, no network, and every process it forks dies with the run. No filesystem view of its
+  own: files the sandbox user may read stay readable.
 - ``bubblewrap``: additionally a read-only view of ``/usr`` only (no ``/etc``, ``/home``,
   ``/root``, ``/tmp`` of the host), a size-limited tmpfs as the work folder, and new network,
   PID, IPC and UTS namespaces.
@@ -28,7 +28,13 @@ import time
 from functools import cache
 from pathlib import Path
 
-from sao_online.environments.sandbox.base import HARNESS_SOURCE, Ending, Limits, Sandbox
+from sao_online.environments.sandbox.base import (
+    HARNESS_SOURCE,
+    Ending,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+)
 
 #: The unprivileged user programs run as when this process is root.
 SANDBOX_UID = 65534
@@ -65,21 +71,31 @@ def _drop_privileges_prefix() -> list[str]:
 
 @cache
 def unshare_prefix() -> tuple[str, ...] | None:
-    """The ``unshare`` command that gives a run its own network and PID namespaces, or None
-    where this machine does not allow it (not root and no unprivileged user namespaces)."""
+    """The ``unshare`` command that gives a run its own mount, network and PID namespaces, or
+    None where this machine does not allow it (not root and no unprivileged user namespaces)."""
     if shutil.which("unshare") is None:
         return None
-    base = ["unshare", "--net", "--pid", "--fork", "--kill-child"]
-    candidates = [base] if _running_as_root() else [["unshare", "--user", "--map-root-user",
-                                                     *base[1:]]]
-    for prefix in candidates:
-        try:
-            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if probe.returncode == 0:
-            return tuple(prefix)
-    return None
+    base = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child"]
+    prefix = base if _running_as_root() else ["unshare", "--user", "--map-root-user", *base[1:]]
+    try:
+        probe = subprocess.run([*prefix, "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"],
+                               capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tuple(prefix) if probe.returncode == 0 else None
+
+
+#: Run inside the new namespaces (as root there): private size-limited tmpfs mounts over every
+#: world-writable folder, the work folder in the new /tmp, then the program. ``$1`` is the tmpfs
+#: size; a shell stays the namespace's first process because that process ignores signals it
+#: has no handler for (SIGXCPU included), and "; exit" keeps it from exec-ing the program.
+_PRIVATE_TMP_SCRIPT = (
+    'size=$1; shift; '
+    'for d in /tmp /var/tmp /dev/shm; do '
+    '[ -d "$d" ] && { mount -t tmpfs -o "size=$size,mode=1777" tmpfs "$d" || exit 125; }; done; '
+    'mkdir -m 1777 /tmp/work && cd /tmp/work || exit 125; '
+    '"$@"; exit $?'
+)
 
 
 class _ChildProcessSandbox(Sandbox):
@@ -94,6 +110,7 @@ class _ChildProcessSandbox(Sandbox):
 
     def _execute(self, payload: bytes, limits: Limits) -> tuple[bytes, Ending, float]:
         started = time.monotonic()
+        # The folder the child starts in; backends with a private tmpfs move on from there.
         workdir = Path(tempfile.mkdtemp(prefix="sao-sandbox-"))
         try:
             if _running_as_root():
@@ -110,6 +127,8 @@ class _ChildProcessSandbox(Sandbox):
             shutil.rmtree(workdir, ignore_errors=True)
         if len(text) >= limits.file_bytes and ending.enforced == "":
             ending = Ending(ending.returncode, "output_limit")
+        elif ending.returncode == 125 and b" " not in text:
+            raise SandboxUnavailable(f"{self.name} sandbox: could not set up the private folders")
         return text, ending, time.monotonic() - started
 
     @staticmethod
@@ -131,7 +150,12 @@ class _ChildProcessSandbox(Sandbox):
 
 
 class SubprocessSandbox(_ChildProcessSandbox):
-    """rlimits + wall timeout + private temp folder + (where possible) no network.
+    """rlimits + wall timeout + private temp folders + (where possible) no network.
+
+    With namespaces (root, or unprivileged user namespaces) the run gets its own mount,
+    network and PID namespaces: size-limited tmpfs mounts over ``/tmp``, ``/var/tmp`` and
+    ``/dev/shm`` (its work folder is in the new ``/tmp``), no network, and every process it
+    forks dies with it. Without them it runs in a fresh host temp folder.
 
     Args:
         limits: default limits of a run.
@@ -147,8 +171,6 @@ class SubprocessSandbox(_ChildProcessSandbox):
         super().__init__(limits, python)
         self.namespaces = unshare_prefix()
         if self.namespaces is None and require_network_isolation:
-            from sao_online.environments.sandbox.base import SandboxUnavailable
-
             raise SandboxUnavailable("subprocess sandbox: unshare cannot create a network "
                                      "namespace here (needs root or user namespaces)")
 
@@ -160,10 +182,8 @@ class SubprocessSandbox(_ChildProcessSandbox):
         command = [*_drop_privileges_prefix(), self.python, "-E", "-s", "-c", HARNESS_SOURCE]
         if self.namespaces is None:
             return command
-        # A shell as the namespace's first process: the first process of a PID namespace
-        # ignores signals it has no handler for (SIGXCPU included), and "; exit" keeps the
-        # shell from replacing itself with the program.
-        return [*self.namespaces, "/bin/sh", "-c", '"$@"; exit $?', "sh", *command]
+        return [*self.namespaces, "/bin/sh", "-c", _PRIVATE_TMP_SCRIPT, "sh",
+                str(limits.disk_bytes), *command]
 
 
 @cache
@@ -214,8 +234,6 @@ class BubblewrapSandbox(_ChildProcessSandbox):
     name = "bubblewrap"
 
     def __init__(self, limits: Limits | None = None, python: str | None = None) -> None:
-        from sao_online.environments.sandbox.base import SandboxUnavailable
-
         problem = bubblewrap_problem()
         if problem:
             raise SandboxUnavailable(f"bubblewrap sandbox: {problem}")
