@@ -12,8 +12,8 @@ sandbox (:mod:`sao_online.environments.sandbox`) where hidden tests call the fun
 drift, and the prompt states neither:
 
 - ``boundary``: whether "the range LO..HI" includes HI (``inclusive``: values above HI become
-  HI) or not (``exclusive``: they become HI - 1, as in Python's ``range``). Half the hidden
-  tests sit at or above HI, where the two readings differ.
+  HI) or not (``exclusive``: they become HI - 1, as in Python's ``range``). At least half
+  of the hidden tests sit at or above HI, where the two readings differ.
 - ``helper_version``: the live ``kit``. Version 2 renamed ``clamp`` to ``clip`` and takes the
   bounds as one pair, ``kit.clip(x, (lo, hi))``; calling ``kit.clamp`` raises an error that
   says so. The prompt keeps documenting version 1.
@@ -111,6 +111,10 @@ class Task:
     def expected(self, x: int, boundary: str) -> int:
         high = self.high if boundary == "inclusive" else self.high - 1
         return min(max(self.inner(x), self.low), high)
+
+    def largest_input_below(self, target: int) -> int:
+        """The largest x in [-60, 120] with inner(x) <= target."""
+        return max((x for x in range(-60, 121) if self.inner(x) <= target), default=-60)
 
     def smallest_input_reaching(self, target: int) -> int:
         """The smallest x in [-60, 120] with inner(x) >= target (the expression only grows)."""
@@ -238,13 +242,14 @@ class CodeShiftEnv(DriftingTextEnv):
                         "turns_left": self.max_turns}
 
     def _draw_tests(self) -> list[TestCase]:
-        """Six tests: below the range, inside it, and three at or above HI (where the
-        boundary readings differ), each input the smallest reaching its target value."""
+        """Six tests aimed below the range, inside it, at HI - 1 and at three values from HI up
+        (where the boundary readings differ), each input the one nearest its target.
+        Rounding (``x * k`` moves in steps of k) can push more of them to HI or above."""
         task, rng = self._task, self.np_random
         targets = [task.low - int(rng.integers(1, 6)), task.low + 1, task.high - 1, task.high,
                    task.high + 1 + int(rng.integers(0, 3)), task.high + 5 + int(rng.integers(0, 10))]
-        inputs: list[int] = []
-        for target in targets:
+        inputs: list[int] = [task.largest_input_below(targets[0])]
+        for target in targets[1:]:
             x = task.smallest_input_reaching(target)
             while x in inputs:
                 x += 1
@@ -253,10 +258,15 @@ class CodeShiftEnv(DriftingTextEnv):
         return [TestCase((x,), task.expected(x, boundary)) for x in inputs]
 
     def _example_input(self) -> int:
-        """An input whose answer lies strictly inside the range, so it hides the boundary."""
+        """An input whose answer lies inside the range, below HI - 1 where possible, so the
+        example does not give the boundary away."""
         task = self._task
-        middle = (task.low + task.high) // 2
-        return task.smallest_input_reaching(middle)
+        middle = (task.low + task.high) / 2
+        for bottom, top in ((task.low + 1, task.high - 2), (task.low, task.high - 1)):
+            inside = [x for x in range(-60, 121) if bottom <= task.inner(x) <= top]
+            if inside:
+                return min(inside, key=lambda x: (abs(task.inner(x) - middle), x))
+        return task.smallest_input_reaching(task.low)
 
     def _respond(self, action: str) -> TurnResult:
         program = extract_program(action).encode("utf-8", "replace").decode("utf-8")
