@@ -36,7 +36,14 @@ from typing import Any, ClassVar
 
 from sao_online.drift_schedules.space import Choice, Range
 from sao_online.environments.base import DriftingTextEnv, TurnResult
-from sao_online.environments.sandbox import Limits, Sandbox, SandboxResult, TestCase, make_sandbox
+from sao_online.environments.sandbox import (
+    Limits,
+    Sandbox,
+    SandboxResult,
+    TestCase,
+    acquire_sandbox,
+    release_sandbox,
+)
 
 BOUNDARIES: tuple[str, ...] = ("inclusive", "exclusive")
 HELPER_VERSIONS: tuple[str, ...] = ("v1", "v2")
@@ -161,9 +168,10 @@ class CodeShiftEnv(DriftingTextEnv):
         function, empty or too long).
 
     Args:
-        sandbox: ``auto`` (the strongest backend available), ``docker``, ``bubblewrap``,
-            ``subprocess``, or a :class:`~sao_online.environments.sandbox.Sandbox` to share
-            (the env then does not close it).
+        sandbox: ``auto`` (the strongest backend available), ``docker``, ``bubblewrap`` or
+            ``subprocess`` (shared by the process's envs of the same backend and limits, and
+            released by :meth:`close`), or a
+            :class:`~sao_online.environments.sandbox.Sandbox` (the env then does not close it).
         max_turns: submissions per episode (at least 1).
         retry_cost: reward of a failed submission that is not the last one (as a cost).
         reward_mode: ``fraction`` (tests passed / tests) or ``all`` (1 only if all pass).
@@ -211,7 +219,8 @@ class CodeShiftEnv(DriftingTextEnv):
         if isinstance(sandbox, Sandbox):
             self.sandbox, self._owns_sandbox = sandbox, False
         elif isinstance(sandbox, str):
-            self.sandbox, self._owns_sandbox = make_sandbox(sandbox, run_limits), True
+            # Shared with the process's other CodeShift envs of the same backend and limits.
+            self.sandbox, self._owns_sandbox = acquire_sandbox(sandbox, run_limits), True
         else:
             raise ValueError(f"sandbox: expected a backend name or a Sandbox, got {sandbox!r}")
         self.limits = run_limits
@@ -365,6 +374,7 @@ class CodeShiftEnv(DriftingTextEnv):
         return 1.0
 
     def close(self) -> None:
-        if self._owns_sandbox:
-            self.sandbox.close()
+        if getattr(self, "_owns_sandbox", False):
+            self._owns_sandbox = False
+            release_sandbox(self.sandbox)
         super().close()

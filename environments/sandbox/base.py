@@ -14,16 +14,24 @@ behind a per-run random nonce, so a program that prints look-alike lines cannot 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
 import signal
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 MIB = 1024 * 1024
+
+#: Programs run as an unprivileged uid of their own, one per concurrent run of a sandbox, so
+#: concurrent runs neither share a process limit (RLIMIT_NPROC counts per uid) nor get killed by
+#: each other's cleanup. The uids need no account; as root they are never 0.
+FIRST_RUN_UID = 60000
+MAX_CONCURRENT_RUNS = 64
 
 #: The source of the program run inside every sandbox (standard library only, Python 3.9+).
 HARNESS_SOURCE: str = (Path(__file__).with_name("harness.py")).read_text()
@@ -161,6 +169,23 @@ class Sandbox:
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
+        self._uid_lock = threading.Lock()
+        self._free_uid_count = threading.Semaphore(MAX_CONCURRENT_RUNS)
+        self._free_uids = list(range(FIRST_RUN_UID + MAX_CONCURRENT_RUNS - 1,
+                                     FIRST_RUN_UID - 1, -1))
+
+    @contextlib.contextmanager
+    def run_uid(self) -> Iterator[int]:
+        """A uid no other run of this sandbox is using, for the length of one run."""
+        self._free_uid_count.acquire()
+        with self._uid_lock:
+            uid = self._free_uids.pop()
+        try:
+            yield uid
+        finally:
+            with self._uid_lock:
+                self._free_uids.append(uid)
+            self._free_uid_count.release()
 
     def run(self, program: str, function: str, tests: Sequence[TestCase], *,
             files: Mapping[str, str] | None = None,
@@ -191,14 +216,16 @@ class Sandbox:
                    "files": {**extra, "solution.py": program},
                    "tests": [list(test.args) for test in tests]}
         payload = json.dumps(request).encode()
-        output, ending, seconds = self._execute(payload, limits)
+        with self.run_uid() as uid:
+            output, ending, seconds = self._execute(payload, limits, uid)
         result = interpret_output(output, nonce, function, tests, ending, limits)
         result.backend = self.name
         result.seconds = seconds
         return result
 
-    def _execute(self, payload: bytes, limits: Limits) -> tuple[bytes, Ending, float]:
-        """Run the harness with ``payload`` on its stdin; return (stdout, how it ended, seconds)."""
+    def _execute(self, payload: bytes, limits: Limits, uid: int) -> tuple[bytes, Ending, float]:
+        """Run the harness with ``payload`` on its stdin, as ``uid`` where the backend can
+        switch users; return (stdout, how it ended, seconds)."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -6,9 +6,10 @@ and runs every program as a new ``docker exec`` inside it. The container has no 
 (``network_mode="none"``), a read-only root filesystem, size-limited tmpfs mounts for ``/work``
 and ``/tmp``, memory, CPU and PID limits, all capabilities dropped but the few the per-run
 wrapper needs to switch to the unprivileged user. The wrapper (a root shell inside the
-container) makes a fresh folder, runs the harness as user ``nobody`` under ``timeout`` and
-``prlimit`` (CPU, address space, file size, processes), then kills whatever that user left
-running and removes the folder.
+container) makes a fresh folder, runs the harness as an unprivileged uid of its own (one per
+concurrent run, so several threads may share a sandbox) under ``timeout`` and ``prlimit`` (CPU,
+address space, file size, processes), then kills whatever that uid left running and removes
+the folder.
 
 The container is removed on :meth:`DockerSandbox.close`, when the sandbox is garbage collected,
 and at interpreter exit, so nothing is left behind.
@@ -38,11 +39,12 @@ DEFAULT_IMAGE = "sao-online-python:bookworm"
 #: Label on every container this package starts (its value: the starting process's PID).
 CONTAINER_LABEL = "sao-online.sandbox"
 
-# $1 wall seconds, $2/$3 CPU soft/hard, $4 address space, $5 file size, $6 processes, $7 harness.
+# $1 wall seconds, $2/$3 CPU soft/hard, $4 address space, $5 file size, $6 processes, $7 harness,
+# $8 the run's uid.
 _WRAPPER = r"""
 d=$(mktemp -d /work/run.XXXXXX) || exit 125
-chown 65534:65534 "$d" && cd "$d" || exit 125
-drop="setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all"
+chown "$8:$8" "$d" && cd "$d" || exit 125
+drop="setpriv --reuid=$8 --regid=$8 --clear-groups --inh-caps=-all --bounding-set=-all"
 timeout -s KILL "$1" prlimit --cpu="$2:$3" --as="$4" --fsize="$5" --nproc="$6" \
     --nofile=64 --core=0 $drop python3 -E -s -c "$7"
 status=$?
@@ -119,6 +121,7 @@ class DockerSandbox(Sandbox):
         self._client = docker.from_env(timeout=60)
         self._container: Any = None
         self._finalizer: weakref.finalize | None = None
+        self._lock = threading.Lock()
 
     @property
     def container_id(self) -> str | None:
@@ -134,7 +137,8 @@ class DockerSandbox(Sandbox):
             network_mode="none", read_only=True,
             tmpfs={"/work": tmpfs_options, "/tmp": tmpfs_options},
             mem_limit=memory, memswap_limit=memory, nano_cpus=int(self.cpus * 1e9),
-            pids_limit=limits.processes + 16,
+            # Each run is held to `processes` by its own uid; this bounds all of them together.
+            pids_limit=4 * limits.processes + 32,
             cap_drop=["ALL"],
             cap_add=["SETUID", "SETGID", "SETPCAP", "CHOWN", "DAC_OVERRIDE", "FOWNER"],
             security_opt=["no-new-privileges"],
@@ -145,26 +149,30 @@ class DockerSandbox(Sandbox):
         self._finalizer = weakref.finalize(self, _remove_container, container.id)
         return container
 
-    def _ensure_container(self) -> Any:
-        if self._container is not None:
-            self._container.reload()
-            if self._container.status == "running":
-                return self._container
-            self.close()
-        self._container = self._start_container()
-        return self._container
+    def _ensure_container(self, restart: bool = False) -> Any:
+        with self._lock:
+            if restart and self._container is not None:
+                self.close()
+            if self._container is None:
+                self._container = self._start_container()
+            return self._container
 
-    def _execute(self, payload: bytes, limits: Limits) -> tuple[bytes, Ending, float]:
+    def _execute(self, payload: bytes, limits: Limits, uid: int) -> tuple[bytes, Ending, float]:
+        import docker
         from docker.utils.socket import frames_iter
 
         started = time.monotonic()
-        container = self._ensure_container()
         api = self._client.api
         command = ["sh", "-c", _WRAPPER, "wrapper", f"{limits.wall_seconds:g}",
                    str(limits.cpu_seconds), str(limits.cpu_seconds + 1), str(limits.memory_bytes),
-                   str(limits.file_bytes), str(limits.processes), HARNESS_SOURCE]
-        exec_id = api.exec_create(container.id, command, stdin=True, stdout=True, stderr=False,
-                                  user="root")["Id"]
+                   str(limits.file_bytes), str(limits.processes), HARNESS_SOURCE, str(uid)]
+        try:
+            exec_id = api.exec_create(self._ensure_container().id, command, stdin=True,
+                                      stdout=True, stderr=False, user="root")["Id"]
+        except docker.errors.APIError:
+            # The warm container is gone (removed or stopped from outside): start a new one.
+            exec_id = api.exec_create(self._ensure_container(restart=True).id, command,
+                                      stdin=True, stdout=True, stderr=False, user="root")["Id"]
         stream = api.exec_start(exec_id, socket=True)
         raw = getattr(stream, "_sock", stream)
         raw.settimeout(limits.wall_seconds + 5.0)
@@ -206,9 +214,9 @@ class DockerSandbox(Sandbox):
 
     def close(self) -> None:
         """Remove the container (a later run starts a new one)."""
-        if self._container is not None:
+        if getattr(self, "_container", None) is not None:
             _remove_container(self._container.id)
             self._container = None
-        if self._finalizer is not None:
+        if getattr(self, "_finalizer", None) is not None:
             self._finalizer.detach()
             self._finalizer = None

@@ -4,7 +4,8 @@
 Both set the same rlimits (CPU, address space, file size, processes) in the child before it
 starts, keep its stdout in a host file that the file-size limit also bounds, and kill the whole
 run at the wall timeout. Run as root, the program itself runs as the unprivileged user
-``nobody`` (65534): root ignores the process-count limit and can read every file.
+(a uid of its own per concurrent run, see :meth:`Sandbox.run_uid`): root ignores the
+process-count limit and can read every file.
 
 - ``subprocess``: mount, network and PID namespaces with ``unshare`` where it works (as root, or
   with unprivileged user namespaces): private size-limited tmpfs mounts over the world-writable
@@ -36,9 +37,6 @@ from sao_online.environments.sandbox.base import (
     SandboxUnavailable,
 )
 
-#: The unprivileged user programs run as when this process is root.
-SANDBOX_UID = 65534
-
 
 def _running_as_root() -> bool:
     return os.geteuid() == 0
@@ -62,10 +60,10 @@ def _set_limits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
 
-def _drop_privileges_prefix() -> list[str]:
+def _drop_privileges_prefix(uid: int) -> list[str]:
     if not _running_as_root():
         return []
-    return ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
             "--inh-caps=-all", "--bounding-set=-all"]
 
 
@@ -99,27 +97,27 @@ _PRIVATE_TMP_SCRIPT = (
 
 
 class _ChildProcessSandbox(Sandbox):
-    """Runs ``self._command(workdir)`` with rlimits, a wall timeout and a capped stdout file."""
+    """Runs ``self._command(limits, uid)`` with rlimits, a wall timeout and a capped stdout file."""
 
     def __init__(self, limits: Limits | None = None, python: str | None = None) -> None:
         super().__init__(limits)
         self.python = python or _find_python()
 
-    def _command(self, workdir: Path, limits: Limits) -> list[str]:
+    def _command(self, limits: Limits, uid: int) -> list[str]:
         raise NotImplementedError
 
-    def _execute(self, payload: bytes, limits: Limits) -> tuple[bytes, Ending, float]:
+    def _execute(self, payload: bytes, limits: Limits, uid: int) -> tuple[bytes, Ending, float]:
         started = time.monotonic()
         # The folder the child starts in; backends with a private tmpfs move on from there.
         workdir = Path(tempfile.mkdtemp(prefix="sao-sandbox-"))
         try:
             if _running_as_root():
-                os.chown(workdir, SANDBOX_UID, SANDBOX_UID)
+                os.chown(workdir, uid, uid)
             with tempfile.TemporaryFile(prefix="sao-sandbox-out-") as output, \
                     tempfile.TemporaryFile(prefix="sao-sandbox-in-") as request:
                 request.write(payload)
                 request.seek(0)
-                ending = self._run_child(self._command(workdir, limits), workdir, request, output,
+                ending = self._run_child(self._command(limits, uid), workdir, request, output,
                                          limits)
                 output.seek(0)
                 text = output.read(limits.file_bytes + 1)
@@ -178,8 +176,8 @@ class SubprocessSandbox(_ChildProcessSandbox):
     def network_isolated(self) -> bool:
         return self.namespaces is not None
 
-    def _command(self, workdir: Path, limits: Limits) -> list[str]:
-        command = [*_drop_privileges_prefix(), self.python, "-E", "-s", "-c", HARNESS_SOURCE]
+    def _command(self, limits: Limits, uid: int) -> list[str]:
+        command = [*_drop_privileges_prefix(uid), self.python, "-E", "-s", "-c", HARNESS_SOURCE]
         if self.namespaces is None:
             return command
         return [*self.namespaces, "/bin/sh", "-c", _PRIVATE_TMP_SCRIPT, "sh",
@@ -242,7 +240,7 @@ class BubblewrapSandbox(_ChildProcessSandbox):
             raise SandboxUnavailable(f"bubblewrap sandbox: {self.python} is outside /usr, "
                                      "which is all the sandbox sees")
 
-    def _command(self, workdir: Path, limits: Limits) -> list[str]:
+    def _command(self, limits: Limits, uid: int) -> list[str]:
         return [
             "bwrap", *_bwrap_namespaces(), "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", *_bwrap_root_links(),
@@ -251,5 +249,5 @@ class BubblewrapSandbox(_ChildProcessSandbox):
             "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/work",
             "--chdir", "/work", "--clearenv", "--setenv", "PATH", "/usr/bin",
             "--setenv", "LANG", "C.UTF-8",
-            *_drop_privileges_prefix(), self.python, "-E", "-s", "-c", HARNESS_SOURCE,
+            *_drop_privileges_prefix(uid), self.python, "-E", "-s", "-c", HARNESS_SOURCE,
         ]

@@ -231,3 +231,20 @@ def test_docker_container_is_removed_on_close():
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(container_id)
     client.close()
+
+
+def test_envs_in_a_process_share_one_sandbox_per_backend():
+    from sao_online.environments import sandbox as sandboxes
+
+    first, second = CodeShiftEnv(sandbox="subprocess"), CodeShiftEnv(sandbox="subprocess")
+    other_limits = CodeShiftEnv(sandbox="subprocess", limits={"wall_seconds": 2.0})
+    assert first.sandbox is second.sandbox is not other_limits.sandbox
+    shared = first.sandbox
+    first.close()
+    first.close()  # a second close releases nothing more
+    assert any(entry[0] is shared for entry in sandboxes._shared.values())
+    second.close()
+    other_limits.close()
+    assert not any(entry[0] is shared for entry in sandboxes._shared.values())
+    with pytest.raises(ValueError, match="not acquired"):
+        sandboxes.release_sandbox(shared)

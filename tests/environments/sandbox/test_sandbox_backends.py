@@ -126,3 +126,22 @@ def test_interpret_output_by_hand():
 def test_same_value():
     assert same_value(1, 1) and same_value([1, [True]], [1, [True]])
     assert not same_value(True, 1) and not same_value(1.0, 1) and not same_value([1], [1, 2])
+
+
+def test_concurrent_runs_do_not_disturb_each_other(sandbox):
+    """Runs from several threads share the sandbox (one warm container for Docker); a fork bomb
+    running beside them neither starves them of processes nor kills them at its cleanup."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sao_online.environments.sandbox import Limits
+
+    bomb = ("import os\ndef add(a, b):\n    while True:\n        try:\n            os.fork()\n"
+            "        except OSError:\n            pass\n")
+    slow_add = "import time\ndef add(a, b):\n    time.sleep(0.3)\n    return a + b\n"
+    limits = Limits(cpu_seconds=1, wall_seconds=2.5)
+    with ThreadPoolExecutor(4) as pool:
+        bombed = pool.submit(sandbox.run, bomb, "add", TESTS[:1], limits=limits)
+        fine = [pool.submit(sandbox.run, slow_add, "add", [TestCase((k, k), 2 * k)],
+                            limits=limits) for k in range(6)]
+        assert all(future.result().all_passed for future in fine)
+        assert bombed.result().status in ("timeout", "cpu_limit")
