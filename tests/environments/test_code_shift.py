@@ -76,7 +76,7 @@ def test_oracle_passes_first_time_in_every_regime(box, theta):
 def test_demonstrations_are_undecided_and_always_recover(box):
     env = CodeShiftEnv(sandbox=box)
     first_choices, returns = Counter(), []
-    for seed in range(48):
+    for seed in range(32):
         observation, info = env.reset(seed=seed, options={"drift": REGIMES[seed % 4]})
         total = 0.0
         for _ in range(env.max_turns):
@@ -92,8 +92,8 @@ def test_demonstrations_are_undecided_and_always_recover(box):
     # stops before the boundary shows, hence v1/unknown).
     apis = Counter(label.split("/")[0] for label in first_choices.elements())
     readings = Counter(label.split("/")[1] for label in first_choices.elements())
-    assert set(apis) == {"v1", "v2"} and min(apis.values()) >= 12, apis  # 24 +- 3.5 each
-    assert readings["inclusive"] >= 6 and readings["exclusive"] >= 6, readings
+    assert set(apis) == {"v1", "v2"} and min(apis.values()) >= 8, apis  # 16 +- 2.8 each
+    assert readings["inclusive"] >= 4 and readings["exclusive"] >= 4, readings
     assert set(returns) <= {1.0, 0.9, 0.8}
     assert 1.0 in returns and 0.9 in returns
 

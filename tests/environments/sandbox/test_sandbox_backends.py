@@ -145,3 +145,18 @@ def test_concurrent_runs_do_not_disturb_each_other(sandbox):
                             limits=limits) for k in range(6)]
         assert all(future.result().all_passed for future in fine)
         assert bombed.result().status in ("timeout", "cpu_limit")
+
+
+def test_unavailable_backends_say_why():
+    from sao_online.environments.sandbox import backend_problems
+    from sao_online.environments.sandbox.docker_backend import DockerSandbox, docker_problem
+
+    problems = backend_problems()
+    assert problems["subprocess"] == ""
+    if problems["docker"]:
+        pytest.skip(f"no Docker engine here: {problems['docker']}")
+    assert "sao-online-no-such-image:1 is missing" in docker_problem("sao-online-no-such-image:1")
+    from sao_online.environments.sandbox import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable, match="docker sandbox: the image"):
+        DockerSandbox(image="sao-online-no-such-image:1")
