@@ -3,9 +3,9 @@
 The prompt asks for one function of ``x`` (its name, a one-line spec, one example) and
 documents a helper module, ``kit``, as version 1:
 
-    Write fit(x) in Python: return x + 3 kept within the range 2..9. Example: fit(4) == 7.
-    You may import kit (kit 1.0): kit.clamp(x, lo, hi) gives x limited to lo..hi.
-    Reply with the module source.
+    Write fit(x): return x + 3 kept within the range 2..9. Example: fit(4) == 7.
+    You may import kit (kit 1.0): kit.clamp(x, lo, hi) is x limited to lo..hi.
+    Reply with Python source.
 
 The action is module source (optionally inside a fenced ``python`` code block). It runs in a
 sandbox (:mod:`sao_online.environments.sandbox`) where hidden tests call the function. Two things
@@ -240,12 +240,13 @@ class CodeShiftEnv(DriftingTextEnv):
         self._first_submission = None
         task = self._task
         example_x = self._example_input()
+        # Short on purpose: a byte-level policy reads and writes every character.
         prompt = (
-            f"Write {task.name}(x) in Python: return {task.expression} kept within the range "
+            f"Write {task.name}(x): return {task.expression} kept within the range "
             f"{task.low}..{task.high}. Example: {task.name}({example_x}) == "
             f"{task.expected(example_x, 'inclusive')}.\n"
-            "You may import kit (kit 1.0): kit.clamp(x, lo, hi) gives x limited to lo..hi.\n"
-            "Reply with the module source."
+            "You may import kit (kit 1.0): kit.clamp(x, lo, hi) is x limited to lo..hi.\n"
+            "Reply with Python source."
         )
         return prompt, {"task": task.name, "sandbox": self.sandbox.name,
                         "turns_left": self.max_turns}
@@ -311,7 +312,7 @@ class CodeShiftEnv(DriftingTextEnv):
                               behavior=self._first_submission, info=info)
         report = self._report(result, refusal, passed, total)
         if turns_left > 0:
-            return TurnResult(report + "\nSubmit a fixed version.", -self.retry_cost, info=info)
+            return TurnResult(report + "\nFix it and resubmit.", -self.retry_cost, info=info)
         info["solved"] = False
         score = passed / total if self.reward_mode == "fraction" else 0.0
         return TurnResult(report + "\nTurn limit reached.", score, truncated=True,
@@ -323,7 +324,7 @@ class CodeShiftEnv(DriftingTextEnv):
         lines = [f"{passed}/{total} tests passed" + (f" ({result.detail})." if result.detail
                                                      else ".")]
         failures = [outcome for outcome in result.outcomes if not outcome.passed]
-        lines += [f"FAIL {outcome.name}: {outcome.reason}" for outcome in failures[:2]]
+        lines += [f"FAIL {outcome.name}: {outcome.reason}" for outcome in failures[:1]]
         return "\n".join(lines)
 
     def _label(self, result: SandboxResult | None) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Starting a container per episode costs far more than running the program, so each
 :class:`DockerSandbox` keeps one long-lived container (``sleep infinity`` under Docker's init)
-and runs every program as a new ``docker exec`` inside it. The container has no network
+and runs every program as a new ``docker exec`` inside it (the container's main process waits
+on a stdin only this process holds, so the container goes away with this process, even one
+killed with SIGKILL). The container has no network
 (``network_mode="none"``), a read-only root filesystem, size-limited tmpfs mounts for ``/work``
 and ``/tmp``, memory, CPU and PID limits, all capabilities dropped but the few the per-run
 wrapper needs to switch to the unprivileged user. The wrapper (a root shell inside the
@@ -12,7 +14,7 @@ address space, file size, processes), then kills whatever that uid left running 
 the folder.
 
 The container is removed on :meth:`DockerSandbox.close`, when the sandbox is garbage collected,
-and at interpreter exit, so nothing is left behind.
+at interpreter exit, and by Docker when this process dies, so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -53,17 +55,21 @@ cd / && rm -rf "$d"
 exit $status
 """
 
-_live_containers: dict[str, Any] = {}
+#: Container id -> (container, the socket attached to its stdin) of every live container.
+_live_containers: dict[str, tuple[Any, Any]] = {}
 _live_lock = threading.Lock()
 
 
 def _remove_container(container_id: str) -> None:
     with _live_lock:
-        container = _live_containers.pop(container_id, None)
-    if container is not None:
-        # Already gone, or the engine stopped: nothing more to do either way.
+        entry = _live_containers.pop(container_id, None)
+    if entry is not None:
+        container, lifeline = entry
+        # Already gone (or being removed), or the engine stopped: nothing more to do.
         with contextlib.suppress(Exception):
             container.remove(force=True)
+        with contextlib.suppress(Exception):
+            lifeline.close()
 
 
 @atexit.register
@@ -130,11 +136,11 @@ class DockerSandbox(Sandbox):
 
     def _start_container(self) -> Any:
         limits = self.limits
+        api = self._client.api
         tmpfs_options = f"size={limits.disk_bytes},mode=1777"
         memory = 2 * limits.memory_bytes + 2 * limits.disk_bytes + 64 * MIB
-        container = self._client.containers.run(
-            self.image, ["sleep", "infinity"], detach=True, init=True,
-            network_mode="none", read_only=True,
+        host_config = api.create_host_config(
+            auto_remove=True, init=True, network_mode="none", read_only=True,
             tmpfs={"/work": tmpfs_options, "/tmp": tmpfs_options},
             mem_limit=memory, memswap_limit=memory, nano_cpus=int(self.cpus * 1e9),
             # Each run is held to `processes` by its own uid; this bounds all of them together.
@@ -142,10 +148,18 @@ class DockerSandbox(Sandbox):
             cap_drop=["ALL"],
             cap_add=["SETUID", "SETGID", "SETPCAP", "CHOWN", "DAC_OVERRIDE", "FOWNER"],
             security_opt=["no-new-privileges"],
-            labels={CONTAINER_LABEL: str(os.getpid())},
         )
+        # The container's main process reads its stdin until end of file, and this process
+        # holds the only attachment to that stdin (StdinOnce): when this process ends in any
+        # way, SIGKILL included, the stdin closes, the container stops and Docker removes it.
+        created = api.create_container(
+            self.image, ["sh", "-c", "exec cat > /dev/null"], stdin_open=True, detach=False,
+            labels={CONTAINER_LABEL: str(os.getpid())}, host_config=host_config)
+        lifeline = api.attach_socket(created["Id"], params={"stdin": 1, "stream": 1})
+        api.start(created["Id"])
+        container = self._client.containers.get(created["Id"])
         with _live_lock:
-            _live_containers[container.id] = container
+            _live_containers[container.id] = (container, lifeline)
         self._finalizer = weakref.finalize(self, _remove_container, container.id)
         return container
 

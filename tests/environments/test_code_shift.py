@@ -106,7 +106,7 @@ def test_rewards_by_hand(box):
     observation, reward, terminated, truncated, info = env.step(wrong)
     assert (reward, terminated, truncated) == (-0.25, False, False)
     assert observation.startswith("3/6 tests passed.\nFAIL ") and "wrong answer: got" in observation
-    assert observation.endswith("Submit a fixed version.")
+    assert observation.endswith("Fix it and resubmit.") and observation.count("FAIL") == 1
     assert info["submitted"] == {"api": "v1", "boundary": "inclusive"} and info["turns_left"] == 1
     observation, reward, terminated, truncated, info = env.step(wrong)
     assert (reward, terminated, truncated) == (0.5, False, True)  # 3 of 6 on the last turn

@@ -160,3 +160,38 @@ def test_unavailable_backends_say_why():
 
     with pytest.raises(SandboxUnavailable, match="docker sandbox: the image"):
         DockerSandbox(image="sao-online-no-such-image:1")
+
+
+def test_docker_container_goes_away_with_a_killed_process():
+    """No atexit runs after SIGKILL: the container's stdin lifeline closes and Docker removes it."""
+    import subprocess
+    import sys
+    import time
+
+    from sao_online.environments.sandbox import backend_problems
+
+    problem = backend_problems()["docker"]
+    if problem:
+        pytest.skip(f"docker sandbox: {problem}")
+    import docker
+
+    script = ("import os\nfrom sao_online.environments.sandbox import make_sandbox, TestCase\n"
+              "box = make_sandbox('docker')\nbox.run('def f():\\n    return 1\\n', 'f', "
+              "[TestCase((), 1)])\nprint(box.container_id, flush=True)\nos.kill(os.getpid(), 9)\n")
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=120)
+    assert finished.returncode == -9, finished.stderr
+    container_id = finished.stdout.strip()
+    client = docker.from_env()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                client.containers.get(container_id)
+            except docker.errors.NotFound:
+                break
+            time.sleep(0.2)
+        with pytest.raises(docker.errors.NotFound):
+            client.containers.get(container_id)
+    finally:
+        client.close()
