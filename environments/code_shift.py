@@ -257,7 +257,8 @@ class CodeShiftEnv(DriftingTextEnv):
         Rounding (``x * k`` moves in steps of k) can push more of them to HI or above."""
         task, rng = self._task, self.np_random
         targets = [task.low - int(rng.integers(1, 6)), task.low + 1, task.high - 1, task.high,
-                   task.high + 1 + int(rng.integers(0, 3)), task.high + 5 + int(rng.integers(0, 10))]
+                   task.high + 1 + int(rng.integers(0, 3)),
+                   task.high + 5 + int(rng.integers(0, 10))]
         inputs: list[int] = [task.largest_input_below(targets[0])]
         for target in targets[1:]:
             x = task.smallest_input_reaching(target)

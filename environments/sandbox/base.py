@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import secrets
 import signal
 import threading
@@ -27,11 +28,43 @@ from typing import Any
 
 MIB = 1024 * 1024
 
-#: Programs run as an unprivileged uid of their own, one per concurrent run of a sandbox, so
-#: concurrent runs neither share a process limit (RLIMIT_NPROC counts per uid) nor get killed by
-#: each other's cleanup. The uids need no account; as root they are never 0.
-FIRST_RUN_UID = 60000
+#: Programs run as an unprivileged uid of their own, one per concurrent run, so concurrent runs
+#: neither share a process limit (RLIMIT_NPROC counts per uid, across the whole machine) nor get
+#: killed by each other's cleanup. Each process takes a block of MAX_CONCURRENT_RUNS uids at
+#: FIRST_RUN_UID + pid * MAX_CONCURRENT_RUNS, so processes running sandboxes side by side never
+#: share one. The uids need no account.
+FIRST_RUN_UID = 100_000
 MAX_CONCURRENT_RUNS = 64
+
+
+class _RunUids:
+    """This process's block of run uids (a forked child takes its own block)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free_count = threading.Semaphore(MAX_CONCURRENT_RUNS)
+        self._pid = -1
+        self._free: list[int] = []
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[int]:
+        self._free_count.acquire()
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                base = FIRST_RUN_UID + self._pid * MAX_CONCURRENT_RUNS
+                self._free = list(range(base + MAX_CONCURRENT_RUNS - 1, base - 1, -1))
+            uid = self._free.pop()
+        try:
+            yield uid
+        finally:
+            with self._lock:
+                if self._pid == os.getpid():
+                    self._free.append(uid)
+            self._free_count.release()
+
+
+_run_uids = _RunUids()
 
 #: The source of the program run inside every sandbox (standard library only, Python 3.9+).
 HARNESS_SOURCE: str = (Path(__file__).with_name("harness.py")).read_text()
@@ -130,6 +163,7 @@ class SandboxResult:
         outcomes: one per test, in order.
         helper_calls: helper functions the program called (or tried to), name -> count.
         seconds: wall time of the run, sandbox start-up included.
+        run_id: the run's tag, the last argument on its processes' command lines.
     """
 
     backend: str
@@ -138,6 +172,7 @@ class SandboxResult:
     outcomes: list[TestOutcome]
     helper_calls: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    run_id: str = ""
 
     @property
     def num_passed(self) -> int:
@@ -169,23 +204,11 @@ class Sandbox:
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
-        self._uid_lock = threading.Lock()
-        self._free_uid_count = threading.Semaphore(MAX_CONCURRENT_RUNS)
-        self._free_uids = list(range(FIRST_RUN_UID + MAX_CONCURRENT_RUNS - 1,
-                                     FIRST_RUN_UID - 1, -1))
 
-    @contextlib.contextmanager
-    def run_uid(self) -> Iterator[int]:
-        """A uid no other run of this sandbox is using, for the length of one run."""
-        self._free_uid_count.acquire()
-        with self._uid_lock:
-            uid = self._free_uids.pop()
-        try:
-            yield uid
-        finally:
-            with self._uid_lock:
-                self._free_uids.append(uid)
-            self._free_uid_count.release()
+    @staticmethod
+    def run_uid() -> contextlib.AbstractContextManager[int]:
+        """A uid no other run on this machine is using, for the length of one run."""
+        return _run_uids.take()
 
     def run(self, program: str, function: str, tests: Sequence[TestCase], *,
             files: Mapping[str, str] | None = None,
@@ -212,20 +235,26 @@ class Sandbox:
                                  "solution.py")
         limits = limits or self.limits
         nonce = secrets.token_hex(16)
+        # On the harness's command line (the nonce must stay off it: the program can read its
+        # own command line), so a run's processes can be found from outside.
+        run_id = secrets.token_hex(8)
         request = {"nonce": nonce, "function": function,
                    "files": {**extra, "solution.py": program},
                    "tests": [list(test.args) for test in tests]}
         payload = json.dumps(request).encode()
         with self.run_uid() as uid:
-            output, ending, seconds = self._execute(payload, limits, uid)
+            output, ending, seconds = self._execute(payload, limits, uid, run_id)
         result = interpret_output(output, nonce, function, tests, ending, limits)
         result.backend = self.name
         result.seconds = seconds
+        result.run_id = run_id
         return result
 
-    def _execute(self, payload: bytes, limits: Limits, uid: int) -> tuple[bytes, Ending, float]:
-        """Run the harness with ``payload`` on its stdin, as ``uid`` where the backend can
-        switch users; return (stdout, how it ended, seconds)."""
+    def _execute(self, payload: bytes, limits: Limits, uid: int,
+                 run_id: str) -> tuple[bytes, Ending, float]:
+        """Run the harness (``python3 -E -s -c HARNESS_SOURCE run_id``) with ``payload`` on its
+        stdin, as ``uid`` where the backend can switch users; return (stdout, how it ended,
+        seconds)."""
         raise NotImplementedError
 
     def close(self) -> None:

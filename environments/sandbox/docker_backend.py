@@ -42,13 +42,13 @@ DEFAULT_IMAGE = "sao-online-python:bookworm"
 CONTAINER_LABEL = "sao-online.sandbox"
 
 # $1 wall seconds, $2/$3 CPU soft/hard, $4 address space, $5 file size, $6 processes, $7 harness,
-# $8 the run's uid.
+# $8 the run's uid, $9 the run's id.
 _WRAPPER = r"""
 d=$(mktemp -d /work/run.XXXXXX) || exit 125
 chown "$8:$8" "$d" && cd "$d" || exit 125
 drop="setpriv --reuid=$8 --regid=$8 --clear-groups --inh-caps=-all --bounding-set=-all"
 timeout -s KILL "$1" prlimit --cpu="$2:$3" --as="$4" --fsize="$5" --nproc="$6" \
-    --nofile=64 --core=0 $drop python3 -E -s -c "$7"
+    --nofile=64 --core=0 $drop python3 -E -s -c "$7" "$9"
 status=$?
 $drop sh -c 'kill -9 -1' 2>/dev/null
 cd / && rm -rf "$d"
@@ -171,7 +171,8 @@ class DockerSandbox(Sandbox):
                 self._container = self._start_container()
             return self._container
 
-    def _execute(self, payload: bytes, limits: Limits, uid: int) -> tuple[bytes, Ending, float]:
+    def _execute(self, payload: bytes, limits: Limits, uid: int,
+                 run_id: str) -> tuple[bytes, Ending, float]:
         import docker
         from docker.utils.socket import frames_iter
 
@@ -179,7 +180,8 @@ class DockerSandbox(Sandbox):
         api = self._client.api
         command = ["sh", "-c", _WRAPPER, "wrapper", f"{limits.wall_seconds:g}",
                    str(limits.cpu_seconds), str(limits.cpu_seconds + 1), str(limits.memory_bytes),
-                   str(limits.file_bytes), str(limits.processes), HARNESS_SOURCE, str(uid)]
+                   str(limits.file_bytes), str(limits.processes), HARNESS_SOURCE, str(uid),
+                   run_id]
         try:
             exec_id = api.exec_create(self._ensure_container().id, command, stdin=True,
                                       stdout=True, stderr=False, user="root")["Id"]

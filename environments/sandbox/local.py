@@ -97,16 +97,17 @@ _PRIVATE_TMP_SCRIPT = (
 
 
 class _ChildProcessSandbox(Sandbox):
-    """Runs ``self._command(limits, uid)`` with rlimits, a wall timeout and a capped stdout file."""
+    """Runs ``self._command(...)`` with rlimits, a wall timeout and a capped stdout file."""
 
     def __init__(self, limits: Limits | None = None, python: str | None = None) -> None:
         super().__init__(limits)
         self.python = python or _find_python()
 
-    def _command(self, limits: Limits, uid: int) -> list[str]:
+    def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
         raise NotImplementedError
 
-    def _execute(self, payload: bytes, limits: Limits, uid: int) -> tuple[bytes, Ending, float]:
+    def _execute(self, payload: bytes, limits: Limits, uid: int,
+                 run_id: str) -> tuple[bytes, Ending, float]:
         started = time.monotonic()
         # The folder the child starts in; backends with a private tmpfs move on from there.
         workdir = Path(tempfile.mkdtemp(prefix="sao-sandbox-"))
@@ -117,8 +118,8 @@ class _ChildProcessSandbox(Sandbox):
                     tempfile.TemporaryFile(prefix="sao-sandbox-in-") as request:
                 request.write(payload)
                 request.seek(0)
-                ending = self._run_child(self._command(limits, uid), workdir, request, output,
-                                         limits)
+                command = self._command(limits, uid, run_id)
+                ending = self._run_child(command, workdir, request, output, limits)
                 output.seek(0)
                 text = output.read(limits.file_bytes + 1)
         finally:
@@ -176,8 +177,9 @@ class SubprocessSandbox(_ChildProcessSandbox):
     def network_isolated(self) -> bool:
         return self.namespaces is not None
 
-    def _command(self, limits: Limits, uid: int) -> list[str]:
-        command = [*_drop_privileges_prefix(uid), self.python, "-E", "-s", "-c", HARNESS_SOURCE]
+    def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
+        command = [*_drop_privileges_prefix(uid), self.python, "-E", "-s", "-c", HARNESS_SOURCE,
+                   run_id]
         if self.namespaces is None:
             return command
         return [*self.namespaces, "/bin/sh", "-c", _PRIVATE_TMP_SCRIPT, "sh",
@@ -240,7 +242,7 @@ class BubblewrapSandbox(_ChildProcessSandbox):
             raise SandboxUnavailable(f"bubblewrap sandbox: {self.python} is outside /usr, "
                                      "which is all the sandbox sees")
 
-    def _command(self, limits: Limits, uid: int) -> list[str]:
+    def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
         return [
             "bwrap", *_bwrap_namespaces(), "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", *_bwrap_root_links(),
@@ -250,4 +252,5 @@ class BubblewrapSandbox(_ChildProcessSandbox):
             "--chdir", "/work", "--clearenv", "--setenv", "PATH", "/usr/bin",
             "--setenv", "LANG", "C.UTF-8",
             *_drop_privileges_prefix(uid), self.python, "-E", "-s", "-c", HARNESS_SOURCE,
+            run_id,
         ]

@@ -24,8 +24,8 @@ def sandbox(request):
     box.close()
 
 
-def sandbox_processes() -> list[int]:
-    """PIDs of live sandboxed harness processes (any backend: Docker's are host processes too)."""
+def sandbox_processes(run_id: str) -> list[int]:
+    """PIDs of the live processes of one run (any backend: Docker's are host processes too)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -35,6 +35,7 @@ def sandbox_processes() -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if HARNESS_MARKER.encode() in command_line and state != "Z":
+        if (HARNESS_MARKER.encode() in command_line and run_id.encode() in command_line
+                and state != "Z"):
             pids.append(int(entry.name))
     return pids

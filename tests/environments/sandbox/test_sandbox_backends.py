@@ -21,6 +21,29 @@ def test_verdicts_and_reasons(sandbox):
     assert [o.name for o in result.outcomes] == ["add(1, 2)", "add(2, 2)", "zero"]
     assert result.num_passed == 2 and result.fraction_passed == pytest.approx(2 / 3)
     assert not result.all_passed and result.seconds > 0
+    assert len(result.run_id) == 16 and result.run_id != sandbox.run(ADD, "add", TESTS).run_id
+
+
+def test_each_process_has_its_own_block_of_run_uids():
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    from sao_online.environments.sandbox.base import (
+        FIRST_RUN_UID,
+        MAX_CONCURRENT_RUNS,
+        Sandbox,
+    )
+
+    def block_of(pid):
+        return FIRST_RUN_UID + pid * MAX_CONCURRENT_RUNS
+
+    with Sandbox.run_uid() as first, Sandbox.run_uid() as second:
+        assert first != second
+        assert {first, second} <= set(range(block_of(os.getpid()),
+                                            block_of(os.getpid()) + MAX_CONCURRENT_RUNS))
+    with ProcessPoolExecutor(1) as pool:
+        child_pid, child_uid = pool.submit(_uid_in_child).result()
+    assert block_of(child_pid) <= child_uid < block_of(child_pid) + MAX_CONCURRENT_RUNS
 
 
 def test_exceptions_are_per_test(sandbox):
@@ -109,7 +132,7 @@ def test_unknown_backend_is_named():
 
 def test_interpret_output_by_hand():
     nonce = "n0"
-    output = (b"n0 {\"event\": \"test\", \"index\": 0, \"value\": 3, \"helper_calls\": {\"k\": 1}}\n"
+    output = (b'n0 {"event": "test", "index": 0, "value": 3, "helper_calls": {"k": 1}}\n'
               b"noise\nx0 {\"event\": \"done\"}\n")
     tests = [TestCase((1,), 3), TestCase((2,), 4)]
     limits = Limits(wall_seconds=5)
@@ -195,3 +218,12 @@ def test_docker_container_goes_away_with_a_killed_process():
             client.containers.get(container_id)
     finally:
         client.close()
+
+
+def _uid_in_child():
+    import os
+
+    from sao_online.environments.sandbox.base import Sandbox
+
+    with Sandbox.run_uid() as uid:
+        return os.getpid(), uid

@@ -33,16 +33,29 @@ def _host_leftovers() -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), "sao-sandbox-*")))
 
 
-def _assert_no_process_left() -> None:
+def _assert_no_process_left(run_id: str) -> None:
+    assert run_id
     deadline = time.monotonic() + 2.0
-    while sandbox_processes() and time.monotonic() < deadline:
+    while sandbox_processes(run_id) and time.monotonic() < deadline:
         time.sleep(0.05)  # killed processes may take a moment to be reaped
-    assert sandbox_processes() == []
+    assert sandbox_processes(run_id) == []
 
 
 def observation_of(sandbox, body: str, preamble: str = ""):
+    results = []
+
+    class Recording:
+        """The sandbox, keeping each result (for its run id)."""
+
+        name = sandbox.name
+
+        def run(self, *args, **kwargs):
+            results.append(sandbox.run(*args, **kwargs))
+            return results[-1]
+
     env = CodeShiftEnv(sandbox=sandbox, max_turns=1,
                        limits={"cpu_seconds": 1, "wall_seconds": WALL_SECONDS})
+    env.sandbox = Recording()
     _, info = env.reset(seed=0)
     indented = "\n".join("    " + line for line in body.strip().splitlines())
     program = f"{preamble}\ndef {info['task']}(x):\n{indented}\n"
@@ -55,7 +68,7 @@ def observation_of(sandbox, body: str, preamble: str = ""):
     assert reward == 0.0 and step_info["tests_passed"] == 0
     assert step_info["sandbox"] == sandbox.name
     assert _host_leftovers() <= before, "a sandbox folder was left on the host"
-    _assert_no_process_left()
+    _assert_no_process_left(results[-1].run_id)
     return observation, step_info
 
 
