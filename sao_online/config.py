@@ -43,8 +43,16 @@ class EnvConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = _f("tiny", "'tiny' for the embedded byte-level Llama, or a local HF model path.")
-    gguf_file: str | None = _f(None, "GGUF file inside `name` to load (transformers gguf_file=).")
+    name: str = _f("tiny", "'tiny' (the embedded byte-level Llama), a packaged model "
+                   "('smollm2-135m'), or a local HF model folder. Never downloaded.")
+    gguf_file: str | None = _f(None, "GGUF file inside the folder `name` (transformers gguf_file=).")
+    device: str = _f("auto", "auto (CUDA when available), cpu, cuda or cuda:N; learner and "
+                     "rollout workers run there.")
+    dtype: str = _f("auto", "auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.")
+    system_prompt: str | None = _f(None, "System message before the first observation (None: "
+                                   "the chat template's own default, if any).")
+    observation_role: str = _f("user", "Chat role of environment observations after the first: "
+                               "user or tool (the template must know the role).")
     num_layers: int = _f(4, "Tiny model: transformer layers.")
     hidden_size: int = _f(128, "Tiny model: hidden size.")
     warm_start: bool = _f(True, "Start from the cached SFT warm start on oracle demonstrations.")
@@ -180,6 +188,12 @@ class ExperimentConfig:
             ("regularizers.kl_estimator", self.regularizers.kl_estimator in ("exact", "k3"),
              "must be exact or k3"),
             ("regularizers.kl_coef", self.regularizers.kl_coef >= 0, "must be >= 0"),
+            ("model.device", self.model.device == "auto" or self.model.device.split(":")[0]
+             in ("cpu", "cuda"), "must be auto, cpu, cuda or cuda:N"),
+            ("model.dtype", self.model.dtype in ("auto", "float32", "bfloat16", "float16"),
+             "must be auto, float32, bfloat16 or float16"),
+            ("model.observation_role", self.model.observation_role in ("user", "tool"),
+             "must be user or tool"),
         ]
         for name, ok, why in checks:
             if not ok:

@@ -196,6 +196,8 @@ class RolloutEngine:
         on_action_cap: ``"truncate"`` ends the episode when an action reaches
             ``max_action_tokens``; ``"submit"`` hands the cut action to the environment.
         system_prompt: an optional system message rendered before the first observation.
+        observation_role: chat role of the observations after the first: ``"user"`` or
+            ``"tool"`` (see ``ChatLayout``).
         stop_token_ids: tokens that end an action; the tokenizer's eos when None.
         fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
             SDPA on CPU for decoding) during the engine's own forwards; the model's configured
@@ -235,6 +237,7 @@ class RolloutEngine:
         device: str | torch.device | None = None,
         on_action_cap: ActionCapPolicy = "truncate",
         system_prompt: str | None = None,
+        observation_role: str = "user",
         stop_token_ids: list[int] | None = None,
         fast_attention: bool = True,
         env_workers: int = 0,
@@ -274,7 +277,9 @@ class RolloutEngine:
         )
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
-        self.layout = ChatLayout(tokenizer, system_prompt=system_prompt)
+        self.layout = ChatLayout(
+            tokenizer, system_prompt=system_prompt, observation_role=observation_role
+        )
         self.num_slots = num_slots
         self.temperature = temperature
         self.top_p = top_p
@@ -580,7 +585,7 @@ class RolloutEngine:
         # The action's last token was sampled but not fed yet: it goes in before the segment.
         last_action_token = episode.tokens[-1]
         episode.append_context(segment)
-        episode.messages.append({"role": "user", "content": str(observation)})
+        episode.messages.append(self.layout.observation_message(str(observation)))
         episode.action_start = len(episode.tokens)
         self._pending[slot] = [last_action_token, *segment]
 
