@@ -18,7 +18,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from sao_online.models.sources import ModelNotFoundError, resolve_model_source
+from sao_online.models.sources import ModelNotFoundError, hub_offline, resolve_model_source
 from sao_online.models.tokenizer import BYTE_VOCAB_SIZE, build_byte_tokenizer
 
 TINY_POLICY_NAME = "tiny"
@@ -143,8 +143,11 @@ def load_policy(
     # instead of reaching for the hub.
     options = {"gguf_file": source.gguf_file, "local_files_only": True}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(location, **options)
-        model = AutoModelForCausalLM.from_pretrained(location, dtype=_as_dtype(dtype), **options)
+        with hub_offline():
+            tokenizer = AutoTokenizer.from_pretrained(location, **options)
+            model = AutoModelForCausalLM.from_pretrained(
+                location, dtype=_as_dtype(dtype), **options
+            )
     except OSError as error:
         if not Path(location).exists():
             raise ModelNotFoundError(

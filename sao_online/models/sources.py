@@ -17,8 +17,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,6 +144,30 @@ def resolve_model_source(name: str, gguf_file: str | None = None) -> ModelSource
         raise _missing(name, f"no folder {str(path)!r}")
     # Perhaps a model id in the local Hugging Face cache; from_pretrained looks it up offline.
     return ModelSource(name)
+
+
+@contextlib.contextmanager
+def hub_offline() -> Iterator[None]:
+    """Hugging Face hub offline mode for the duration of a load.
+
+    ``local_files_only`` alone is not enough: ``huggingface_hub`` still fetches side files
+    (its agent registry) while loading. Its ``HF_HUB_OFFLINE`` switch is read once at import,
+    so both the environment variable and the imported constant are set, then restored.
+    """
+    import huggingface_hub.constants as hub_constants
+
+    saved_env = os.environ.get("HF_HUB_OFFLINE")
+    saved_constant = hub_constants.HF_HUB_OFFLINE
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        hub_constants.HF_HUB_OFFLINE = saved_constant
+        if saved_env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved_env
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
