@@ -101,3 +101,42 @@ def build_chat_policy(seed: int = 0, spread: float = 0.2, template: str = CHATML
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model.to(dtype).eval(), tokenizer
+
+
+def reference_greedy_episode(model, layout, env, seed, stop_ids, *, max_action_tokens, max_turns):
+    """One greedy episode, unbatched and uncached: a full forward over all tokens per token.
+
+    Mirrors the rollout engine's rules (``on_action_cap="submit"``): an action ends at a stop
+    token or at ``max_action_tokens``; the episode ends when the env ends it or after
+    ``max_turns`` actions.
+
+    Returns:
+        ``(tokens, action_positions, action_logprobs)``.
+    """
+    tokenizer = layout.tokenizer
+    observation, _ = env.reset(seed=seed)
+    tokens = layout.prompt_tokens(observation)
+    history = [{"role": "user", "content": observation}]
+    positions, logprobs = [], []
+    for turn in range(1, max_turns + 1):
+        action = []
+        while True:
+            with torch.no_grad():
+                logits = model(torch.tensor([tokens])).logits[0, -1].float()
+            token = int(logits.argmax())
+            logprobs.append(float(torch.log_softmax(logits, dim=-1)[token]))
+            positions.append(len(tokens))
+            tokens.append(token)
+            action.append(token)
+            if token in stop_ids or len(action) == max_action_tokens:
+                break
+        stopped = action[-1] in stop_ids
+        text = tokenizer.decode(action[:-1] if stopped else action, skip_special_tokens=True)
+        observation, _, terminated, truncated, _ = env.step(text)
+        if terminated or truncated or turn == max_turns:
+            break
+        history.append({"role": "assistant", "content": text})
+        end = tokenizer.decode([action[-1]]) if stopped else None
+        tokens += layout.observation_tokens(history, observation, end)
+        history.append(layout.observation_message(observation))
+    return tokens, positions, logprobs

@@ -5,7 +5,12 @@ references for every registered environment and for both observation roles."""
 import gymnasium
 import pytest
 import torch
-from chat_models import CHATML_WITHOUT_TOOLS, build_bpe_tokenizer, build_chat_policy
+from chat_models import (
+    CHATML_WITHOUT_TOOLS,
+    build_bpe_tokenizer,
+    build_chat_policy,
+    reference_greedy_episode,
+)
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 from sao_online.batching import collate
@@ -28,37 +33,6 @@ def _stop_ids(tokenizer):
     return {tokenizer.eos_token_id, *range(3, len(tokenizer), 9)}
 
 
-def _reference_greedy_episode(model, layout, env, seed, stop_ids):
-    """One episode, unbatched and uncached: a full forward over all tokens for every token."""
-    tokenizer = layout.tokenizer
-    observation, _ = env.reset(seed=seed)
-    tokens = layout.prompt_tokens(observation)
-    history = [{"role": "user", "content": observation}]
-    positions, logprobs = [], []
-    for turn in range(1, 4):  # the engine's max_turns is 3
-        action = []
-        while True:
-            with torch.no_grad():
-                logits = model(torch.tensor([tokens])).logits[0, -1].float()
-            token = int(logits.argmax())
-            logprobs.append(float(torch.log_softmax(logits, dim=-1)[token]))
-            positions.append(len(tokens))
-            tokens.append(token)
-            action.append(token)
-            if token in stop_ids or len(action) == MAX_ACTION_TOKENS:
-                break
-        stopped = action[-1] in stop_ids
-        text = tokenizer.decode(action[:-1] if stopped else action, skip_special_tokens=True)
-        observation, _, terminated, truncated, _ = env.step(text)
-        if terminated or truncated or turn == 3:
-            break
-        history.append({"role": "assistant", "content": text})
-        end = tokenizer.decode([action[-1]]) if stopped else None
-        tokens += layout.observation_tokens(history, observation, end)
-        history.append(layout.observation_message(observation))
-    return tokens, positions, logprobs
-
-
 @pytest.mark.parametrize("observation_role", ["user", "tool"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_greedy_episodes_equal_an_uncached_reference_for_every_environment(env_id,
@@ -76,8 +50,9 @@ def test_greedy_episodes_equal_an_uncached_reference_for_every_environment(env_i
     assert sorted(t.prompt_id for t in trajectories) == list(seeds)
     layout = ChatLayout(tokenizer, observation_role=observation_role)
     for trajectory in trajectories:
-        tokens, positions, logprobs = _reference_greedy_episode(
-            model, layout, gymnasium.make(env_id), trajectory.seed, stop_ids)
+        tokens, positions, logprobs = reference_greedy_episode(
+            model, layout, gymnasium.make(env_id), trajectory.seed, stop_ids,
+            max_action_tokens=MAX_ACTION_TOKENS, max_turns=3)
         assert trajectory.tokens.tolist() == tokens
         assert torch.nonzero(trajectory.action_mask).squeeze(-1).tolist() == positions
         torch.testing.assert_close(trajectory.behavior_logprobs[positions],
