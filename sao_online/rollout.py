@@ -198,7 +198,9 @@ class RolloutEngine:
         system_prompt: an optional system message rendered before the first observation.
         observation_role: chat role of the observations after the first: ``"user"`` or
             ``"tool"`` (see ``ChatLayout``).
-        stop_token_ids: tokens that end an action; the tokenizer's eos when None.
+        stop_token_ids: tokens that end an action; when None, the tokenizer's eos plus the
+            model's ``generation_config.eos_token_id`` (instruct models often end a turn with
+            a token other than the tokenizer's eos, e.g. Llama 3's ``<|eot_id|>``).
         fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
             SDPA on CPU for decoding) during the engine's own forwards; the model's configured
             implementation is restored after each call. False keeps the model's own.
@@ -268,7 +270,7 @@ class RolloutEngine:
                 raise ValueError(
                     "RolloutEngine: the tokenizer has no eos token; pass stop_token_ids"
                 )
-            stop_token_ids = [tokenizer.eos_token_id]
+            stop_token_ids = [tokenizer.eos_token_id, *_generation_eos_ids(model)]
         if tokenizer.pad_token_id is None and tokenizer.eos_token_id is None:
             raise ValueError("RolloutEngine: the tokenizer has neither a pad nor an eos token")
 
@@ -637,6 +639,14 @@ class RolloutEngine:
         self._episodes[slot] = None
         self._pending[slot] = []
         self.decoder.restart(slot)
+
+
+def _generation_eos_ids(model: PreTrainedModel) -> list[int]:
+    """The end tokens the model's generation config names (an int, a list, or none)."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(token) for token in (eos if isinstance(eos, list | tuple) else [eos])]
 
 
 def _json_safe(info: dict[str, Any]) -> dict[str, Any]:

@@ -137,3 +137,12 @@ def test_a_template_without_tool_turns_refuses_the_tool_role():
         ChatLayout(tokenizer, observation_role="tool")
     with pytest.raises(ValueError, match="observation_role must be one of"):
         ChatLayout(tokenizer, observation_role="environment")
+
+
+def test_turns_end_at_the_generation_configs_end_tokens_too():
+    model, tokenizer = build_chat_policy(seed=1)
+    end_of_text = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert RolloutEngine(model, tokenizer).stop_token_ids == {tokenizer.eos_token_id}
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, end_of_text]
+    engine = RolloutEngine(model, tokenizer)
+    assert engine.stop_token_ids == {tokenizer.eos_token_id, end_of_text}
