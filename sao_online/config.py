@@ -18,9 +18,17 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+
+#: Values of the fixed-choice fields (validated on load; the JSON Schema lists them as enums).
+Backend = Literal["sync", "local", "ray"]
+KLEstimator = Literal["exact", "k3"]
+AdvantageLevel = Literal["token", "last_token", "average"]
+ActionCapPolicy = Literal["truncate", "submit"]
+ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
+ObservationRole = Literal["user", "tool"]
 
 
 class ConfigError(ValueError):
@@ -48,11 +56,12 @@ class ModelConfig:
     gguf_file: str | None = _f(None, "GGUF file inside the folder `name` (transformers gguf_file=).")
     device: str = _f("auto", "auto (CUDA when available), cpu, cuda or cuda:N; learner and "
                      "rollout workers run there.")
-    dtype: str = _f("auto", "auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.")
+    dtype: ModelDtype = _f("auto", "auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 "
+                           "or float16.")
     system_prompt: str | None = _f(None, "System message before the first observation (None: "
                                    "the chat template's own default, if any).")
-    observation_role: str = _f("user", "Chat role of environment observations after the first: "
-                               "user or tool (the template must know the role).")
+    observation_role: ObservationRole = _f("user", "Chat role of environment observations after "
+                                           "the first: user or tool (the template must know it).")
     num_layers: int = _f(4, "Tiny model: transformer layers.")
     hidden_size: int = _f(128, "Tiny model: hidden size.")
     warm_start: bool = _f(True, "Start from the cached SFT warm start on oracle demonstrations.")
@@ -79,7 +88,7 @@ class AlgorithmConfig:
     lambda_alpha: float = _f(1.5, "SAO: policy lambda = 1 - 1/(alpha * action tokens).")
     critic_lambda: float = _f(1.0, "SAO: GAE lambda for critic targets.")
     gamma: float = _f(1.0, "Discount over action tokens.")
-    advantage_level: str = _f("token", "SAO: token, last_token or average (step-level ablations).")
+    advantage_level: AdvantageLevel = _f("token", "SAO: token, last_token or average (step-level ablations).")
     baseline_window: int = _f(128, "sao_running_mean: rewards in the running-mean baseline.")
 
 
@@ -94,7 +103,7 @@ class OptimConfig:
 @dataclass
 class RegularizerConfig:
     kl_coef: float = _f(0.0, "Per-token KL penalty to the warm-start policy (0 = off).")
-    kl_estimator: str = _f("exact", "exact (over the vocabulary) or k3 (sampled tokens).")
+    kl_estimator: KLEstimator = _f("exact", "exact (over the vocabulary) or k3 (sampled tokens).")
     entropy_coef: float = _f(0.0, "Entropy bonus coefficient (0 = off).")
 
 
@@ -106,14 +115,14 @@ class RolloutConfig:
     top_p: float = _f(1.0, "Nucleus sampling threshold.")
     max_turns: int = _f(4, "Turn cap per episode (truncates).")
     max_action_tokens: int = _f(64, "Token cap per action (turn).")
-    on_action_cap: str = _f("truncate", "An action reaching max_action_tokens: truncate (ends the "
+    on_action_cap: ActionCapPolicy = _f("truncate", "An action reaching max_action_tokens: truncate (ends the "
                             "episode, no env step) or submit (the env gets the cut action).")
     max_episode_tokens: int = _f(384, "Token cap per episode (truncates).")
 
 
 @dataclass
 class RuntimeConfig:
-    backend: str = _f("local", "sync, local (rollout-worker processes) or ray (Ray actors).")
+    backend: Backend = _f("local", "sync, local (rollout-worker processes) or ray (Ray actors).")
     num_workers: int = _f(2, "Rollout workers (processes or Ray actors) of the asynchronous backends.")
     max_staleness: int = _f(4, "Bound on learner version minus a trajectory's oldest token version.")
     in_flight_updates: bool = _f(True, "Workers take new weights between decoding steps.")
@@ -190,10 +199,6 @@ class ExperimentConfig:
             ("regularizers.kl_coef", self.regularizers.kl_coef >= 0, "must be >= 0"),
             ("model.device", self.model.device == "auto" or self.model.device.split(":")[0]
              in ("cpu", "cuda"), "must be auto, cpu, cuda or cuda:N"),
-            ("model.dtype", self.model.dtype in ("auto", "float32", "bfloat16", "float16"),
-             "must be auto, float32, bfloat16 or float16"),
-            ("model.observation_role", self.model.observation_role in ("user", "tool"),
-             "must be user or tool"),
         ]
         for name, ok, why in checks:
             if not ok:
@@ -228,6 +233,12 @@ def _check_type(path: str, value: Any, annotation: Any) -> Any:
         names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
         raise ConfigError(f"{path}: expected {names}, got {value!r}")
     if annotation is Any:
+        return value
+    if origin is Literal:
+        allowed = typing.get_args(annotation)
+        if value not in allowed:
+            choices = ", ".join(str(choice) for choice in allowed)
+            raise ConfigError(f"{path}: must be one of {choices}, got {value!r}")
         return value
     if annotation is bool:
         if not isinstance(value, bool):

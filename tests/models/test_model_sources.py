@@ -20,7 +20,8 @@ from sao_online.models import (
     token_logprobs,
 )
 from sao_online.pretrain import base_policy
-from sao_online.runtime.context import RunContext, plan_to_request
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.launch import run_experiment
 from sao_online.runtime.ray_backend import worker_gpu_share
 from sao_online.runtime.weights import SharedWeights
