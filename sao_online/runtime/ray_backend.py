@@ -238,11 +238,14 @@ class RayWorkerPool:
         late = sorted(index for index, (_, deadline) in self.unscheduled.items() if now > deadline)
         if late:
             free = self.ray.available_resources()
-            needs = f"one CPU and {self.gpu_share:.3g} GPU" if self.gpu_share else "one CPU"
+            needs, free_gpus = "one CPU", ""
+            if self.gpu_share:
+                needs = f"one CPU and {self.gpu_share:.3g} GPU"
+                free_gpus = f", {free.get('GPU', 0):g} GPUs free"
             raise RuntimeError(
                 f"rollout actors {late} were not placed and started on the Ray cluster "
                 f"within {_SCHEDULE_SECONDS:g} s (each needs {needs}; {free.get('CPU', 0):g} "
-                f"CPUs and {free.get('GPU', 0):g} GPUs free now)")
+                f"CPUs free now{free_gpus})")
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.version = version
