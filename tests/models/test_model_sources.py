@@ -20,6 +20,7 @@ from sao_online.models import (
     token_logprobs,
 )
 from sao_online.pretrain import base_policy
+from sao_online.runlog import RunLog
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.launch import run_experiment
@@ -87,7 +88,8 @@ def test_missing_local_models_fail_clearly_without_touching_the_network(tmp_path
     assert no_network == []
 
 
-def test_any_local_hf_folder_runs_end_to_end(tmp_path, no_network):
+@pytest.mark.parametrize("backend", ["sync", "local"])
+def test_any_local_hf_folder_runs_end_to_end(tmp_path, no_network, backend):
     model, tokenizer = build_chat_policy(seed=4)
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
@@ -99,13 +101,16 @@ def test_any_local_hf_folder_runs_end_to_end(tmp_path, no_network):
 
     config = load_config(None, [
         f"model.name={tmp_path / 'model'}", "model.warm_start=false",
-        "env.id=sao_online/ToolShift-v0", "runtime.backend=sync", "budget.episodes=4",
+        "env.id=sao_online/ToolShift-v0", f"runtime.backend={backend}", "budget.episodes=4",
+        "runtime.num_workers=1", "regularizers.kl_coef=0.1",
         "rollout.batch_size=2", "rollout.num_slots=2", "rollout.max_action_tokens=8",
         "rollout.max_turns=2", "algorithm.critic_warmup_steps=0",
         f"logging.out={tmp_path / 'runs'}"])
     before = {name: p.clone() for name, p in loaded.named_parameters()}
-    summary = run_experiment(config, threads=1)
+    summary = run_experiment(config, threads=1)  # policy, critic and reference from the folder
     assert summary["episodes"] == 4 and summary["updates"] == 2
+    updates = RunLog(summary["run_dir"]).read("updates")
+    assert updates["charts/kl_to_reference"].notna().all()
     trained = load_policy(tmp_path / "model")[0]  # the folder itself is never written
     assert all(torch.equal(before[name], p) for name, p in trained.named_parameters())
     assert no_network == []
