@@ -27,7 +27,6 @@ from pathlib import Path
 
 import torch
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 
 
