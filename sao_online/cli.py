@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 
@@ -198,8 +199,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from sao_online.config import ConfigWarning
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    default_show = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, ConfigWarning):  # a setting adjusted on load: one plain line
+            print(f"sao-online {args.command}: warning: {message}", file=sys.stderr)
+        else:
+            default_show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as error:
@@ -209,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"sao-online {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = default_show
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import typing
 from typing import Any, Literal
 
 from sao_online.config import ExperimentConfig
+from sao_online.config_ranges import LIST_RANGES, RANGES, Range
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 
@@ -38,11 +39,27 @@ def _type_schema(annotation: Any) -> dict[str, Any]:
     return {}  # Any
 
 
-def _section_schema(cls: type) -> dict[str, Any]:
+def _range_schema(allowed: Range) -> dict[str, Any]:
+    """JSON Schema bounds of a numeric range (JSON has no infinity: such a bound is left out)."""
+    bounds = {"exclusiveMinimum" if allowed.open_low else "minimum": allowed.low}
+    if not allowed.infinite:
+        bounds["exclusiveMaximum" if allowed.open_high else "maximum"] = allowed.high
+    return bounds
+
+
+def _section_schema(cls: type, prefix: str = "") -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     properties = {}
     for spec in dataclasses.fields(cls):
-        schema = _type_schema(hints[spec.name])
+        dotted = prefix + spec.name
+        schema = (_section_schema(hints[spec.name], dotted + ".")
+                  if dataclasses.is_dataclass(hints[spec.name]) else _type_schema(hints[spec.name]))
+        if dotted in RANGES:
+            schema.update(_range_schema(RANGES[dotted]))
+        if dotted in LIST_RANGES:
+            allowed, length = LIST_RANGES[dotted]
+            schema.update({"items": {"type": "number", **_range_schema(allowed)},
+                           "minItems": length, "maxItems": length})
         help_text = spec.metadata.get("help")
         if help_text:
             schema["description"] = help_text
@@ -59,7 +76,8 @@ def config_json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of an experiment config file.
 
     Unknown keys are rejected (``additionalProperties: false``), fixed-choice fields are enums,
-    every field carries its help text as ``description`` and its default.
+    numeric fields carry their range (``config_ranges.RANGES``), every field carries its help
+    text as ``description`` and its default.
 
     Example:
         >>> schema = config_json_schema()

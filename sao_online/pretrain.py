@@ -116,7 +116,7 @@ def demonstration_episode(env: Any, layout: ChatLayout, seed: int, rng: np.rando
 
 
 def _cache_key(config: ExperimentConfig) -> str:
-    env_class = type(gymnasium.make(config.env.id, **config.env.kwargs).unwrapped)
+    env_class = type(config.env.make().unwrapped)
     # Everything that shapes the demonstrations or the token layout: this module, the env's
     # classes (base included), and the model package (tokenizer, chat layout, policy).
     modules = {__name__, *(cls.__module__ for cls in env_class.__mro__)}
@@ -223,5 +223,12 @@ def load_warm_start(config: ExperimentConfig, *, progress: bool = False):
     """(policy, tokenizer) from the cached warm start, building it first when needed."""
     path = warm_start(config, progress=progress)
     device = resolve_device(config.model.device)
-    policy, tokenizer = load_policy(str(path), dtype=resolve_dtype(config.model.dtype, device))
+    try:
+        policy, tokenizer = load_policy(str(path),
+                                        dtype=resolve_dtype(config.model.dtype, device))
+    except Exception as error:  # noqa: BLE001  (transformers and safetensors raise many types)
+        message = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
+        raise ValueError(f"warm start cache {path} cannot be loaded ({type(error).__name__}: "
+                         f"{message}); rebuild it with `sao-online pretrain CONFIG --force`") \
+            from None
     return policy.to(device), tokenizer

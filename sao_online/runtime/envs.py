@@ -27,7 +27,7 @@ def clock_horizon(config: ExperimentConfig, schedule: Schedule) -> float | None:
 
 def resolve_schedule(config: ExperimentConfig) -> Schedule:
     """The run's schedule (stationary at the env's defaults when none is given), validated."""
-    env = gymnasium.make(config.env.id, **config.env.kwargs)
+    env = config.env.make()
     drift_space = env.unwrapped.drift_space
     env.close()
     schedule = Schedule.stationary({}) if config.schedule is None else load_schedule(config.schedule)
