@@ -26,4 +26,5 @@ def build_engine(config: ExperimentConfig, model: torch.nn.Module, tokenizer: An
                          max_episode_tokens=rollout.max_episode_tokens, seed=seed,
                          env_workers=env_workers, on_action_cap=rollout.on_action_cap,
                          system_prompt=config.model.system_prompt,
-                         observation_role=config.model.observation_role)
+                         observation_role=config.model.observation_role,
+                         lean_forward=rollout.lean_forward)
