@@ -1,6 +1,7 @@
 """Drifting agentic text environments (Gymnasium ``Env[str, str]``).
 
-Importing this package registers ``sao_online/StyleShift-v0`` and ``sao_online/ToolShift-v0``.
+Importing this package registers ``sao_online/StyleShift-v0``, ``sao_online/ToolShift-v0`` and
+``sao_online/CodeShift-v0``.
 """
 
 from sao_online.environments.base import (
@@ -10,6 +11,7 @@ from sao_online.environments.base import (
     TurnResult,
     printable,
 )
+from sao_online.environments.code_shift import CodeShiftEnv
 from sao_online.environments.registry import list_envs, register_envs
 from sao_online.environments.style_shift import StyleShiftEnv, detect_style, rule_judge
 from sao_online.environments.tool_shift import ToolShiftEnv
@@ -20,6 +22,7 @@ register_envs()
 __all__ = [
     "TEXT_CHARSET",
     "ActionTypeError",
+    "CodeShiftEnv",
     "DriftWrapper",
     "DriftingTextEnv",
     "LatencyWrapper",
