@@ -1,6 +1,7 @@
 """Drifting agentic text environments (Gymnasium ``Env[str, str]``).
 
-Importing this package registers ``sao_online/StyleShift-v0`` and ``sao_online/ToolShift-v0``.
+Importing this package registers ``sao_online/StyleShift-v0``, ``sao_online/ToolShift-v0``,
+``sao_online/ReasonShift-v0`` and ``sao_online/GridShift-v0``.
 """
 
 from sao_online.environments.base import (
@@ -10,6 +11,8 @@ from sao_online.environments.base import (
     TurnResult,
     printable,
 )
+from sao_online.environments.grid_shift import GridShiftEnv
+from sao_online.environments.reason_shift import ReasonShiftEnv
 from sao_online.environments.registry import list_envs, register_envs
 from sao_online.environments.style_shift import StyleShiftEnv, detect_style, rule_judge
 from sao_online.environments.tool_shift import ToolShiftEnv
@@ -22,7 +25,9 @@ __all__ = [
     "ActionTypeError",
     "DriftWrapper",
     "DriftingTextEnv",
+    "GridShiftEnv",
     "LatencyWrapper",
+    "ReasonShiftEnv",
     "StyleShiftEnv",
     "ToolShiftEnv",
     "TurnResult",

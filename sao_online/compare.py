@@ -55,7 +55,7 @@ def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str
     if not methods:
         raise ConfigError("--methods: no method given")
     base = load_config(config_path, overrides)
-    from sao_online.algorithms import METHODS
+    from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
 
     for method in methods:
         if method not in METHODS:
@@ -69,7 +69,7 @@ def compare(config_path: str | Path, *, methods: list[str], seeds: int, out: str
     for method in methods:
         for seed in range(seeds):
             run_overrides = [*overrides, f"algorithm.name={method}", f"seed={seed}"]
-            if method in ("sao", "sao_running_mean"):
+            if method in SINGLE_ROLLOUT_METHODS:
                 run_overrides.append("algorithm.group_size=null")
             jobs.append({
                 "name": f"{method}/seed-{seed}", "config": str(config_path), "overrides": run_overrides,

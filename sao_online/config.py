@@ -56,7 +56,8 @@ class ModelConfig:
 
 @dataclass
 class AlgorithmConfig:
-    name: str = _f("sao", "Method: sao, sao_running_mean, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo.")
+    name: str = _f("sao", "Method: sao, sao_running_mean, sao_prompt_mean, sao_lambda1, "
+                   "sao_no_skip_obs, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo.")
     group_size: int | None = _f(None, "Rollouts per prompt (1 for SAO; default 8 for group methods).")
     dis_eps_low: float = _f(0.3, "DIS band: tokens with ratio <= 1 - dis_eps_low get no gradient.")
     dis_eps_high: float = _f(5.0, "DIS band: tokens with ratio >= 1 + dis_eps_high get no gradient "
@@ -73,6 +74,13 @@ class AlgorithmConfig:
     gamma: float = _f(1.0, "Discount over action tokens.")
     advantage_level: str = _f("token", "SAO: token, last_token or average (step-level ablations).")
     baseline_window: int = _f(128, "sao_running_mean: rewards in the running-mean baseline.")
+    policy_lambda: float | None = _f(None, "SAO: fixed policy GAE lambda in [0, 1] (sao_lambda1: 1); "
+                                     "null = length adaptive, 1 - 1/(lambda_alpha * l).")
+    skip_observations: bool = _f(True, "SAO: GAE skips observation tokens (sao_no_skip_obs: false, "
+                                 "observation tokens are ordinary steps).")
+    baseline_keys: list = _f(["difficulty"], "sao_prompt_mean: env info keys whose values name an "
+                             "episode's prompt class (e.g. [task, difficulty]).")
+    prompt_baseline_window: int = _f(32, "sao_prompt_mean: rewards kept per prompt class.")
 
 
 @dataclass
@@ -175,6 +183,13 @@ class ExperimentConfig:
             ("optim.lr", self.optim.lr > 0, "must be > 0"),
             ("algorithm.critic_updates", self.algorithm.critic_updates >= 1, "must be >= 1"),
             ("algorithm.critic_warmup_steps", self.algorithm.critic_warmup_steps >= 0, "must be >= 0"),
+            ("algorithm.policy_lambda", self.algorithm.policy_lambda is None
+             or 0 <= self.algorithm.policy_lambda <= 1, "must be null or in [0, 1]"),
+            ("algorithm.prompt_baseline_window", self.algorithm.prompt_baseline_window >= 1,
+             "must be >= 1"),
+            ("algorithm.baseline_keys", len(self.algorithm.baseline_keys) >= 1 and all(
+                isinstance(key, str) and key for key in self.algorithm.baseline_keys),
+             "must be a non-empty list of info key names"),
             ("algorithm.advantage_level", self.algorithm.advantage_level in
              ("token", "last_token", "average"), "must be token, last_token or average"),
             ("regularizers.kl_estimator", self.regularizers.kl_estimator in ("exact", "k3"),
