@@ -123,7 +123,8 @@ class GridShiftEnv(DriftingTextEnv):
         ``position`` (``[row, col]``), ``turns_left``. After an action: ``outcome``
         (``moved``, ``bumped``, ``slipped``, ``malformed``, ``reached``). End of episode:
         ``reached``, ``behavior``: the convention under which most of the agent's moves headed
-        closer to the goal (one of :data:`CONVENTIONS`), ``mixed`` when conventions tie,
+        closer to the goal (one of :data:`CONVENTIONS`; tied ones joined by ``+`` in
+        :data:`CONVENTIONS` order, e.g. ``compass+mirrored`` for a walk of N and S moves only),
         ``none`` when no move did, ``malformed`` when no action was a move.
 
     Args:
@@ -246,8 +247,8 @@ class GridShiftEnv(DriftingTextEnv):
         best = max(self._progress_counts.values())
         if best == 0:
             return "none"
-        leaders = [name for name, count in self._progress_counts.items() if count == best]
-        return leaders[0] if len(leaders) == 1 else "mixed"
+        # Ties are common (N and S mean the same under compass and mirrored): name them all.
+        return "+".join(name for name, count in self._progress_counts.items() if count == best)
 
     # ---- scripted agents -------------------------------------------------------------------
 
