@@ -152,6 +152,6 @@ def test_bad_ablation_settings_name_the_field(field, value):
 
 
 def test_single_rollout_methods_are_registered_methods_with_group_size_one():
-    assert SINGLE_ROLLOUT_METHODS <= set(METHODS)
+    assert SINGLE_ROLLOUT_METHODS.issubset(METHODS)
     for name in SINGLE_ROLLOUT_METHODS:
         assert build_method(load_config({"algorithm": {"name": name}})).group_size == 1
