@@ -35,7 +35,8 @@ def test_configs_load_and_their_schedules_fit_the_env(path, shift_at, parameter)
 
 
 def test_per_prompt_baseline_keys_travel_from_env_info_to_the_learner():
-    config = load_config("configs/reason_shift.yaml", TINY + ["algorithm.name=sao_prompt_mean"])
+    config = load_config("configs/reason_shift.yaml", TINY + [
+        "algorithm.name=sao_prompt_mean", "algorithm.baseline_keys=[task, difficulty]"])
     ctx = RunContext.build(config)
     trajectories = sample(ctx)
     expected = {f"{t.info['task']}/{t.info['difficulty']}" for t in trajectories}
