@@ -30,6 +30,7 @@ import pandas as pd
 # Recovery metrics aggregated by default, with the direction in which they are better.
 LOWER_IS_BETTER = {
     "time_to_recovery": True,
+    "time_to_oracle_fraction": True,
     "drop": True,
     "relative_drop": True,
     "recovery_auc": False,
@@ -38,6 +39,10 @@ LOWER_IS_BETTER = {
     "forgetting": True,
     "pre_level": False,
 }
+
+# Right-censored metrics and the column that flags their censored values.
+CENSORED_BY = {"time_to_recovery": "censored",
+               "time_to_oracle_fraction": "oracle_fraction_censored"}
 
 CI_COLUMNS = ["metric", "iqm", "lower", "upper", "confidence", "n_values", "n_seeds",
               "censored_fraction"]
@@ -269,7 +274,7 @@ def aggregate_recovery(per_seed: pd.DataFrame, metrics: Sequence[str] | None = N
     Returns:
         The ``by`` columns, ``phase_before``/``phase_after``/``tau_clock`` when grouping by
         change point, then the columns of ``CI_COLUMNS`` and ``lower_is_better``.
-        ``censored_fraction`` is filled for ``time_to_recovery`` only.
+        ``censored_fraction`` is filled for the right-censored times (``CENSORED_BY``).
     """
     by = list(by)
     if metrics is None:
@@ -280,10 +285,10 @@ def aggregate_recovery(per_seed: pd.DataFrame, metrics: Sequence[str] | None = N
             raise ValueError(f"metric {metric!r} is not a recovery metric column")
         if not np.isfinite(per_seed[metric].to_numpy(dtype=float)).any():
             continue
+        censored = CENSORED_BY.get(metric)
         table = stratified_bootstrap_ci(
             per_seed, metric, by=by, reps=reps, confidence=confidence, seed=seed,
-            censored="censored" if metric == "time_to_recovery" and "censored" in per_seed
-            else None)
+            censored=censored if censored in per_seed else None)
         table["lower_is_better"] = LOWER_IS_BETTER.get(metric, np.nan)
         tables.append(table)
     if not tables:

@@ -20,6 +20,10 @@ data, i.e. the largest x observed; "the phase" is [tau_k, tau_{k+1})):
   ``time_to_recovery = time_available = tau_{k+1} - tau_k`` with ``recovered=False``,
   ``censored=True``. Because the smoothed curve is undefined for its first
   ``min_window_fraction * smooth`` units, time_to_recovery is at least that much.
+- ``time_to_oracle_fraction``: the same first-crossing time, for an absolute level: the smoothed
+  curve reaching ``oracle_fraction`` (default 0.8) times the phase's mean oracle ceiling. Unlike
+  ``time_to_recovery`` it does not flatter a method whose pre-shift plateau was low. Censored the
+  same way (``oracle_fraction_censored``); NaN without an oracle ceiling.
 - ``recovery_auc``: mean reward of the episodes with x in [tau_k, tau_k + horizon) (clipped to the
   phase) divided by pre_level: 1.0 means no loss at all over the horizon. This is the normalised
   area under the raw reward curve; the raw curve is used (not the smoothed one) because the area
@@ -68,6 +72,7 @@ RECOVERY_COLUMNS = [
     "experiment", "method", "seed", "change_point", "phase_before", "phase_after", "x_axis",
     "tau", "tau_clock", "pre_window", "smooth_window", "pre_level", "pre_episodes", "min_level",
     "drop", "relative_drop", "time_to_recovery", "recovered", "censored", "time_available",
+    "time_to_oracle_fraction", "oracle_fraction_censored",
     "recovery_auc", "recovery_auc_oracle", "auc_horizon", "dynamic_regret",
     "dynamic_regret_per_episode", "phase_episodes", "forgetting", "note",
 ]
@@ -83,7 +88,8 @@ def recovery_metrics(df: pd.DataFrame, change_points: ChangePointsArg = None,
                      horizon: float | None = None, x: str = "world_time",
                      smooth: float | None = None, *, evals: pd.DataFrame | None = None,
                      min_pre_level: float = 0.05, min_window_fraction: float = 0.5,
-                     phase_names: Sequence[str] | None = None) -> pd.DataFrame:
+                     phase_names: Sequence[str] | None = None,
+                     oracle_fraction: float = 0.8) -> pd.DataFrame:
     """Recovery metrics for every (experiment, method, seed, change point).
 
     The precise definitions are in this module's docstring (``sao_online.analysis.recovery``).
@@ -105,6 +111,8 @@ def recovery_metrics(df: pd.DataFrame, change_points: ChangePointsArg = None,
         min_window_fraction: fraction of ``smooth`` that must elapse after a shift before the
             smoothed curve is defined.
         phase_names: names for phases 0..K (default: the run config's, else ``phase <k>``).
+        oracle_fraction: the absolute recovery level, as a fraction of the phase's mean oracle
+            ceiling, for ``time_to_oracle_fraction``.
 
     Returns:
         One row per run and change point with the columns of ``RECOVERY_COLUMNS``;
@@ -123,6 +131,8 @@ def recovery_metrics(df: pd.DataFrame, change_points: ChangePointsArg = None,
     check_x_axis(x, df)
     if not rho > 0:
         raise ValueError(f"rho must be positive, got {rho}")
+    if not 0 < oracle_fraction <= 1:
+        raise ValueError(f"oracle_fraction must be in (0, 1], got {oracle_fraction}")
     for name, value in (("window", window), ("horizon", horizon), ("smooth", smooth)):
         if value is not None and not (np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number of {x} units, got {value}")
@@ -135,14 +145,15 @@ def recovery_metrics(df: pd.DataFrame, change_points: ChangePointsArg = None,
         rows.extend(_run_rows(run, key, taus_clock, names, x=x, window=window, rho=rho,
                               horizon=horizon, smooth=smooth, evals=run_evals,
                               min_pre_level=min_pre_level,
-                              min_window_fraction=min_window_fraction))
+                              min_window_fraction=min_window_fraction,
+                              oracle_fraction=oracle_fraction))
     return pd.DataFrame(rows, columns=RECOVERY_COLUMNS)
 
 
 def _run_rows(run: pd.DataFrame, key: tuple, taus_clock: list[float], names: list[str], *,
               x: str, window: float | None, rho: float, horizon: float | None,
               smooth: float | None, evals: pd.DataFrame | None, min_pre_level: float,
-              min_window_fraction: float) -> list[dict]:
+              min_window_fraction: float, oracle_fraction: float) -> list[dict]:
     if not len(run) or not taus_clock:
         return []
     world_times = run["world_time"].to_numpy(dtype=float)
@@ -176,66 +187,117 @@ def _run_rows(run: pd.DataFrame, key: tuple, taus_clock: list[float], names: lis
     for index, (k, tau_clock, tau) in enumerate(shifts):
         is_last = index == len(shifts) - 1
         phase_end = end if is_last else taus[index + 1]
-        previous = boundaries[index]
         in_phase = (xs >= tau) & ((xs <= end) if is_last else (xs < phase_end))
-        phase = usable & in_phase
-        pre = usable & (xs >= max(tau - window, previous)) & (xs < tau)
-        notes = []
-
-        pre_level = float(rewards[pre].mean()) if pre.any() else np.nan
-        pre_ok = np.isfinite(pre_level) and pre_level > min_pre_level
-        if not np.isfinite(pre_level):
-            notes.append("no episodes in the pre-shift window")
-        elif not pre_ok:
-            notes.append(f"pre_level <= min_pre_level ({min_pre_level:g}): nothing learned "
-                         f"before the shift, relative metrics undefined")
-
-        phase_times, phase_curve = xs[phase], smoothed[phase]
-        defined = np.isfinite(phase_curve)
-        if not defined.any():
-            notes.append("phase shorter than the smoothing warm-up: no smoothed values")
-        min_level = float(phase_curve[defined].min()) if defined.any() else np.nan
-        drop = pre_level - min_level
-
-        time_available = phase_end - tau
-        time_to_recovery, recovered, censored = np.nan, False, False
-        if pre_ok and defined.any():
-            threshold = rho * pre_level
-            order = np.argsort(phase_times[defined], kind="stable")
-            times_sorted = phase_times[defined][order]
-            reached = phase_curve[defined][order] >= threshold - 1e-9 * abs(threshold)
-            if reached.any():
-                time_to_recovery, recovered = float(times_sorted[np.argmax(reached)] - tau), True
-            else:
-                time_to_recovery, censored = float(time_available), True
-
-        auc_horizon = min(horizon, time_available) if time_available > 0 else horizon
-        in_horizon = phase & (xs < tau + horizon)
-        horizon_reward = float(rewards[in_horizon].mean()) if in_horizon.any() else np.nan
-        horizon_oracle = float(oracle[in_horizon].mean()) if in_horizon.any() else np.nan
-        regret = oracle[phase] - rewards[phase]
-
+        pre = (xs >= max(tau - window, boundaries[index])) & (xs < tau)
+        metrics = shift_metrics(
+            xs, rewards, oracle, smoothed, phase=usable & in_phase, pre=usable & pre, tau=tau,
+            time_available=phase_end - tau, horizon=horizon, rho=rho,
+            min_pre_level=min_pre_level, oracle_fraction=oracle_fraction)
         rows.append({
             "experiment": key[0], "method": key[1], "seed": int(key[2]),
             "change_point": k, "phase_before": names[k - 1], "phase_after": names[k],
             "x_axis": x, "tau": tau, "tau_clock": tau_clock,
             "pre_window": window, "smooth_window": smooth,
-            "pre_level": pre_level, "pre_episodes": int(pre.sum()), "min_level": min_level,
-            "drop": drop, "relative_drop": drop / pre_level if pre_ok else np.nan,
-            "time_to_recovery": time_to_recovery, "recovered": recovered, "censored": censored,
-            "time_available": time_available,
-            "recovery_auc": horizon_reward / pre_level if pre_ok else np.nan,
-            "recovery_auc_oracle": (horizon_reward / horizon_oracle
-                                    if np.isfinite(horizon_oracle) and horizon_oracle > 0
-                                    else np.nan),
-            "auc_horizon": auc_horizon,
-            "dynamic_regret": float(regret.sum()) if len(regret) else np.nan,
-            "dynamic_regret_per_episode": float(regret.mean()) if len(regret) else np.nan,
-            "phase_episodes": int(phase.sum()),
+            **metrics,
             "forgetting": _forgetting(evals, phase=k - 1, phase_end_clock=tau_clock),
-            "note": "; ".join(notes),
         })
     return rows
+
+
+def first_crossing(times: np.ndarray, curve: np.ndarray, threshold: float,
+                   time_available: float) -> tuple[float, bool, bool]:
+    """When a curve first reaches ``threshold``, measured from the start of its phase.
+
+    Args:
+        times: x of each point, relative to the shift (0 = the shift).
+        curve: the smoothed reward at each point; NaN where undefined (skipped).
+        threshold: the level to reach (reached when within 1e-9 relative of it, or above).
+        time_available: the phase's length, the censoring value.
+
+    Returns:
+        ``(time, reached, censored)``: the earliest time with ``curve >= threshold``, True, False;
+        or ``(time_available, False, True)`` when it never does; ``(nan, False, False)`` when the
+        curve is nowhere defined.
+
+    Example:
+        >>> first_crossing(np.array([3.0, 1.0, 2.0]), np.array([0.9, 0.2, 0.8]), 0.8, 10.0)
+        (2.0, True, False)
+    """
+    defined = np.isfinite(curve)
+    if not defined.any():
+        return np.nan, False, False
+    order = np.argsort(times[defined], kind="stable")
+    times_sorted = times[defined][order]
+    reached = curve[defined][order] >= threshold - 1e-9 * abs(threshold)
+    if reached.any():
+        return float(times_sorted[np.argmax(reached)]), True, False
+    return float(time_available), False, True
+
+
+def shift_metrics(xs: np.ndarray, rewards: np.ndarray, oracle: np.ndarray,
+                  smoothed: np.ndarray, *, phase: np.ndarray, pre: np.ndarray, tau: float,
+                  time_available: float, horizon: float, rho: float, min_pre_level: float,
+                  oracle_fraction: float) -> dict:
+    """The metrics of one shift of one run from its episode arrays (module docstring).
+
+    Args:
+        xs, rewards, oracle, smoothed: per episode: x, reward, oracle ceiling, smoothed reward.
+        phase: mask of the usable episodes of the phase the shift starts.
+        pre: mask of the usable episodes in the pre-shift window.
+        tau: the shift's x; time_available: the phase's length.
+        horizon, rho, min_pre_level, oracle_fraction: as in :func:`recovery_metrics`.
+
+    Returns:
+        The metric columns of ``RECOVERY_COLUMNS`` (everything but the run's keys, the shift's
+        position and windows, and forgetting).
+    """
+    notes = []
+    pre_level = float(rewards[pre].mean()) if pre.any() else np.nan
+    pre_ok = np.isfinite(pre_level) and pre_level > min_pre_level
+    if not np.isfinite(pre_level):
+        notes.append("no episodes in the pre-shift window")
+    elif not pre_ok:
+        notes.append(f"pre_level <= min_pre_level ({min_pre_level:g}): nothing learned "
+                     f"before the shift, relative metrics undefined")
+
+    phase_times, phase_curve = xs[phase] - tau, smoothed[phase]
+    defined = np.isfinite(phase_curve)
+    if not defined.any():
+        notes.append("phase shorter than the smoothing warm-up: no smoothed values")
+    min_level = float(phase_curve[defined].min()) if defined.any() else np.nan
+    drop = pre_level - min_level
+
+    time_to_recovery, recovered, censored = np.nan, False, False
+    if pre_ok:
+        time_to_recovery, recovered, censored = first_crossing(
+            phase_times, phase_curve, rho * pre_level, time_available)
+    ceiling = float(np.nanmean(oracle[phase])) if np.isfinite(oracle[phase]).any() else np.nan
+    time_to_oracle, oracle_censored = np.nan, False
+    if np.isfinite(ceiling) and ceiling > 0:
+        time_to_oracle, _, oracle_censored = first_crossing(
+            phase_times, phase_curve, oracle_fraction * ceiling, time_available)
+
+    auc_horizon = min(horizon, time_available) if time_available > 0 else horizon
+    in_horizon = phase & (xs < tau + horizon)
+    horizon_reward = float(rewards[in_horizon].mean()) if in_horizon.any() else np.nan
+    horizon_oracle = float(oracle[in_horizon].mean()) if in_horizon.any() else np.nan
+    regret = oracle[phase] - rewards[phase]
+    return {
+        "pre_level": pre_level, "pre_episodes": int(pre.sum()), "min_level": min_level,
+        "drop": drop, "relative_drop": drop / pre_level if pre_ok else np.nan,
+        "time_to_recovery": time_to_recovery, "recovered": recovered, "censored": censored,
+        "time_available": time_available,
+        "time_to_oracle_fraction": time_to_oracle, "oracle_fraction_censored": oracle_censored,
+        "recovery_auc": horizon_reward / pre_level if pre_ok else np.nan,
+        "recovery_auc_oracle": (horizon_reward / horizon_oracle
+                                if np.isfinite(horizon_oracle) and horizon_oracle > 0
+                                else np.nan),
+        "auc_horizon": auc_horizon,
+        "dynamic_regret": float(regret.sum()) if len(regret) else np.nan,
+        "dynamic_regret_per_episode": float(regret.mean()) if len(regret) else np.nan,
+        "phase_episodes": int(phase.sum()),
+        "note": "; ".join(notes),
+    }
 
 
 def _evals_of_run(evals: pd.DataFrame | None, key: tuple) -> pd.DataFrame | None:

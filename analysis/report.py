@@ -36,6 +36,7 @@ from sao_online.analysis.report_render import (
 # Metrics shown in the report's tables, in order, with their column titles.
 TABLE_METRICS = {
     "time_to_recovery": "time to recovery",
+    "time_to_oracle_fraction": "time to 0.8 x oracle",
     "drop": "drop",
     "recovery_auc": "recovery AUC (x pre-level)",
     "dynamic_regret_per_episode": "regret / episode",

@@ -125,17 +125,26 @@ def skip_observation_gae(
     next_values[:, :-1] = compact_values[:, 1:]
     deltas = compact_rewards + gamma * next_values - compact_values
 
+    # Advantages by the delta recursion; returns by the lambda-return recursion
+    # R_t = r_t + gamma * ((1 - lam) * V(t') + lam * R_t'), equal to A_t + V(t) in exact
+    # arithmetic. Computing R directly keeps lam = 1 returns the exact reward-to-go: A + V would
+    # leave float residue of V, which turns "every return is 0" into a tiny non-zero variance.
     compact_advantages = torch.zeros_like(deltas)
-    running = torch.zeros(batch_size, device=deltas.device, dtype=dtype)
+    compact_returns = torch.zeros_like(deltas)
+    running_advantage = torch.zeros(batch_size, device=deltas.device, dtype=dtype)
+    running_return = torch.zeros(batch_size, device=deltas.device, dtype=dtype)
     for index in range(max_actions - 1, -1, -1):
-        running = deltas[:, index] + gamma * lam_per_row * running
-        compact_advantages[:, index] = running
-    compact_advantages = compact_advantages.masked_fill(~valid, 0.0)
+        running_advantage = deltas[:, index] + gamma * lam_per_row * running_advantage
+        compact_advantages[:, index] = running_advantage
+        bootstrap = (1 - lam_per_row) * next_values[:, index] + lam_per_row * running_return
+        running_return = compact_rewards[:, index] + gamma * bootstrap
+        compact_returns[:, index] = running_return
 
+    # Invalid slots point at non-action positions and carry 0, so the scatters leave them at 0.
     advantages = torch.zeros(action_mask.shape, device=rewards.device, dtype=dtype)
-    # Invalid slots point at non-action positions and carry 0, so the scatter leaves them at 0.
-    advantages.scatter_(1, positions, compact_advantages)
-    returns = torch.where(action_mask, advantages + values, torch.zeros_like(advantages))
+    advantages.scatter_(1, positions, compact_advantages.masked_fill(~valid, 0.0))
+    returns = torch.zeros(action_mask.shape, device=rewards.device, dtype=dtype)
+    returns.scatter_(1, positions, compact_returns.masked_fill(~valid, 0.0))
     return advantages, returns
 
 

@@ -371,8 +371,11 @@ def value_loss(
     if num_action_tokens:
         return_variance = float(action_returns.var(correction=0))
         residual_variance = float((action_returns - action_values).var(correction=0))
-        explained = 1.0 - residual_variance / return_variance if return_variance > 0 else float(
-            "nan")
+        # Undefined when the returns do not vary (every reward 0 right after a shift); a variance
+        # at float32 rounding level of the returns' magnitude counts as none.
+        scale = max(1.0, float(action_returns.abs().max()))
+        varies = return_variance > (1e-6 * scale) ** 2
+        explained = 1.0 - residual_variance / return_variance if varies else float("nan")
         stats.update(value_mean=float(action_values.mean()),
                      return_mean=float(action_returns.mean()))
     else:

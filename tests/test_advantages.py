@@ -17,6 +17,7 @@ from sao_online.advantages import (
     step_level_values,
     zero_variance_group_fraction,
 )
+from sao_online.losses import value_loss
 
 # Two-turn episode: prompt, turn 1 (2 tokens), 2 observation tokens, turn 2 (2 tokens).
 MASK = torch.tensor([[False, True, True, False, False, True, True]])
@@ -105,6 +106,22 @@ def test_gae_lam1_returns_do_not_depend_on_values():
     _, returns = skip_observation_gae(REWARDS, VALUES, MASK, 0.8, 1.0)
     _, returns_other = skip_observation_gae(REWARDS, VALUES * 3 - 1, MASK, 0.8, 1.0)
     torch.testing.assert_close(returns, returns_other)
+
+
+def test_gae_lam1_returns_are_exact_whatever_the_values():
+    # Right after a shift every reward is 0: the critic targets must be exactly 0, not the float32
+    # residue of A + V (which made the logged explained variance about -1e14).
+    generator = torch.Generator().manual_seed(0)
+    mask = torch.rand(8, 40, generator=generator) > 0.3
+    values = torch.randn(8, 40, generator=generator) * 7.3
+    _, returns = skip_observation_gae(torch.zeros(8, 40), values, mask, 1.0, 1.0)
+    assert returns.eq(0).all()
+    rewards = torch.zeros(8, 40)
+    last_action = mask.cumsum(1).argmax(1)
+    rewards[torch.arange(8), last_action] = 0.1
+    _, returns = skip_observation_gae(rewards, values, mask, 1.0, 1.0)
+    assert returns[mask].eq(torch.tensor(0.1)).all()
+    assert math.isnan(value_loss(values, returns, mask)[1]["explained_variance"])
 
 
 def test_gae_outputs_are_detached_and_float32_for_float32_inputs():

@@ -23,14 +23,15 @@ Roles:
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-import torch
-
+from sao_online.runtime.batch_selection import select_batch
 from sao_online.runtime.context import dropped_episode_record
 from sao_online.runtime.loop import RunInterrupted, TrainingLoop
 from sao_online.runtime.planner import EpisodePlan
+from sao_online.runtime.pool import WorkerPool
 from sao_online.runtime.rollout_worker import Task
 from sao_online.runtime.staleness import StalenessGate
 from sao_online.types import Trajectory
@@ -41,34 +42,6 @@ _SEED_STRIDE_VERSION = 104729  # and per resumed session
 _CHECKPOINT_KEY = "async"
 
 
-class WorkerPool(Protocol):
-    """How the runtime reaches its rollout workers (processes, Ray actors, ...).
-
-    Workers are numbered 0..N-1; ``launch`` starts worker ``index`` (or replaces it, discarding
-    whatever the old one held). Messages are those of ``rollout_worker.run_rollout_worker``.
-    """
-
-    def launch(self, index: int, seed: int) -> None:
-        """Start worker ``index`` with a sampling stream seeded by ``seed``."""
-        ...
-
-    def submit(self, index: int, tasks: list[Task]) -> None:
-        """Hand tasks to worker ``index``; a dead worker is reported by ``receive``, not here."""
-        ...
-
-    def receive(self, timeout: float) -> tuple[list[tuple[int, tuple]], set[int]]:
-        """Wait up to ``timeout`` s; return (worker index, message) pairs and the dead workers."""
-        ...
-
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        """Make ``model``'s weights, as ``version``, available to every worker."""
-        ...
-
-    def close(self) -> None:
-        """Stop every worker (idempotent)."""
-        ...
-
-
 @dataclass
 class _Finished:
     """A completed trajectory waiting for training, with what admitted it."""
@@ -77,14 +50,9 @@ class _Finished:
     plan: EpisodePlan
     admitted_version: int
 
-
-def worker_slots(config: Any) -> int:
-    """Engine slots per worker: its share of the (max_staleness + 1) * B episodes the gate allows
-    in flight (a slot waiting for a slow environment costs nothing to decode)."""
-    runtime = config.runtime
-    batch_size = config.rollout.batch_size
-    share = -(-(runtime.max_staleness + 1) * batch_size // runtime.num_workers)
-    return min(config.rollout.num_slots, max(batch_size, share))
+    @property
+    def group_id(self) -> int:
+        return self.plan.group_id
 
 
 class AsyncRuntime:
@@ -206,47 +174,21 @@ class AsyncRuntime:
         return [entry for held in self.outstanding for entry in held.values()]
 
     def _next_batch(self) -> list[_Finished] | None:
-        """The next batch to train on, or None when the learner must wait."""
-        version = self.loop.ctx.learner.version
-        # Training now makes anything admitted at or before this version staler than allowed.
-        due_version = version - self.max_staleness
-        outstanding = self._all_outstanding()
-        buffered = [item for members in self.group_buffer.values() for item in members]
-        if any(admitted <= due_version for _, admitted in outstanding):
-            return None
-        if any(item.admitted_version <= due_version for item in buffered):
-            return None
+        """The next batch to train on (``select_batch``), or None when the learner must wait."""
+        waiting = [admitted for _, admitted in self._all_outstanding()]
+        waiting += [item.admitted_version for members in self.group_buffer.values()
+                    for item in members]
         exhausted = (
-            not outstanding
+            not waiting
             and not self.retry
-            and not self.group_buffer
             and not self.loop.ctx.planner.can_start_group(self.config.budget.episodes)
         )
-        if len(self.ready) < self.batch_size and not (exhausted and self.ready):
+        selected = select_batch(self.ready, version=self.loop.ctx.learner.version,
+                                max_staleness=self.max_staleness, batch_size=self.batch_size,
+                                waiting_versions=waiting, exhausted=exhausted)
+        if selected is None:
             return None
-        # Stable: oldest admission first, completion order otherwise (groups stay contiguous).
-        oldest_in_group: dict[int, int] = {}
-        for item in self.ready:
-            group = item.plan.group_id
-            oldest_in_group[group] = min(oldest_in_group.get(group, item.admitted_version),
-                                         item.admitted_version)
-        # A group is as old as its oldest member, so a retried member never splits its group.
-        self.ready.sort(key=lambda item: oldest_in_group[item.plan.group_id])
-        batch, rest = self.ready[: self.batch_size], self.ready[self.batch_size :]
-        # After this batch the learner trains k more batches (versions v+1 .. v+k) before
-        # anything admitted at or before due_version + k would pass the bound, so at most k B of
-        # those may be left untrained, for every k up to max_staleness. Training now when that
-        # fails (fresh episodes that finished first would take older ones' places) would later
-        # force a batch to leave a due episode behind; wait for the stragglers instead. Checking
-        # only k = 1 is not enough: with max_staleness >= 2 the older episodes pile up until no
-        # batch is allowed and the gate, full, admits nothing (a deadlock).
-        untrained = ([item.admitted_version for item in rest]
-                     + [admitted for _, admitted in outstanding]
-                     + [item.admitted_version for item in buffered])
-        for k in range(1, self.max_staleness + 1):
-            if sum(admitted <= due_version + k for admitted in untrained) > k * self.batch_size:
-                return None
-        self.ready = rest
+        batch, self.ready = selected
         return batch
 
     def _train(self, batch: list[_Finished]) -> None:
@@ -266,7 +208,9 @@ class AsyncRuntime:
         if self.loop.checkpoint_due():
             self.loop.checkpoint(self.checkpoint_extra())
 
-    def _finished(self) -> bool:
+    @property
+    def finished(self) -> bool:
+        """True when the whole budget is trained on and nothing is held anywhere."""
         return (
             not self.ready
             and not self.retry
@@ -282,17 +226,26 @@ class AsyncRuntime:
         pending += [item.plan for item in self.ready]
         return {_CHECKPOINT_KEY: {"pending_plans": pending}}
 
+    def start(self) -> None:
+        """Launch every worker."""
+        for index in range(self.num_workers):
+            self._launch(index)
+
+    def step(self, timeout: float) -> None:
+        """One scheduling round: admit what the gate allows, collect results for up to
+        ``timeout`` seconds, and train on every batch that is ready."""
+        self._admit()
+        self._collect(timeout)
+        while (batch := self._next_batch()) is not None:
+            self._train(batch)
+            self._admit()
+
     def run(self) -> None:
         """Run until the budget is trained on; Ctrl-C leaves a resumable checkpoint."""
         try:
-            for index in range(self.num_workers):
-                self._launch(index)
-            while not self._finished():
-                self._admit()
-                self._collect(POLL_SECONDS)
-                while (batch := self._next_batch()) is not None:
-                    self._train(batch)
-                    self._admit()
+            self.start()
+            while not self.finished:
+                self.step(POLL_SECONDS)
             self.pool.close()
             self.loop.checkpoint(self.checkpoint_extra())
         except RunInterrupted:  # after an update: a consistent point to checkpoint
@@ -310,23 +263,17 @@ def pending_plans(state: dict[str, Any] | None) -> list[EpisodePlan]:
     return list(state.get(_CHECKPOINT_KEY, {}).get("pending_plans", []))
 
 
-def run_async(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None:
-    """Run with the config's asynchronous backend: ``local`` (worker processes) or ``ray``.
+def run_async(loop: TrainingLoop, make_pool: Callable[[], WorkerPool],
+              state: dict[str, Any] | None = None) -> None:
+    """Run ``loop`` to its budget with asynchronous rollout workers.
 
     Args:
         loop: the run's training loop (already restored when resuming).
+        make_pool: builds the (not yet launched) worker pool; see ``backends.make_pool``.
         state: the checkpoint it was restored from; its plans admitted but not trained on are
             issued again first.
     """
-    ctx = loop.ctx
-    backend = ctx.config.runtime.backend
-    if backend == "local":
-        from sao_online.runtime.local import ProcessWorkerPool as pool_class
-    elif backend == "ray":
-        from sao_online.runtime.ray_backend import RayWorkerPool as pool_class
-    else:
-        raise ValueError(f"runtime.backend: {backend!r} is not an asynchronous backend")
-    pool = pool_class(ctx.config, ctx.policy, ctx.learner.version)
+    pool = make_pool()
     try:
         runtime = AsyncRuntime(loop, pool, pending_plans(state))
     except BaseException:

@@ -14,13 +14,12 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from sao_online.config import ConfigError, ExperimentConfig
+from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
 from sao_online.runlog import RunLog, run_directory
-from sao_online.runtime.async_runtime import run_async
+from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext, clock_horizon
 from sao_online.runtime.loop import TrainingLoop
-from sao_online.runtime.sync import run_sync
 
 
 def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
@@ -103,15 +102,9 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
             loop.load_state_dict(state)
             bar.update(loop.episodes_logged)
     started = time.time()
-    backend = config.runtime.backend
     loop.start()
     with _stop_after_update_on_ctrl_c(loop):
-        if backend == "sync":
-            run_sync(loop, state.get("engine") if state else None)
-        elif backend in ("local", "ray"):
-            run_async(loop, state)
-        else:  # validated on load; kept for configs built in code
-            raise ConfigError(f"runtime.backend: unknown backend {backend!r}")
+        run_backend(loop, state)
     loop.finish()
     bar.close()
     seconds = time.time() - started

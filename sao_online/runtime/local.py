@@ -21,9 +21,7 @@ from typing import Any
 import torch
 import torch.multiprocessing
 
-from sao_online.runtime.async_runtime import (
-    worker_slots,
-)
+from sao_online.runtime.pool import worker_slots
 from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 from sao_online.runtime.weights import SharedWeights
 

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from sao_online.config import ConfigError
-from sao_online.runtime.async_runtime import worker_slots
+from sao_online.runtime.pool import worker_slots
 from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 
 _log = logging.getLogger(__name__)

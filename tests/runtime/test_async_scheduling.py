@@ -107,19 +107,14 @@ def run_schedule(seed: int, batch_size: int, max_staleness: int, group_size: int
                                                      max_staleness=max_staleness))
     loop = RecordingLoop(config, group_size)
     runtime = AsyncRuntime(loop, RandomPool(rng, finish=rng.uniform(0.05, 0.5), die=die))
-    for index in range(workers):
-        runtime._launch(index)
+    runtime.start()
     for _ in range(_MAX_POLLS):
-        if runtime._finished():
+        if runtime.finished:
             return loop
-        runtime._admit()
-        runtime._collect(0.0)
-        while (batch := runtime._next_batch()) is not None:
-            runtime._train(batch)
-            runtime._admit()
+        runtime.step(timeout=0.0)
     raise AssertionError(
         f"deadlock at version {loop.ctx.learner.version}: {len(runtime.ready)} ready, "
-        f"{len(runtime._all_outstanding())} outstanding, gate capacity {runtime.gate.capacity()}")
+        f"gate capacity {runtime.gate.capacity()}")
 
 
 @pytest.fixture(autouse=True)

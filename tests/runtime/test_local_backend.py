@@ -7,7 +7,6 @@ End-to-end runs of both asynchronous backends are in ``test_async_backends.py``.
 from __future__ import annotations
 
 import multiprocessing
-from collections import defaultdict, deque
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +15,6 @@ import torch
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
 from sao_online.rollout import EpisodeRequest
-from sao_online.runtime.async_runtime import AsyncRuntime, _Finished
 from sao_online.runtime.context import build_engine, make_env
 from sao_online.runtime.weights import SharedWeights
 
@@ -81,37 +79,6 @@ def test_engines_step_environments_in_threads_only_under_simulated_latency():
     engine = build_engine(slow, policy, tokenizer, seed=0, num_slots=4)
     assert engine.env_workers == 4
     engine.close()
-
-
-def _runtime_holding(version, max_staleness, batch_size, ready, outstanding):
-    """An AsyncRuntime without workers: ready items and outstanding plans as (group, admitted)."""
-    runtime = AsyncRuntime.__new__(AsyncRuntime)
-    planner = SimpleNamespace(can_start_group=lambda budget: True)
-    runtime.loop = SimpleNamespace(ctx=SimpleNamespace(learner=SimpleNamespace(version=version),
-                                                       planner=planner))
-    runtime.config = SimpleNamespace(budget=SimpleNamespace(episodes=1000))
-    runtime.batch_size, runtime.max_staleness = batch_size, max_staleness
-    runtime.ready = [_Finished(None, SimpleNamespace(group_id=group), admitted)
-                     for group, admitted in ready]
-    runtime.outstanding = [{ticket: (SimpleNamespace(group_id=group), admitted)
-                            for ticket, (group, admitted) in enumerate(outstanding)}]
-    runtime.group_buffer, runtime.retry = defaultdict(list), deque()
-    return runtime
-
-
-def test_learner_waits_for_old_stragglers_instead_of_training_fresh_episodes_past_the_bound():
-    # max_staleness 2, B 2, learner at version 2: two fresh episodes (admitted at 2) finished
-    # first while three admitted at 1 still run. Training the fresh pair now would leave three
-    # version-1 episodes for the one batch at version 3 that keeps them within the bound.
-    runtime = _runtime_holding(2, 2, 2, ready=[(10, 2), (11, 2)],
-                               outstanding=[(7, 1), (8, 1), (9, 1)])
-    assert runtime._next_batch() is None
-    # The stragglers finish: the oldest admissions go first, the fresh pair waits its turn.
-    runtime.outstanding[0].clear()
-    runtime.ready += [_Finished(None, SimpleNamespace(group_id=group), 1) for group in (7, 8, 9)]
-    batch = runtime._next_batch()
-    assert [item.plan.group_id for item in batch] == [7, 8]
-    assert sorted(item.plan.group_id for item in runtime.ready) == [9, 10, 11]
 
 
 def test_worker_pairs_each_trajectory_with_its_own_ticket_when_group_members_finish_out_of_order():
