@@ -58,3 +58,24 @@ def test_no_skip_gae_trains_the_critic_on_grid_observation_tokens():
     assert observation_targets[multi_turn].any() and not observation_targets[~multi_turn].any()
     metrics = ctx.learner.step(trajectories)
     assert metrics["losses/skipped_nonfinite"] == 0.0
+
+
+def test_behavior_summary_breaks_success_down_by_difficulty():
+    from sao_online.policy_summary import _by_difficulty
+    from sao_online.types import Trajectory
+
+    def episode(reward, **info):
+        return Trajectory(
+            tokens=torch.tensor([1, 2]), action_mask=torch.tensor([False, True]),
+            behavior_logprobs=torch.zeros(2), versions=torch.zeros(2, dtype=torch.long),
+            rewards=torch.tensor([0.0, reward]), turn_ids=torch.tensor([-1, 0]), prompt_id=0,
+            group_id=0, env_id="x", phase=0, theta={}, world_time=0.0, seed=0, terminated=True,
+            truncated=False, info=info)
+
+    table = _by_difficulty([episode(1.0, difficulty=1, correct=True, solved=True),
+                            episode(0.5, difficulty=1, correct=False, solved=True),
+                            episode(0.0, difficulty=5, correct=False, solved=False)])
+    assert table == {"by_difficulty": {
+        "1": {"episodes": 2, "reward_mean": 0.75, "correct_rate": 0.5, "solved_rate": 1.0},
+        "5": {"episodes": 1, "reward_mean": 0.0, "correct_rate": 0.0, "solved_rate": 0.0}}}
+    assert _by_difficulty([episode(1.0, topic="rain")]) == {}
