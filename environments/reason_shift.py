@@ -1,10 +1,10 @@
 """ReasonShift-v0: procedural, verifiable reasoning whose task mix, difficulty and format drift.
 
 Each episode poses one small task with a visible difficulty level (1 to 5), e.g.
-``Level 3. Reverse: kqzmwd``. The tasks are exact-match checkable:
+``Level 3. Reverse: kqz``. The tasks are exact-match checkable:
 
-- ``reverse``: reverse a string of ``2 * level`` letters;
-- ``sort``: sort ``2 * level`` digits ascending;
+- ``reverse``: reverse a string of ``level`` letters;
+- ``sort``: sort ``level`` digits ascending;
 - ``count``: count one letter in a string of ``2 * level`` letters drawn from ``abc``;
 - ``add``: add two numbers of ``level`` digits each.
 
@@ -181,15 +181,14 @@ class ReasonShiftEnv(DriftingTextEnv):
         return f"Level {self._level}. {question}", self._task_info()
 
     def _draw_operand(self, task: str, level: int) -> str:
-        length = 2 * level
         rng = self.np_random
         if task == "reverse":
-            return "".join(rng.choice(list(string.ascii_lowercase), size=length))
+            return "".join(rng.choice(list(string.ascii_lowercase), size=level))
         if task == "sort":
-            return "".join(rng.choice(list(string.digits), size=length))
+            return "".join(rng.choice(list(string.digits), size=level))
         if task == "count":
             letter = "abc"[int(rng.integers(3))]
-            return f"{letter} in " + "".join(rng.choice(list("abc"), size=length))
+            return f"{letter} in " + "".join(rng.choice(list("abc"), size=2 * level))
         low, high = (0 if level == 1 else 10 ** (level - 1)), 10**level
         left, right = (int(value) for value in rng.integers(low, high, size=2))
         return f"{left}+{right}"

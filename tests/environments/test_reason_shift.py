@@ -60,7 +60,7 @@ def test_prompts_show_the_level_and_operands_grow_with_it():
         if info["task"] == "add":
             left, right = question.split("+")
             assert len(left) == len(right) == info["difficulty"]
-    assert lengths == {level: {2 * level} for level in range(1, 6)}
+    assert lengths == {level: {level} for level in range(1, 6)}
 
 
 @pytest.mark.parametrize("mix", list(MIXES))
