@@ -23,8 +23,8 @@ def sample(ctx):
 
 
 @pytest.mark.parametrize(("path", "shift_at", "parameter"), [
-    ("configs/reason_shift.yaml", 600, "answer_format"),
-    ("configs/grid_shift.yaml", 400, "moves")])
+    ("configs/reason_shift.yaml", 320, "answer_format"),
+    ("configs/grid_shift.yaml", 240, "moves")])
 def test_configs_load_and_their_schedules_fit_the_env(path, shift_at, parameter):
     config = load_config(path)
     schedule = resolve_schedule(config)  # validated against the env's drift space
