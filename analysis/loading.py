@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 TABLES = ("episodes", "updates", "evals")
 RUN_KEYS = ["experiment", "method", "seed"]
@@ -166,22 +165,53 @@ def read_table(run_dir: Path, table: str) -> pd.DataFrame | None:
             return None
         raise RunLoadError(f"run {run_dir} has no {table} table ({location.name} is missing)")
     if location.is_file():
-        return pd.read_parquet(location)
+        return _read_part(location)
     parts = sorted(part for part in location.glob("*.parquet")
                    if not part.name.startswith((".", "_")))
     if not parts:
         return pd.DataFrame()
-    frames = [pd.read_parquet(part) for part in parts]
+    _check_recorded_parts(run_dir, table, parts)
+    frames = [_read_part(part) for part in parts]
     frames = [frame for frame in frames if len(frame)] or frames[:1]
     return pd.concat(frames, ignore_index=True)
 
 
+def _check_recorded_parts(run_dir: Path, table: str, parts: list[Path]) -> None:
+    """Parts the newest checkpoint covers must match its recorded size and hash."""
+    from sao_online.runlog import recorded_parts, verify_part
+
+    recorded = recorded_parts(run_dir)
+    if recorded is None:
+        return
+    checkpoint, tables = recorded
+    for part in parts:
+        record = tables.get(table, {}).get(part.name)
+        if record is not None and not verify_part(part, record):
+            raise RunLoadError(
+                f"{part}: damaged table part (differs from what checkpoint {checkpoint} recorded); "
+                f"`sao-online run CONFIG --out RUN_DIR --resume` sets it aside and runs its "
+                f"episodes again from a checkpoint that precedes it")
+
+
+def _read_part(part: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(part)
+    except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
+        first = str(error).strip().splitlines()[0][:80] if str(error).strip() else ""
+        raise RunLoadError(
+            f"{part}: damaged table part ({type(error).__name__}: {first}); `sao-online run "
+            f"CONFIG --out RUN_DIR --resume` sets it aside and runs its episodes again from a "
+            f"checkpoint that precedes it") from None
+
+
 def _config_row(run_dir: Path) -> dict[str, Any]:
     config_path = run_dir / "config.yaml"
+    from sao_online.safe_yaml import YamlInputError, load_yaml_text
+
     try:
-        config = yaml.safe_load(config_path.read_text())
-    except yaml.YAMLError as error:
-        raise RunLoadError(f"{config_path}: not valid YAML ({error})") from error
+        config = load_yaml_text(config_path.read_text(errors="replace"), str(config_path))
+    except YamlInputError as error:
+        raise RunLoadError(str(error)) from None
     if config is None:
         config = {}
     if not isinstance(config, dict):

@@ -31,6 +31,7 @@ from sao_online.analysis.report_render import (
     Table,
     to_html,
     to_markdown,
+    write_csv,
 )
 
 # Metrics shown in the report's tables, in order, with their column titles.
@@ -315,9 +316,9 @@ def write_report(paths_or_df: PathsLike | pd.DataFrame, out_dir: str | Path, *,
         "`recovery_per_seed.csv`: every metric per run and shift (with a `note` when a metric "
         "is undefined). `improvement.csv`: the pairwise comparisons. `figures/`: the PNGs.")]
 
-    aggregated.to_csv(out_dir / "metrics.csv", index=False)
-    per_seed.to_csv(out_dir / "recovery_per_seed.csv", index=False)
-    improvement.to_csv(out_dir / "improvement.csv", index=False)
+    write_csv(aggregated, out_dir / "metrics.csv")
+    write_csv(per_seed, out_dir / "recovery_per_seed.csv")
+    write_csv(improvement, out_dir / "improvement.csv")
     (out_dir / "report.md").write_text(to_markdown(blocks))
     (out_dir / "report.html").write_text(to_html(blocks, title))
     return out_dir / "report.md"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -59,26 +60,71 @@ def _cell(value: object) -> str:
     return "" if value is None else str(value)
 
 
+# A cell starting with one of these is run as a formula by spreadsheet programs.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell (and column name) a spreadsheet would run as a formula
+    prefixed by ``'``, which spreadsheets show as text; numbers are left as they are."""
+
+    def safe(value: object) -> object:
+        if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+            return "'" + value
+        return value
+
+    safe_frame = frame.rename(columns=safe)
+    for column in safe_frame.columns:
+        if safe_frame[column].dtype == object or pd.api.types.is_string_dtype(safe_frame[column]):
+            safe_frame[column] = safe_frame[column].map(safe)
+    return safe_frame
+
+
+def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write ``frame`` as CSV with formula-like text cells neutralised (``spreadsheet_safe``)."""
+    spreadsheet_safe(frame).to_csv(path, index=False)
+
+
+def _md_text(text: str) -> str:
+    """Markdown text with HTML escaped, so run and phase names cannot inject markup.
+
+    `code` spans are kept when their backticks pair up plainly (single backticks, even count);
+    inside them HTML is inert. Anything else is escaped as a whole, backticks shown as typed.
+    """
+    plain = text.count("`") % 2 == 0 and "``" not in text and "\\`" not in text
+    if not plain:
+        return html.escape(text, quote=False).replace("`", "\\`")
+    parts = text.split("`")
+    return "`".join(part if index % 2 else html.escape(part, quote=False)
+                    for index, part in enumerate(parts))
+
+
 def to_markdown(blocks: list[Block]) -> str:
     lines: list[str] = []
     for block in blocks:
         if isinstance(block, Heading):
-            lines += ["#" * block.level + " " + block.text, ""]
+            lines += ["#" * block.level + " " + _md_text(block.text), ""]
         elif isinstance(block, Paragraph):
-            lines += [block.text, ""]
+            lines += [_md_text(block.text), ""]
         elif isinstance(block, Table):
             if block.caption:
-                lines += [f"*{block.caption}*", ""]
-            header = [str(column) for column in block.frame.columns]
+                lines += [f"*{_md_text(block.caption)}*", ""]
+            header = [_md_cell(column) for column in block.frame.columns]
             lines.append("| " + " | ".join(header) + " |")
             lines.append("|" + "|".join("---" for _ in header) + "|")
             for row in block.frame.itertuples(index=False):
-                cells = [_cell(value).replace("|", "\\|") for value in row]
-                lines.append("| " + " | ".join(cells) + " |")
+                lines.append("| " + " | ".join(_md_cell(value) for value in row) + " |")
             lines.append("")
         elif isinstance(block, Image):
-            lines += [f"![{block.caption}]({block.path})", "", f"*{block.caption}*", ""]
+            caption = _md_text(block.caption).replace("[", "\\[").replace("]", "\\]")
+            lines += [f"![{caption}]({block.path.replace(' ', '%20')})", "", f"*{caption}*", ""]
     return "\n".join(lines)
+
+
+def _md_cell(value: object) -> str:
+    """A table cell: HTML escaped, pipes and backticks taken literally, one line."""
+    text = html.escape(_cell(value), quote=False).replace("|", "\\|").replace("`", "\\`")
+    return text.replace("\r", " ").replace("\n", " ")
 
 
 def _inline(text: str) -> str:

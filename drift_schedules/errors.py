@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+MAX_PROBLEM = 300
+
 
 class ScheduleError(ValueError):
     """A schedule that is malformed, named by the field at fault.
@@ -18,7 +20,10 @@ class ScheduleError(ValueError):
 
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
-        self.problem = problem
+        # Problems quote the offending value; a huge one is cut so the message stays one line.
+        problem = " ".join(str(problem).split("\n"))
+        self.problem = problem if len(problem) <= MAX_PROBLEM else (
+            problem[:MAX_PROBLEM - 30] + f"... ({len(problem)} characters)")
         super().__init__(f"{field}: {problem}" if field else problem)
 
     def within(self, prefix: str) -> ScheduleError:

@@ -43,6 +43,7 @@ from sao_online.drift_schedules.random_kinds import (
 )
 from sao_online.drift_schedules.space import DriftSpace, DriftValueError
 from sao_online.drift_schedules.state import DriftState
+from sao_online.safe_yaml import YamlInputError, load_yaml_text
 
 #: Kind name -> scheduler class.
 KINDS: dict[str, type[ParameterSchedule]] = {
@@ -324,9 +325,9 @@ def load_schedule(source: str | Path | Mapping[str, Any] | Schedule) -> Schedule
     if not path.is_file():
         raise ScheduleError(str(path), "no such schedule file")
     try:
-        data = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ScheduleError(str(path), f"not valid YAML or JSON: {error}") from None
+        data = load_yaml_text(path.read_text(errors="replace"), str(path))
+    except YamlInputError as error:
+        raise ScheduleError("", str(error)) from None
     try:
         return Schedule.from_dict(data)
     except ScheduleError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 
@@ -37,9 +38,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     path = warm_start(config, force=args.force, progress=True)
     print(f"warm start ready: {path}")
     if args.summary:
+        from sao_online.commands.policy_summary import behavior_summary
         from sao_online.models import load_policy
-        from sao_online.policy_summary import behavior_summary
-        from sao_online.runtime.context import resolve_schedule
+        from sao_online.runtime.envs import resolve_schedule
 
         policy, tokenizer = load_policy(str(path))
         summary = json.loads((path / "warm_start.json").read_text())
@@ -62,7 +63,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from sao_online.compare import compare
+    from sao_online.commands.compare import compare
 
     out = compare(args.config, methods=args.methods.split(","), seeds=args.seeds, out=args.out,
                   overrides=args.set, parallel=args.parallel, overwrite=args.overwrite,
@@ -81,15 +82,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "rollout":
-        from sao_online.bench_rollout import run_rollout_benchmark
+        from sao_online.commands.bench_rollout import run_rollout_benchmark
 
         result = run_rollout_benchmark(quick=args.quick)
     elif args.what == "throughput":
-        from sao_online.bench_throughput import run_throughput_benchmark
+        from sao_online.commands.bench_throughput import run_throughput_benchmark
 
         result = run_throughput_benchmark(quick=args.quick)
     else:
-        from sao_online.bench_async import run_async_benchmark
+        from sao_online.commands.bench_async import run_async_benchmark
 
         result = run_async_benchmark(quick=args.quick)
     print(json.dumps(result))
@@ -97,10 +98,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from sao_online.demo import run_demo
+    from sao_online.commands.demo import run_demo
 
     report = run_demo(out=args.out, seeds=args.seeds, quick=args.quick, fresh=args.fresh)
     print(f"demo report: {report}")
+    return 0
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from sao_online.config_schema import schema_text
+
+    text = schema_text()
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"config schema: {args.out}")
+    else:
+        print(text, end="")
     return 0
 
 
@@ -170,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="a shorter run")
     bench.set_defaults(func=_cmd_bench)
 
+    schema = commands.add_parser("schema", help="the JSON Schema of experiment configs (for "
+                                                "editors that complete and check YAML)")
+    schema.add_argument("--out", default=None, help="write it to this file (default: stdout)")
+    schema.set_defaults(func=_cmd_schema)
+
     demo = commands.add_parser("demo", help="the StyleShift paper protocol: SAO vs GRPO, report")
     demo.add_argument("--out", default="runs/demo", help="output folder")
     demo.add_argument("--seeds", type=int, default=3)
@@ -181,8 +199,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from sao_online.config import ConfigWarning
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    default_show = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, ConfigWarning):  # a setting adjusted on load: one plain line
+            print(f"sao-online {args.command}: warning: {message}", file=sys.stderr)
+        else:
+            default_show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as error:
@@ -192,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"sao-online {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = default_show
 
 
 if __name__ == "__main__":

@@ -14,17 +14,50 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
+import reprlib
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+
+from sao_online.config_ranges import range_problems
+from sao_online.safe_yaml import YamlInputError, load_yaml_text
+
+#: Values of the fixed-choice fields (validated on load; the JSON Schema lists them as enums).
+Backend = Literal["sync", "local", "ray"]
+KLEstimator = Literal["exact", "k3"]
+AdvantageLevel = Literal["token", "last_token", "average"]
+ActionCapPolicy = Literal["truncate", "submit"]
+
+# Experiment and method names become folders of a run's path: no separators, no "..".
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 class ConfigError(ValueError):
     """A configuration value that is missing, unknown or of the wrong type; names the field."""
+
+
+class ConfigWarning(UserWarning):
+    """A setting that was adjusted on load (the message says what and why)."""
+
+
+def _first_line(error: BaseException, limit: int = 160) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:limit] if text else type(error).__name__
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, never building much more of a huge value."""
+    bounded = reprlib.Repr()
+    bounded.maxlevel, bounded.maxstring, bounded.maxother, bounded.maxlong = 3, limit, limit, limit
+    bounded.maxlist = bounded.maxdict = bounded.maxtuple = bounded.maxset = 6
+    text = bounded.repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _f(default: Any, help: str, **kwargs: Any) -> Any:
@@ -39,6 +72,19 @@ class EnvConfig:
     kwargs: dict = _f({}, "Keyword arguments for gymnasium.make.")
     latency_mean: float = _f(0.0, "Mean simulated env latency per step in seconds (0 = none).")
     latency_sigma: float = _f(1.0, "Lognormal sigma of the simulated latency (long tail).")
+
+    def make(self, **extra: Any) -> Any:
+        """``gymnasium.make(id, **kwargs)``; an unknown id or bad kwargs raise ConfigError."""
+        import gymnasium
+
+        import sao_online.environments  # noqa: F401  (registers the environments)
+
+        try:
+            return gymnasium.make(self.id, **extra, **self.kwargs)
+        except gymnasium.error.Error as error:
+            raise ConfigError(f"env.id: {short_repr(self.id)}: {_first_line(error)}") from None
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"env.kwargs: {_first_line(error)}") from None
 
 
 @dataclass
@@ -72,7 +118,7 @@ class AlgorithmConfig:
     lambda_alpha: float = _f(1.5, "SAO: policy lambda = 1 - 1/(alpha * action tokens).")
     critic_lambda: float = _f(1.0, "SAO: GAE lambda for critic targets.")
     gamma: float = _f(1.0, "Discount over action tokens.")
-    advantage_level: str = _f("token", "SAO: token, last_token or average (step-level ablations).")
+    advantage_level: AdvantageLevel = _f("token", "SAO: token, last_token or average (step-level ablations).")
     baseline_window: int = _f(128, "sao_running_mean: rewards in the running-mean baseline.")
     policy_lambda: float | None = _f(None, "SAO: fixed policy GAE lambda in [0, 1] (sao_lambda1: 1); "
                                      "null = length adaptive, 1 - 1/(lambda_alpha * l).")
@@ -94,7 +140,7 @@ class OptimConfig:
 @dataclass
 class RegularizerConfig:
     kl_coef: float = _f(0.0, "Per-token KL penalty to the warm-start policy (0 = off).")
-    kl_estimator: str = _f("exact", "exact (over the vocabulary) or k3 (sampled tokens).")
+    kl_estimator: KLEstimator = _f("exact", "exact (over the vocabulary) or k3 (sampled tokens).")
     entropy_coef: float = _f(0.0, "Entropy bonus coefficient (0 = off).")
 
 
@@ -106,14 +152,14 @@ class RolloutConfig:
     top_p: float = _f(1.0, "Nucleus sampling threshold.")
     max_turns: int = _f(4, "Turn cap per episode (truncates).")
     max_action_tokens: int = _f(64, "Token cap per action (turn).")
-    on_action_cap: str = _f("truncate", "An action reaching max_action_tokens: truncate (ends the "
+    on_action_cap: ActionCapPolicy = _f("truncate", "An action reaching max_action_tokens: truncate (ends the "
                             "episode, no env step) or submit (the env gets the cut action).")
     max_episode_tokens: int = _f(384, "Token cap per episode (truncates).")
 
 
 @dataclass
 class RuntimeConfig:
-    backend: str = _f("local", "sync, local (rollout-worker processes) or ray (Ray actors).")
+    backend: Backend = _f("local", "sync, local (rollout-worker processes) or ray (Ray actors).")
     num_workers: int = _f(2, "Rollout workers (processes or Ray actors) of the asynchronous backends.")
     max_staleness: int = _f(4, "Bound on learner version minus a trajectory's oldest token version.")
     in_flight_updates: bool = _f(True, "Workers take new weights between decoding steps.")
@@ -163,47 +209,44 @@ class ExperimentConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     def validate(self) -> ExperimentConfig:
-        """Check value ranges that types alone cannot; raises ConfigError naming the field."""
-        checks = [
-            ("budget.episodes", self.budget.episodes >= 1, "must be >= 1"),
-            ("rollout.batch_size", self.rollout.batch_size >= 1, "must be >= 1"),
-            ("rollout.num_slots", self.rollout.num_slots >= 1, "must be >= 1"),
-            ("rollout.temperature", self.rollout.temperature > 0, "must be > 0"),
-            ("rollout.top_p", 0 < self.rollout.top_p <= 1, "must be in (0, 1]"),
-            ("rollout.max_turns", self.rollout.max_turns >= 1, "must be >= 1"),
-            ("rollout.max_action_tokens", self.rollout.max_action_tokens >= 1, "must be >= 1"),
-            ("rollout.on_action_cap", self.rollout.on_action_cap in ("truncate", "submit"),
-             "must be truncate or submit"),
-            ("runtime.backend", self.runtime.backend in ("sync", "local", "ray"),
-             "must be sync, local or ray"),
-            ("algorithm.dis_eps_low", 0 < self.algorithm.dis_eps_low <= 1, "must be in (0, 1]"),
-            ("algorithm.dis_eps_high", self.algorithm.dis_eps_high > 0, "must be > 0"),
-            ("runtime.max_staleness", self.runtime.max_staleness >= 0, "must be >= 0"),
-            ("runtime.num_workers", self.runtime.num_workers >= 1, "must be >= 1"),
-            ("optim.lr", self.optim.lr > 0, "must be > 0"),
-            ("algorithm.critic_updates", self.algorithm.critic_updates >= 1, "must be >= 1"),
-            ("algorithm.critic_warmup_steps", self.algorithm.critic_warmup_steps >= 0, "must be >= 0"),
-            ("algorithm.policy_lambda", self.algorithm.policy_lambda is None
-             or 0 <= self.algorithm.policy_lambda <= 1, "must be null or in [0, 1]"),
-            ("algorithm.prompt_baseline_window", self.algorithm.prompt_baseline_window >= 1,
-             "must be >= 1"),
-            ("algorithm.baseline_keys", len(self.algorithm.baseline_keys) >= 1 and all(
-                isinstance(key, str) and key for key in self.algorithm.baseline_keys),
-             "must be a non-empty list of info key names"),
-            ("algorithm.advantage_level", self.algorithm.advantage_level in
-             ("token", "last_token", "average"), "must be token, last_token or average"),
-            ("regularizers.kl_estimator", self.regularizers.kl_estimator in ("exact", "k3"),
-             "must be exact or k3"),
-            ("regularizers.kl_coef", self.regularizers.kl_coef >= 0, "must be >= 0"),
+        """Check value ranges that types alone cannot; raises ConfigError naming the field.
+
+        Every numeric field has a range (``config_ranges.RANGES``). A staleness bound beyond the
+        number of updates the budget allows is lowered to it, with a ``ConfigWarning``.
+        """
+        for name, why in range_problems(lambda dotted: _get_path(self, dotted)):
+            raise ConfigError(f"{name}: {why}")
+        if not SAFE_NAME.match(self.experiment):
+            raise ConfigError(f"experiment: {short_repr(self.experiment)} cannot name a folder "
+                              f"(letters, digits, '_', '-' and '.', starting with a letter or "
+                              f"digit; at most 128 characters)")
+        choices = [
+            ("rollout.on_action_cap", ("truncate", "submit")),
+            ("runtime.backend", ("sync", "local", "ray")),
+            ("algorithm.advantage_level", ("token", "last_token", "average")),
+            ("regularizers.kl_estimator", ("exact", "k3")),
         ]
-        for name, ok, why in checks:
-            if not ok:
-                raise ConfigError(f"{name}: {why}, got {_get_path(self, name)!r}")
+        for name, allowed in choices:
+            if _get_path(self, name) not in allowed:
+                raise ConfigError(f"{name}: must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
+                                  f"got {short_repr(_get_path(self, name))}")
+        keys = self.algorithm.baseline_keys
+        if not keys or not all(isinstance(key, str) and key for key in keys):
+            raise ConfigError(f"algorithm.baseline_keys: must be a non-empty list of info key "
+                              f"names, got {short_repr(keys)}")
         group_size = self.algorithm.group_size
-        if group_size is not None and (group_size < 1 or self.rollout.batch_size % group_size):
+        if group_size is not None and self.rollout.batch_size % group_size:
             raise ConfigError(
                 f"algorithm.group_size: must be >= 1 and divide rollout.batch_size "
                 f"({self.rollout.batch_size}), got {group_size}")
+        updates = -(-self.budget.episodes // self.rollout.batch_size)
+        if self.runtime.max_staleness > updates:
+            if self.runtime.backend != "sync":  # sync never reads it
+                warnings.warn(ConfigWarning(
+                    f"runtime.max_staleness={self.runtime.max_staleness} is more than the "
+                    f"{updates} update(s) the budget allows; using {updates} (no trajectory can "
+                    f"be staler, so the schedule is the same)"), stacklevel=2)
+            self.runtime.max_staleness = updates
         return self
 
 
@@ -227,34 +270,40 @@ def _check_type(path: str, value: Any, annotation: Any) -> Any:
             except ConfigError:
                 continue
         names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
-        raise ConfigError(f"{path}: expected {names}, got {value!r}")
+        raise ConfigError(f"{path}: expected {names}, got {short_repr(value)}")
     if annotation is Any:
+        return value
+    if origin is Literal:
+        allowed = typing.get_args(annotation)
+        if value not in allowed:
+            choices = ", ".join(str(choice) for choice in allowed)
+            raise ConfigError(f"{path}: must be one of {choices}, got {short_repr(value)}")
         return value
     if annotation is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{path}: expected true or false, got {value!r}")
+            raise ConfigError(f"{path}: expected true or false, got {short_repr(value)}")
         return value
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+            raise ConfigError(f"{path}: expected an integer, got {short_repr(value)}")
         return value
     if annotation is float:
         if isinstance(value, str):
             try:  # YAML reads 5e-4 as a string; accept numeric strings.
                 value = float(value)
             except ValueError:
-                raise ConfigError(f"{path}: expected a number, got {value!r}") from None
+                raise ConfigError(f"{path}: expected a number, got {short_repr(value)}") from None
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{path}: expected a number, got {value!r}")
+            raise ConfigError(f"{path}: expected a number, got {short_repr(value)}")
         return float(value)
     if annotation is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{path}: expected a string, got {value!r}")
+            raise ConfigError(f"{path}: expected a string, got {short_repr(value)}")
         return value
     if annotation in (dict, list) or origin in (dict, list):
         expected = origin or annotation
         if not isinstance(value, expected):
-            raise ConfigError(f"{path}: expected a {expected.__name__}, got {value!r}")
+            raise ConfigError(f"{path}: expected a {expected.__name__}, got {short_repr(value)}")
         return value
     if dataclasses.is_dataclass(annotation):
         return _build(annotation, value, path)
@@ -265,14 +314,15 @@ def _build(cls: type, data: Any, path: str) -> Any:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path or 'config'}: expected a mapping, got {data!r}")
+        raise ConfigError(f"{path or 'config'}: expected a mapping, got {short_repr(data)}")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     for key in data:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
-            raise ConfigError(f"{path + '.' if path else ''}{key}: unknown key{hint}")
+            name = str(key) if len(str(key)) <= 60 else short_repr(str(key))
+            raise ConfigError(f"{path + '.' if path else ''}{name}: unknown key{hint}")
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name in data:
@@ -283,11 +333,15 @@ def _build(cls: type, data: Any, path: str) -> Any:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``a.b.c=value`` (value read as YAML) into (["a", "b", "c"], value)."""
     if "=" not in text:
-        raise ConfigError(f"--set {text!r}: expected key=value, e.g. algorithm.dis_eps_low=0.2")
+        raise ConfigError(f"--set {short_repr(text)}: expected key=value, e.g. "
+                          f"algorithm.dis_eps_low=0.2")
     key, raw = text.split("=", 1)
     if not key.strip():
-        raise ConfigError(f"--set {text!r}: empty key")
-    return key.strip().split("."), yaml.safe_load(raw)
+        raise ConfigError(f"--set {short_repr(text)}: empty key")
+    try:
+        return key.strip().split("."), load_yaml_text(raw, f"--set {key.strip()}")
+    except YamlInputError as error:
+        raise ConfigError(str(error)) from None
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -300,7 +354,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         node = data
         for key in keys[:-1]:
             if not isinstance(node.get(key, {}), dict):
-                raise ConfigError(f"--set {text!r}: {key} is not a section")
+                raise ConfigError(f"--set {short_repr(text)}: {key} is not a section")
             node = node.setdefault(key, {})
         node[keys[-1]] = value
     return data
@@ -319,13 +373,24 @@ def load_config(source: str | Path | dict[str, Any] | None = None,
     """
     if source is None:
         data: dict[str, Any] = {}
+    elif not isinstance(source, str | Path | dict):
+        raise ConfigError(f"config: expected a mapping or a file path, got "
+                          f"{type(source).__name__}")
     elif isinstance(source, dict):
         data = source
     else:
         path = Path(source)
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
-        data = yaml.safe_load(path.read_text()) or {}
+        try:
+            data = load_yaml_text(path.read_text(errors="replace"), str(path))
+        except YamlInputError as error:
+            raise ConfigError(str(error)) from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of config sections, got a "
+                              f"{type(data).__name__}")
         if isinstance(data.get("schedule"), str):
             schedule_path = Path(data["schedule"])
             if not schedule_path.is_absolute() and not schedule_path.exists():

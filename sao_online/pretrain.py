@@ -95,7 +95,7 @@ def demonstration_episode(env: Any, layout: ChatLayout, seed: int, rng: np.rando
 
 
 def _cache_key(config: ExperimentConfig) -> str:
-    env_class = type(gymnasium.make(config.env.id, **config.env.kwargs).unwrapped)
+    env_class = type(config.env.make().unwrapped)
     # Everything that shapes the demonstrations or the token layout: this module, the env's
     # classes (base included), and the model package (tokenizer, chat layout, policy).
     modules = {__name__, *(cls.__module__ for cls in env_class.__mro__)}
@@ -198,4 +198,10 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
 def load_warm_start(config: ExperimentConfig, *, progress: bool = False):
     """(policy, tokenizer) from the cached warm start, building it first when needed."""
     path = warm_start(config, progress=progress)
-    return load_policy(str(path))
+    try:
+        return load_policy(str(path))
+    except Exception as error:  # noqa: BLE001  (transformers and safetensors raise many types)
+        message = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
+        raise ValueError(f"warm start cache {path} cannot be loaded ({type(error).__name__}: "
+                         f"{message}); rebuild it with `sao-online pretrain CONFIG --force`") \
+            from None

@@ -3,34 +3,56 @@
 Layout of ``runs/<experiment>/<method>/seed-<k>/``::
 
     config.yaml              the resolved config (+ change_points, phase_names)
+    .lock                    held by the process writing the run (see runlock.py)
     episodes.parquet/        part-00000.parquet, part-00001.parquet, ... (one chunk each)
     updates.parquet/
     evals.parquet/
-    checkpoints/step-<v>/    state.pt (learner, optimisers, RNG, clock, gate, table part counts)
+    checkpoints/step-<v>/    state.json + tensors.safetensors (learner, optimisers, RNG, clock,
+                             gate; size and SHA-256 of every table part it covers)
     checkpoints/latest       name of the newest complete checkpoint
+    discarded/<time>/        data a resume set aside instead of deleting (see below)
 
 Read the tables with :func:`sao_online.analysis.load_runs` or :meth:`RunLog.read`: parts may
 differ in columns (e.g. critic-only warm-up updates have no policy loss), and
 ``pandas.read_parquet(folder)`` keeps only the first part's columns.
 
 Each part file is written to a temporary name and renamed into place, so a reader never sees a
-half-written chunk. A checkpoint first flushes every table and records how many parts each has;
-resuming deletes parts written after that checkpoint (their episodes are regenerated), so no
-record is lost or duplicated.
+half-written chunk. A checkpoint first flushes every table and records each part's size and
+hash. Resuming takes the newest checkpoint whose files and covered parts all verify (whatever
+``latest`` says) and removes the parts written after it (their episodes are run again), so no
+record is lost or duplicated. When it has to fall back past a newer checkpoint (damaged, or
+covering a damaged part), the newer checkpoint and the parts after the one it uses are moved to
+``discarded/`` rather than deleted; when no checkpoint verifies it stops with an error naming
+what failed and changes nothing.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 import yaml
 
+from sao_online.checkpoint_io import (
+    LEGACY_FILE,
+    CheckpointError,
+    file_digest,
+    read_checkpoint,
+    read_manifest,
+    write_checkpoint,
+)
+from sao_online.config import SAFE_NAME, short_repr
+from sao_online.runlock import RunLock
+from sao_online.safe_yaml import YamlInputError, load_yaml_text
+
 TABLES = ("episodes", "updates", "evals")
+CHECKPOINT_NAME = re.compile(r"^step-(\d{6,})(?:\.(\d+))?$")
+DISCARDED = "discarded"
 
 
 class RunDirError(ValueError):
@@ -38,7 +60,29 @@ class RunDirError(ValueError):
 
 
 def run_directory(root: str | Path, experiment: str, method: str, seed: int) -> Path:
+    """``<root>/<experiment>/<method>/seed-<seed>``, refusing names that would leave ``root``."""
+    for label, name in (("experiment", experiment), ("algorithm.name", method)):
+        if not isinstance(name, str) or not SAFE_NAME.match(name):
+            raise RunDirError(f"{label}: {short_repr(name)} cannot name a folder (use letters, "
+                              f"digits, '_', '-' and '.', starting with a letter or digit)")
     return Path(root) / experiment / method / f"seed-{seed}"
+
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A run directory's ``config.yaml`` as a mapping.
+
+    Raises:
+        RunDirError: naming the file when it is not a YAML mapping.
+    """
+    try:
+        data = load_yaml_text(path.read_text(errors="replace"), str(path))
+    except YamlInputError as error:
+        raise RunDirError(f"{error} (the run directory's config is damaged)") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a YAML mapping, got {type(data).__name__} (the "
+                          f"run directory's config is damaged)")
+    return data
 
 
 class RunLog:
@@ -47,13 +91,20 @@ class RunLog:
     Args:
         path: the run directory.
         flush_every: rows buffered per table before a part file is written.
+        lock: the run directory's lock, held by this writer (released by ``close``).
     """
 
-    def __init__(self, path: str | Path, flush_every: int = 256) -> None:
+    def __init__(self, path: str | Path, flush_every: int = 256,
+                 lock: RunLock | None = None) -> None:
         self.path = Path(path)
         self.flush_every = flush_every
+        self.lock = lock
+        self.messages: list[str] = [lock.took_over] if lock and lock.took_over else []
         self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
         self._parts: dict[str, int] = {}
+        # Part file name -> its record (file, bytes, sha256), known for parts this writer wrote or
+        # a verified checkpoint covers; others are hashed when a checkpoint needs them.
+        self._records: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in TABLES}
         for name in TABLES:
             self._parts[name] = len(self._part_files(name))
 
@@ -61,34 +112,58 @@ class RunLog:
     @classmethod
     def create(cls, path: str | Path, config: dict[str, Any], *, resume: bool = False,
                overwrite: bool = False, flush_every: int = 256) -> RunLog:
-        """Open a run directory for writing.
+        """Lock a run directory and open it for writing.
 
         Raises:
             RunDirError: when the directory already holds a run and neither ``resume`` nor
-                ``overwrite`` is set (nothing already logged is ever silently replaced).
+                ``overwrite`` is set (nothing already logged is ever silently replaced), or its
+                config differs from ``config`` on resume.
+            RunDirLockedError: another live process writes the directory.
         """
         path = Path(path)
-        existing = (path / "config.yaml").exists()
-        if existing and not (resume or overwrite):
+        if (path / "config.yaml").exists() and not (resume or overwrite):
             raise RunDirError(f"{path} already holds a run; pass --resume to continue it or "
                               f"--overwrite to start again")
-        if existing and overwrite:
-            shutil.rmtree(path)
-        if resume and not existing:
+        if resume and not (path / "config.yaml").exists():
             raise RunDirError(f"--resume: no run in {path}")
-        if resume:
-            saved = yaml.safe_load((path / "config.yaml").read_text())
-            changed = _differences(saved, yaml.safe_load(yaml.safe_dump(config)))
-            if changed:
-                raise RunDirError(f"--resume: {path} was started with another config; differs in "
-                                  f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}")
-        path.mkdir(parents=True, exist_ok=True)
-        if not existing or overwrite:
-            write_text_atomically(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
-        return cls(path, flush_every=flush_every)
+        lock = RunLock.acquire(path)
+        try:
+            existing = (path / "config.yaml").exists()
+            if existing and not (resume or overwrite):  # another process created it meanwhile
+                raise RunDirError(f"{path} already holds a run; pass --resume to continue it or "
+                                  f"--overwrite to start again")
+            if existing and overwrite:
+                for entry in path.iterdir():  # everything but the lock this process holds
+                    if entry.name != lock.path.name:
+                        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
+                            else entry.unlink()
+            if resume:
+                saved = read_config_file(path / "config.yaml")
+                changed = _differences(saved, yaml.safe_load(yaml.safe_dump(config)))
+                if changed:
+                    raise RunDirError(
+                        f"--resume: {path} was started with another config; differs in "
+                        f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}")
+            if not existing or overwrite:
+                write_text_atomically(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        except BaseException:
+            lock.release()
+            raise
+        return cls(path, flush_every=flush_every, lock=lock)
+
+    def close(self) -> None:
+        """Release the run directory's lock (buffered rows are not written: see ``flush``)."""
+        if self.lock is not None:
+            self.lock.release()
+
+    def __enter__(self) -> RunLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def config(self) -> dict[str, Any]:
-        return yaml.safe_load((self.path / "config.yaml").read_text())
+        return read_config_file(self.path / "config.yaml")
 
     # -- records -----------------------------------------------------------------------------
     def log(self, table: str, rows: dict[str, Any] | list[dict[str, Any]]) -> None:
@@ -108,13 +183,19 @@ class RunLog:
             target = folder / f"part-{self._parts[name]:05d}.parquet"
             tmp = folder / f".{target.name}.tmp"
             pd.DataFrame(rows).to_parquet(tmp, index=False)
+            size, sha = file_digest(tmp)
             os.replace(tmp, target)
+            self._records[name][target.name] = {"file": target.name, "bytes": size, "sha256": sha}
             self._parts[name] += 1
             self._buffers[name] = []
 
     def read(self, table: str) -> pd.DataFrame:
-        """Everything logged to ``table`` so far, flushed or not."""
-        frames = [pd.read_parquet(p) for p in self._part_files(table)]
+        """Everything logged to ``table`` so far, flushed or not.
+
+        Raises:
+            RunDirError: a part file cannot be read (named).
+        """
+        frames = [read_part(p) for p in self._part_files(table)]
         if self._buffers.get(table):
             frames.append(pd.DataFrame(self._buffers[table]))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -122,46 +203,209 @@ class RunLog:
     def _part_files(self, table: str) -> list[Path]:
         return sorted((self.path / f"{table}.parquet").glob("part-*.parquet"))
 
+    def _part_records(self, table: str) -> list[dict[str, Any]]:
+        records = []
+        for part in self._part_files(table)[:self._parts[table]]:
+            if part.name not in self._records[table]:
+                size, sha = file_digest(part)
+                self._records[table][part.name] = {"file": part.name, "bytes": size, "sha256": sha}
+            records.append(self._records[table][part.name])
+        return records
+
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, version: int, state: dict[str, Any], keep: int = 2) -> Path:
-        """Flush every table, then save ``state`` with the table part counts, atomically."""
+        """Flush every table, then save ``state`` with the table parts it covers, atomically."""
         self.flush()
         folder = self.path / "checkpoints"
         folder.mkdir(exist_ok=True)
         name = f"step-{version:06d}"
-        taken = len(list(folder.glob(f"{name}*")))
+        taken = [order[1] for order in map(_order, (p.name for p in folder.iterdir()))
+                 if order and order[0] == version]
         if taken:  # never rewrite a checkpoint in place: `latest` may point at it
-            name = f"{name}.{taken}"
+            name = f"{name}.{max(taken) + 1}"
         tmp = folder / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        torch.save({**state, "table_parts": dict(self._parts)}, tmp / "state.pt")
+        tables = {table: self._part_records(table) for table in TABLES}
+        write_checkpoint(tmp, state, tables)
         os.replace(tmp, folder / name)
         write_text_atomically(folder / "latest", name)
-        older = sorted((p for p in folder.glob("step-*") if p.name != name),
-                       key=lambda p: p.stat().st_mtime_ns)
-        for old in older[:max(len(older) - (keep - 1), 0)]:
+        older = [p for p in checkpoint_folders(self.path) if p.name != name]
+        for old in older[keep - 1:] if keep >= 1 else older:
             shutil.rmtree(old, ignore_errors=True)
         return folder / name
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        """The newest checkpoint's state, after removing records written after it; None if none."""
-        latest = self.path / "checkpoints" / "latest"
-        if not latest.exists():
-            for table in TABLES:  # killed before the first checkpoint: start the tables again
-                self._truncate(table, 0)
-            return None
-        state = torch.load(self.path / "checkpoints" / latest.read_text().strip() / "state.pt",
-                           weights_only=False)
-        for table in TABLES:
-            self._truncate(table, state["table_parts"].get(table, 0))
-        return state
+        """The newest verified checkpoint's state, after setting aside records written after it.
 
-    def _truncate(self, table: str, parts: int) -> None:
-        for extra in self._part_files(table)[parts:]:
-            extra.unlink()
-        self._parts[table] = parts
-        self._buffers[table] = []
+        Every step folder is a candidate, newest first; one is used when its files match their
+        recorded hashes and every table part it covers is on disk unchanged. What was done is
+        appended to ``messages``. Returns None for a run killed before its first checkpoint.
+
+        Raises:
+            RunDirError: checkpoints exist but none verifies (each one's fault is named); nothing
+                is changed then.
+        """
+        candidates = checkpoint_folders(self.path)
+        self._check_latest(candidates)
+        rejected: list[tuple[Path, str]] = []
+        for folder in candidates:
+            try:
+                state, tables = read_checkpoint(folder)
+                self._verify_parts(tables)
+            except CheckpointError as error:
+                rejected.append((folder, str(error)))
+                continue
+            self._restore(folder, state, tables, rejected)
+            return state
+        if rejected:
+            reasons = "; ".join(reason for _, reason in rejected[:3])
+            legacy = any((folder / LEGACY_FILE).exists() for folder, _ in rejected)
+            advice = ("this run was written by an earlier version: start it again with "
+                      "--overwrite" if legacy else
+                      "start it again with --overwrite, or restore the files named")
+            raise RunDirError(f"--resume: no checkpoint of {self.path} can be verified "
+                              f"({reasons}); nothing was changed; {advice}")
+        # No checkpoint at all: the parts (if any) cannot be checked against one. They are set
+        # aside, not deleted (most likely a session killed before its first checkpoint).
+        written = sum(len(self._part_files(table)) for table in TABLES)
+        if written:
+            aside = self._set_aside_after({table: 0 for table in TABLES})
+            self.messages.append(f"no checkpoint: moved {written} table part(s) to {aside}; "
+                                 f"starting from the beginning")
+        return None
+
+    def _check_latest(self, candidates: list[Path]) -> None:
+        latest = self.path / "checkpoints" / "latest"
+        if not latest.exists() and not latest.is_symlink():
+            if candidates:
+                self.messages.append("checkpoints/latest is missing; using the newest step "
+                                     "folder that verifies")
+            return
+        name = ""
+        if latest.is_file() and not latest.is_symlink():  # a link is never followed
+            with open(latest, "rb") as handle:
+                name = handle.read(200).decode(errors="replace").strip()
+        if not CHECKPOINT_NAME.match(name):
+            self.messages.append(f"checkpoints/latest names {short_repr(name)}, which is not a "
+                                 f"checkpoint of this run; ignored")
+        elif not any(folder.name == name for folder in candidates):
+            self.messages.append(f"checkpoints/latest names {name}, which is missing; using the "
+                                 f"newest step folder that verifies")
+
+    def _verify_parts(self, tables: dict[str, list[dict[str, Any]]]) -> None:
+        for table in TABLES:
+            for index, record in enumerate(tables.get(table, [])):
+                part = self.path / f"{table}.parquet" / record["file"]
+                where = f"{table}.parquet/{record['file']}"
+                if record["file"] != f"part-{index:05d}.parquet":
+                    raise CheckpointError(f"{where}: unexpected part name in the checkpoint")
+                if not part.is_file() or part.is_symlink():
+                    raise CheckpointError(f"{where} is missing")
+                if not verify_part(part, record):
+                    raise CheckpointError(f"{where} differs from what the checkpoint recorded "
+                                          f"(damaged after it was written)")
+
+    def _restore(self, folder: Path, state: dict[str, Any],
+                 tables: dict[str, list[dict[str, Any]]], rejected: list[tuple[Path, str]]) -> None:
+        """Keep exactly the parts ``folder`` covers; set aside (or, routinely, remove) the rest."""
+        fallback = bool(rejected)
+        aside = self.path / DISCARDED / _stamp()
+        for old, reason in rejected:
+            (aside / "checkpoints").mkdir(parents=True, exist_ok=True)
+            os.replace(old, aside / "checkpoints" / old.name)
+            self.messages.append(f"skipped checkpoint {old.name} ({reason}); moved it to "
+                                 f"{aside.relative_to(self.path)}/checkpoints")
+        keep = {table: len(tables.get(table, [])) for table in TABLES}
+        removed = sum(len(self._part_files(table)[keep[table]:]) for table in TABLES)
+        if fallback:
+            self._set_aside_after(keep, aside)
+        else:
+            for table in TABLES:
+                for part in self._part_files(table)[keep[table]:]:
+                    part.unlink()
+        for table in TABLES:
+            self._parts[table] = keep[table]
+            self._buffers[table] = []
+            self._records[table] = {record["file"]: record for record in tables.get(table, [])}
+        what = (f"moved {removed} table part(s) written after it to {aside.relative_to(self.path)}"
+                if fallback else f"removed {removed} table part(s) written after it")
+        self.messages.append(f"resuming from checkpoints/{folder.name}"
+                             + (f"; {what} (their episodes are run again)" if removed else ""))
+        latest = self.path / "checkpoints" / "latest"
+        if latest.is_symlink() or not latest.is_dir():
+            latest.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(latest)
+        write_text_atomically(latest, folder.name)
+
+    def _set_aside_after(self, keep: dict[str, int], aside: Path | None = None) -> Path:
+        """Move each table's parts after its first ``keep[table]`` into ``aside`` (by default a
+        new ``discarded/<time>`` folder); return that folder relative to the run."""
+        if aside is None:
+            aside = self.path / DISCARDED / _stamp()
+        for table in TABLES:
+            for part in self._part_files(table)[keep[table]:]:
+                (aside / f"{table}.parquet").mkdir(parents=True, exist_ok=True)
+                os.replace(part, aside / f"{table}.parquet" / part.name)
+            self._parts[table] = min(self._parts[table], keep[table])
+            self._buffers[table] = []
+        return aside.relative_to(self.path)
+
+
+def read_part(part: Path) -> pd.DataFrame:
+    """One parquet part file.
+
+    Raises:
+        RunDirError: naming the file when it is damaged (with how to repair the run).
+    """
+    try:
+        return pd.read_parquet(part)
+    except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
+        raise RunDirError(
+            f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); resume the run "
+            f"with --resume to set it aside and run its episodes again from a checkpoint that "
+            f"precedes it") from None
+
+
+def recorded_parts(run_dir: Path) -> tuple[str, dict[str, dict[str, dict[str, Any]]]] | None:
+    """(checkpoint name, table -> part file -> record) of the newest readable checkpoint manifest.
+
+    Reads ``state.json`` only (no tensors), for readers that check parts against it; None when
+    the run has no readable checkpoint.
+    """
+    for folder in checkpoint_folders(run_dir):
+        try:
+            tables = read_manifest(folder)["tables"]
+        except CheckpointError:
+            continue
+        return folder.name, {table: {record["file"]: record for record in records}
+                             for table, records in tables.items()}
+    return None
+
+
+def verify_part(part: Path, record: dict[str, Any]) -> bool:
+    """Whether ``part`` has the size and SHA-256 a checkpoint recorded for it."""
+    return file_digest(part) == (record["bytes"], record["sha256"])
+
+
+def _stamp() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def _order(name: str) -> tuple[int, int] | None:
+    match = CHECKPOINT_NAME.match(name)
+    return (int(match.group(1)), int(match.group(2) or 0)) if match else None
+
+
+def checkpoint_folders(run_dir: Path) -> list[Path]:
+    """The run's checkpoint folders (real folders named ``step-<v>[.<n>]``), newest first."""
+    folder = run_dir / "checkpoints"
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir()
+             if _order(p.name) and p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda p: _order(p.name), reverse=True)
 
 
 def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:

@@ -2,7 +2,10 @@
 
 import pytest
 
-from sao_online.bench_throughput import TARGET_COMPLETIONS_PER_SECOND, run_throughput_benchmark
+from sao_online.commands.bench_throughput import (
+    TARGET_COMPLETIONS_PER_SECOND,
+    run_throughput_benchmark,
+)
 
 TINY = ["model.num_layers=2", "model.hidden_size=64", "rollout.max_action_tokens=4"]
 

@@ -5,7 +5,8 @@ from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
 from sao_online.batching import collate
 from sao_online.config import load_config
 from sao_online.prefix_sharing import plan_prefix_sharing
-from sao_online.runtime.context import RunContext, plan_to_request
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.envs import plan_to_request
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
         "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",

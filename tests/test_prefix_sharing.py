@@ -11,7 +11,8 @@ from sao_online.prefix_sharing import (
     shared_prefix_forward,
     value_model_forward,
 )
-from sao_online.runtime.context import RunContext, plan_to_request
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.envs import plan_to_request
 
 PAD = 0
 

@@ -17,7 +17,7 @@ def test_chunks_are_written_atomically_and_read_back(tmp_path):
 
 
 def test_existing_run_is_never_silently_replaced(tmp_path):
-    RunLog.create(tmp_path / "run", {"a": 1})
+    RunLog.create(tmp_path / "run", {"a": 1}).close()
     with pytest.raises(RunDirError, match="--resume"):
         RunLog.create(tmp_path / "run", {"a": 2})
     with pytest.raises(RunDirError, match="no run"):
@@ -31,6 +31,7 @@ def test_resume_drops_records_written_after_the_checkpoint(tmp_path):
     log.save_checkpoint(1, {"counter": 4})
     for i in range(4, 9):  # these follow the checkpoint; 4 of them reach disk
         log.log("episodes", {"episode": i})
+    log.close()
     resumed = RunLog.create(tmp_path / "run", {"a": 1}, resume=True, flush_every=2)
     state = resumed.load_checkpoint()
     assert state["counter"] == 4
@@ -58,7 +59,7 @@ def test_a_second_checkpoint_at_the_same_version_never_replaces_the_first_in_pla
 
 
 def test_resume_refuses_a_different_config_and_names_what_changed(tmp_path):
-    RunLog.create(tmp_path / "run", {"budget": {"episodes": 10}, "seed": 0})
-    RunLog.create(tmp_path / "run", {"budget": {"episodes": 10}, "seed": 0}, resume=True)
+    RunLog.create(tmp_path / "run", {"budget": {"episodes": 10}, "seed": 0}).close()
+    RunLog.create(tmp_path / "run", {"budget": {"episodes": 10}, "seed": 0}, resume=True).close()
     with pytest.raises(RunDirError, match="budget.episodes"):
         RunLog.create(tmp_path / "run", {"budget": {"episodes": 20}, "seed": 0}, resume=True)

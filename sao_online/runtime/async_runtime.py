@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sao_online.runtime.batch_selection import select_batch
-from sao_online.runtime.context import dropped_episode_record
+from sao_online.runtime.episode_rows import dropped_episode_record
 from sao_online.runtime.loop import RunInterrupted, TrainingLoop
-from sao_online.runtime.planner import EpisodePlan
+from sao_online.runtime.planner import EpisodePlan, plan_from_dict, plan_to_dict
 from sao_online.runtime.pool import WorkerPool
 from sao_online.runtime.rollout_worker import Task
 from sao_online.runtime.staleness import StalenessGate
@@ -224,7 +224,7 @@ class AsyncRuntime:
         pending = [plan for plan, _ in self._all_outstanding()] + list(self.retry)
         pending += [item.plan for members in self.group_buffer.values() for item in members]
         pending += [item.plan for item in self.ready]
-        return {_CHECKPOINT_KEY: {"pending_plans": pending}}
+        return {_CHECKPOINT_KEY: {"pending_plans": [plan_to_dict(plan) for plan in pending]}}
 
     def start(self) -> None:
         """Launch every worker."""
@@ -260,7 +260,8 @@ def pending_plans(state: dict[str, Any] | None) -> list[EpisodePlan]:
     """The admitted-but-untrained plans recorded in a checkpoint of an asynchronous run."""
     if not state:
         return []
-    return list(state.get(_CHECKPOINT_KEY, {}).get("pending_plans", []))
+    recorded = state.get(_CHECKPOINT_KEY, {}).get("pending_plans", [])
+    return [plan_from_dict(plan) for plan in recorded]
 
 
 def run_async(loop: TrainingLoop, make_pool: Callable[[], WorkerPool],

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from sao_online.runtime.context import RunContext, oracle_reward, plan_to_request
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.envs import plan_to_request
+from sao_online.runtime.episode_rows import oracle_reward
 from sao_online.runtime.planner import EpisodePlan
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes never reuse a training episode's seed
@@ -54,14 +56,11 @@ def evaluate_snapshot(
                 )
             )
     requests = iter([plan_to_request(config, plan) for plan in plans])
-    engine = ctx.make_engine(
-        model=policy,
-        seed=config.seed + EVAL_SEED_OFFSET + version,
-        num_slots=min(config.rollout.num_slots, len(plans)),
-    )
     rewards: dict[int, list[float]] = {phase: [] for phase in range(len(starts))}
-    for trajectory in engine.run(lambda: next(requests, None)):
-        rewards[trajectory.group_id].append(trajectory.total_reward)
+    with ctx.make_engine(model=policy, seed=config.seed + EVAL_SEED_OFFSET + version,
+                         num_slots=min(config.rollout.num_slots, len(plans))) as engine:
+        for trajectory in engine.run(lambda: next(requests, None)):
+            rewards[trajectory.group_id].append(trajectory.total_reward)
     return [
         {
             "policy_version": version,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,12 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from sao_online.config import ExperimentConfig
+from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
 from sao_online.runlog import RunLog, run_directory
 from sao_online.runtime.backends import run_backend
-from sao_online.runtime.context import RunContext, clock_horizon
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.envs import clock_horizon
 from sao_online.runtime.loop import TrainingLoop
 
 
@@ -38,6 +41,34 @@ def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]
         "change_points": change_points,
         "phase_names": phase_names,
     }
+
+
+# More local rollout workers than this many per core make no progress (each is a process with
+# its own copy of the model, decoding on one thread).
+WORKERS_PER_CORE_LIMIT = 4
+
+
+def check_machine_fit(config: ExperimentConfig, cores: int | None = None) -> None:
+    """Refuse (or warn about) settings this machine cannot run usefully, before any work.
+
+    Raises:
+        ConfigError: ``runtime.num_workers`` far beyond the cores of the ``local`` backend.
+    """
+    if config.runtime.backend != "local":
+        return  # ray places actors on a cluster's cores; sync has no workers
+    cores = cores or os.cpu_count() or 1
+    workers = config.runtime.num_workers
+    if workers > WORKERS_PER_CORE_LIMIT * cores:
+        raise ConfigError(f"runtime.num_workers: {workers} worker processes on {cores} CPU "
+                          f"core(s) make no progress; use at most {cores}")
+    if workers > cores:
+        warnings.warn(ConfigWarning(
+            f"runtime.num_workers={workers} is more than the {cores} CPU core(s); the workers "
+            f"will share them and each runs slower"), stacklevel=2)
+
+
+def _say(message: str) -> None:
+    print(f"run: {message}", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -77,6 +108,7 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
             local and ray, whose rollout workers need the other cores).
         progress_callback: called with the number of episodes each update consumed.
     """
+    check_machine_fit(config)
     if threads is None and config.runtime.backend in ("local", "ray"):
         threads = 1  # the rollout workers need the other cores
     if threads:
@@ -86,6 +118,17 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
     ctx = RunContext.build(config, progress=progress)
     log = RunLog.create(path, resolved_config(config, ctx), resume=resume, overwrite=overwrite,
                         flush_every=config.logging.flush_every)
+    try:
+        return _run_locked(config, ctx, log, path, resume=resume, progress=progress,
+                           progress_callback=progress_callback)
+    finally:
+        log.close()
+
+
+def _run_locked(config: ExperimentConfig, ctx: RunContext, log: RunLog, path: Path, *,
+                resume: bool, progress: bool,
+                progress_callback: Callable[[int], None] | None) -> dict[str, Any]:
+    """The body of ``run_experiment`` while this process holds the run directory's lock."""
     bar = tqdm(total=config.budget.episodes, desc=f"{config.algorithm.name} seed {config.seed}",
                unit="ep", disable=not progress, smoothing=0.1)
 
@@ -101,6 +144,8 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
         if state is not None:
             loop.load_state_dict(state)
             bar.update(loop.episodes_logged)
+    for message in log.messages:  # what resuming (or taking over a stale lock) did
+        _say(message)
     started = time.time()
     loop.start()
     with _stop_after_update_on_ctrl_c(loop):
@@ -109,13 +154,16 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
     bar.close()
     seconds = time.time() - started
     episodes = log.read("episodes")
+    dropped = episodes["dropped"].astype(bool) if "dropped" in episodes else None
+    trained = episodes[~dropped] if dropped is not None else episodes
     return {
         "run_dir": str(path),
         "method": config.algorithm.name,
-        "episodes": int(len(episodes)),
+        "episodes": int(len(trained)),
+        "dropped_episodes": int(dropped.sum()) if dropped is not None else 0,
         "updates": ctx.learner.version,
         "seconds": round(seconds, 2),
-        "episodes_per_second": round(len(episodes) / max(seconds, 1e-9), 2),
-        "reward_mean_last_10pct": float(episodes["reward"].tail(max(1, len(episodes) // 10)).mean())
-        if len(episodes) else None,
+        "episodes_per_second": round(len(trained) / max(seconds, 1e-9), 2),
+        "reward_mean_last_10pct": float(trained["reward"].tail(max(1, len(trained) // 10)).mean())
+        if len(trained) else None,
     }

@@ -12,7 +12,8 @@ import pandas as pd
 
 from sao_online.drift_schedules import StepClock, VersionClock, WallClock
 from sao_online.runlog import RunLog, write_text_atomically
-from sao_online.runtime.context import RunContext, episode_record
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.episode_rows import episode_record
 from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.runtime.planner import EpisodePlan
 from sao_online.types import Trajectory

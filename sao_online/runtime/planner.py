@@ -16,7 +16,7 @@ The runtime owns one clock per run (the schedule's ``clock``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,27 @@ class EpisodePlan:
     @property
     def reset_options(self) -> dict[str, Any]:
         return {"drift": dict(self.state.theta), "phase": self.state.phase}
+
+
+def plan_to_dict(plan: EpisodePlan) -> dict[str, Any]:
+    """A plan as plain data (checkpoints are JSON: nothing in them can name code to run)."""
+    return asdict(plan)
+
+
+def plan_from_dict(data: dict[str, Any]) -> EpisodePlan:
+    """The plan ``plan_to_dict`` wrote.
+
+    Raises:
+        ValueError: the data is not a plan's fields.
+    """
+    try:
+        state = DriftState(phase=int(data["state"]["phase"]), theta=dict(data["state"]["theta"]))
+        return EpisodePlan(prompt_id=int(data["prompt_id"]), group_id=int(data["group_id"]),
+                           seed=int(data["seed"]), world_time=float(data["world_time"]),
+                           state=state, straddles_change=bool(data["straddles_change"]),
+                           evaluation=bool(data["evaluation"]))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"checkpoint: malformed pending episode plan ({error})") from None
 
 
 @dataclass

@@ -24,7 +24,8 @@ import torch
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
 from sao_online.rollout import RolloutEngine
-from sao_online.runtime.context import build_engine, plan_to_request
+from sao_online.runtime.engines import build_engine
+from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.planner import EpisodePlan
 
 Task = tuple[int, EpisodePlan, int]
@@ -77,49 +78,49 @@ def run_rollout_worker(
         config = load_config(config_dict)
         policy, tokenizer = base_policy(config)
         policy.eval()
-        engine = build_engine(config, policy, tokenizer, seed=seed, num_slots=num_slots)
-        engine.policy_version = weights.load_into(policy)
-        queued: deque[Task] = deque()
-        running = 0
+        with build_engine(config, policy, tokenizer, seed=seed, num_slots=num_slots) as engine:
+            engine.policy_version = weights.load_into(policy)
+            queued: deque[Task] = deque()
+            running = 0
 
-        def refresh(current: RolloutEngine) -> None:
-            if weights.version > current.policy_version:
-                current.policy_version = weights.load_into(policy)
+            def refresh(current: RolloutEngine) -> None:
+                if weights.version > current.policy_version:
+                    current.policy_version = weights.load_into(policy)
 
-        def source():
-            nonlocal running
-            if should_stop():
-                return None
-            if not queued:
-                tasks = receive(poll_seconds if running == 0 else 0.0)
-                if tasks:
-                    queued.extend(tasks)
-            if not queued:
-                return None
-            ticket, plan, admitted_version = queued[0]
-            if admitted_version > engine.policy_version:
-                if in_flight or running == 0:
-                    refresh(engine)
-                if admitted_version > engine.policy_version:
-                    # Its weights are announced but not here yet, or (in-flight updates off)
-                    # the running episodes must end first.
-                    if running == 0:
-                        time.sleep(_WEIGHTS_WAIT_SECONDS)
-                    return None
-            queued.popleft()
-            running += 1
-            request = plan_to_request(config, plan)
-            request.tag = ticket  # members of a group finish in any order
-            return request
-
-        if in_flight:
-            engine.on_decode_step = refresh
-        while not should_stop():
-            for trajectory in engine.run(source):
-                running -= 1
-                emit(("done", trajectory.tag, trajectory))
+            def source():
+                nonlocal running
                 if should_stop():
-                    break
+                    return None
+                if not queued:
+                    tasks = receive(poll_seconds if running == 0 else 0.0)
+                    if tasks:
+                        queued.extend(tasks)
+                if not queued:
+                    return None
+                ticket, plan, admitted_version = queued[0]
+                if admitted_version > engine.policy_version:
+                    if in_flight or running == 0:
+                        refresh(engine)
+                    if admitted_version > engine.policy_version:
+                        # Its weights are announced but not here yet, or (in-flight updates off)
+                        # the running episodes must end first.
+                        if running == 0:
+                            time.sleep(_WEIGHTS_WAIT_SECONDS)
+                        return None
+                queued.popleft()
+                running += 1
+                request = plan_to_request(config, plan)
+                request.tag = ticket  # members of a group finish in any order
+                return request
+
+            if in_flight:
+                engine.on_decode_step = refresh
+            while not should_stop():
+                for trajectory in engine.run(source):
+                    running -= 1
+                    emit(("done", trajectory.tag, trajectory))
+                    if should_stop():
+                        break
     except BaseException:  # noqa: BLE001  (report anything; the backend decides what follows)
         emit(("error", traceback.format_exc()))
         raise

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sao_online.runtime.context import plan_to_request
+from sao_online.rollout import RolloutEngine
+from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.loop import RunInterrupted, TrainingLoop
 
 
@@ -12,9 +13,16 @@ def run_sync(loop: TrainingLoop, engine_state: dict[str, Any] | None = None) -> 
     """Generate B trajectories with the current weights, train on them, until the budget is spent."""
     ctx = loop.ctx
     config = ctx.config
-    engine = ctx.make_engine(num_slots=min(config.rollout.num_slots, config.rollout.batch_size))
-    if engine_state is not None:
-        engine.generator.set_state(engine_state["generator"])
+    with ctx.make_engine(num_slots=min(config.rollout.num_slots,
+                                       config.rollout.batch_size)) as engine:
+        if engine_state is not None:
+            engine.generator.set_state(engine_state["generator"])
+        _train_until_budget(loop, engine)
+
+
+def _train_until_budget(loop: TrainingLoop, engine: RolloutEngine) -> None:
+    ctx = loop.ctx
+    config = ctx.config
     budget = config.budget.episodes
     planner = ctx.planner
     try:

@@ -93,3 +93,46 @@ def test_empty_input_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="no episodes"):
         write_report(pd.DataFrame(columns=["experiment", "method", "seed", "reward"]),
                      tmp_path / "out")
+
+
+HOSTILE_EXPERIMENT = '=HYPERLINK("http://evil.example","x")'
+HOSTILE_METHOD = "=cmd|' /C calc'!A0"
+HOSTILE_PHASE = "<img src=x onerror=alert(1)>"
+
+
+def test_names_from_runs_cannot_run_in_a_spreadsheet_or_inject_markup(tmp_path):
+    root = tmp_path / "runs"
+    for method, recovery in (("sao", 30.0), ("grpo", 60.0)):
+        for seed in range(2):
+            episodes = simulated_episodes(phase_length=100, phases=2, recovery_episodes=recovery,
+                                          seed=seed)
+            run = write_run(root, "exp", method, seed, episodes, change_points=[100],
+                            phase_names=["<script>alert(1)</script>", HOSTILE_PHASE],
+                            config_overrides={"experiment": HOSTILE_EXPERIMENT})
+            if method == "grpo":
+                config = (run / "config.yaml").read_text().replace("method: grpo",
+                                                                   f"method: {HOSTILE_METHOD!r}")
+                (run / "config.yaml").write_text(config)
+    out = tmp_path / "report"
+    write_report(root, out, reps=50)
+    for name in ("metrics.csv", "recovery_per_seed.csv", "improvement.csv"):
+        frame = pd.read_csv(out / name, dtype=str, keep_default_na=False)
+        cells = [cell for column in frame.columns for cell in frame[column]] + list(frame.columns)
+        formulas = [cell for cell in cells if cell.startswith(("=", "+", "@", "\t", "\r"))
+                    or (cell.startswith("-") and not _is_number(cell))]
+        assert formulas == [], (name, formulas[:3])
+        assert any(cell.startswith("'=") for cell in cells), name  # present, neutralised
+    markdown = (out / "report.md").read_text()
+    assert "<script>" not in markdown and "<img" not in markdown
+    assert "&lt;img src=x onerror=alert(1)&gt;" in markdown  # shown as text
+    assert "## Experiment: =HYPERLINK" in markdown
+    html_text = (out / "report.html").read_text()
+    assert "<script>alert" not in html_text and "<img src=x" not in html_text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -115,12 +115,14 @@ def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(tmp_pa
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
 
-    run_experiment(config, tmp_path, threads=1,
-                   progress_callback=kill_every_worker_after_the_first_update)
+    summary = run_experiment(config, tmp_path, threads=1,
+                             progress_callback=kill_every_worker_after_the_first_update)
     assert killed, "the test never found a worker to kill"
     episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
     dropped, trained = episodes[episodes["dropped"]], episodes[~episodes["dropped"]]
     assert len(dropped) >= 1 and dropped["reward"].isna().all()
+    # The summary counts trained episodes (the budget) and dropped rows apart.
+    assert summary["episodes"] == 32 and summary["dropped_episodes"] == len(dropped)
     # The budget is still met: every plan trained exactly once, dropped ones included.
     assert sorted(trained["prompt_id"]) == list(range(32))
     assert set(dropped["prompt_id"]) <= set(trained["prompt_id"])

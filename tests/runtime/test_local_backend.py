@@ -15,7 +15,8 @@ import torch
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
 from sao_online.rollout import EpisodeRequest
-from sao_online.runtime.context import build_engine, make_env
+from sao_online.runtime.engines import build_engine
+from sao_online.runtime.envs import make_env
 from sao_online.runtime.weights import SharedWeights
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",

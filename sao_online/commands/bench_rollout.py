@@ -122,7 +122,7 @@ def _run_engine(
             for index in range(num_episodes)
         ]
     )
-    with _Stopwatch() as watch:
+    with engine, _Stopwatch() as watch:
         trajectories = list(engine.run(lambda: next(requests, None)))
     tokens = sum(trajectory.num_action_tokens for trajectory in trajectories)
     forwards = engine.decoder.decode_forwards + engine.decoder.prefill_forwards

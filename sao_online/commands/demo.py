@@ -6,7 +6,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from sao_online.compare import compare
+from sao_online.commands.compare import compare
 
 DEMO_CONFIG = Path(str(resources.files("sao_online.configs") / "demo.yaml"))
 DEMO_METHODS = ["sao", "grpo", "sao_running_mean"]

@@ -48,133 +48,24 @@ Example:
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for_futures
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from sao_online.config import ActionCapPolicy
 from sao_online.models.chat import ChatLayout
 from sao_online.models.sampling import sample_tokens, validate_sampling
 from sao_online.models.slot_decoder import SlotDecoder, text_config
+from sao_online.rollout.env_calls import EnvCalls
+from sao_online.rollout.episode import EpisodeRequest, EpisodeState, RolloutStats
+from sao_online.rollout.prompt_sharing import step_sharing_prompts
 from sao_online.types import Trajectory
 
-ActionCapPolicy = Literal["truncate", "submit"]
-# Key of Trajectory.info naming what truncated an episode: "action_tokens", "turns",
-# "episode_tokens" or "env" (the environment's own truncation).
-TRUNCATED_BY_KEY = "rollout/truncated_by"
 # How long the loop waits for an environment call when idle slots might get new requests.
 _ENV_POLL_SECONDS = 0.01
-
-
-@dataclass
-class EpisodeRequest:
-    """One episode to run, handed out by the caller's source.
-
-    Attributes:
-        env: a Gymnasium ``Env[str, str]``; the engine calls ``reset`` and ``step`` on it.
-        seed: passed to ``env.reset(seed=)``.
-        options: passed to ``env.reset(options=)`` (e.g. ``{"drift": {...}}``).
-        prompt_id: identifies the task instance.
-        group_id: the group sharing this prompt; ``prompt_id`` when None.
-        world_time: the run clock's reading when the episode was admitted.
-        tag: the caller's own label for the episode, copied to ``Trajectory.tag`` (members of a
-            group are otherwise indistinguishable and finish in any order).
-    """
-
-    env: Any
-    seed: int | None = None
-    options: dict[str, Any] | None = None
-    prompt_id: int = 0
-    group_id: int | None = None
-    world_time: float = 0.0
-    tag: Any = None
-
-
-@dataclass
-class RolloutStats:
-    """Counters of an engine since it was built (for tests, benchmarks and profiling).
-
-    Attributes:
-        decode_steps: sampling rounds (each samples one token for every active slot).
-        sampled_tokens: action tokens sampled.
-        episodes_started / episodes_finished: episodes admitted / completed.
-        env_seconds: time inside ``env.reset`` and ``env.step`` (summed over calls, so with
-            ``env_workers`` it can exceed the wall time).
-        model_seconds: time inside model forwards and sampling.
-    """
-
-    decode_steps: int = 0
-    sampled_tokens: int = 0
-    episodes_started: int = 0
-    episodes_finished: int = 0
-    env_seconds: float = 0.0
-    model_seconds: float = 0.0
-
-
-@dataclass
-class _Episode:
-    """Mutable state of the episode running in one slot."""
-
-    request: EpisodeRequest
-    env_id: str = ""
-    phase: int = 0
-    theta: dict[str, Any] = field(default_factory=dict)
-    started_at: float = 0.0
-    env_seconds: float = 0.0
-    messages: list[dict[str, str]] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-    action_mask: list[bool] = field(default_factory=list)
-    behavior_logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    turn_ids: list[int] = field(default_factory=list)
-    turn: int = 0
-    action_start: int = 0
-    last_info: dict[str, Any] = field(default_factory=dict)
-
-    def append_context(self, tokens: list[int]) -> None:
-        """Adds prompt or observation tokens (not sampled by the policy)."""
-        self.tokens.extend(tokens)
-        count = len(tokens)
-        self.action_mask.extend([False] * count)
-        self.behavior_logprobs.extend([0.0] * count)
-        self.versions.extend([-1] * count)
-        self.rewards.extend([0.0] * count)
-        self.turn_ids.extend([-1] * count)
-
-    def append_action_token(self, token: int, logprob: float, version: int) -> None:
-        self.tokens.append(token)
-        self.action_mask.append(True)
-        self.behavior_logprobs.append(logprob)
-        self.versions.append(version)
-        self.rewards.append(0.0)
-        self.turn_ids.append(self.turn)
-
-
-@dataclass
-class _EnvCall:
-    """An environment call running in the pool for one slot.
-
-    ``action_text`` is None for ``env.reset``; for ``env.step`` it is the action handed over and
-    ``stop_token`` the token that ended it (None when it was cut at the cap).
-    """
-
-    future: Future
-    action_text: str | None = None
-    stop_token: int | None = None
-
-
-def _timed(call: Callable[[], Any]) -> tuple[Any, float]:
-    """``call()`` and the seconds it took (measured in the thread that ran it)."""
-    began = time.perf_counter()
-    result = call()
-    return result, time.perf_counter() - began
 
 
 class RolloutEngine:
@@ -293,12 +184,7 @@ class RolloutEngine:
         self.generator.manual_seed(seed)
         self.env_workers = env_workers
         self.share_prompt_prefill = share_prompt_prefill
-        self._env_pool = (
-            ThreadPoolExecutor(max_workers=env_workers, thread_name_prefix="sao-env")
-            if env_workers
-            else None
-        )
-        self._env_calls: dict[int, _EnvCall] = {}
+        self._env = EnvCalls(env_workers)
 
         try:
             self.decoder = SlotDecoder(
@@ -314,16 +200,18 @@ class RolloutEngine:
 
     def close(self) -> None:
         """Stops the environment threads (calls already running finish on their own)."""
-        if self._env_pool is not None:
-            self._env_pool.shutdown(wait=False, cancel_futures=True)
+        self._env.close()
+
+    def __enter__(self) -> RolloutEngine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def _reset_slots(self) -> None:
-        # Calls of an abandoned run: drop the ones not started; running ones finish unheard.
-        for call in self._env_calls.values():
-            call.future.cancel()
-        self._env_calls = {}
+        self._env.abandon()  # calls of an abandoned run
         self.decoder.reset()
-        self._episodes: list[_Episode | None] = [None] * self.num_slots
+        self._episodes: list[EpisodeState | None] = [None] * self.num_slots
         # Tokens each slot must feed before its next sample: the last sampled token, or a prompt
         # or the last action's stop token followed by an observation segment.
         self._pending: list[list[int]] = [[] for _ in range(self.num_slots)]
@@ -374,7 +262,7 @@ class RolloutEngine:
                     )
                 started += 1
                 self._start_episode(slot, request, finished)
-            self._apply_env_results(finished)
+            self._env.apply_ready(finished)
             if not any(episode is not None for episode in self._episodes):
                 yield from finished
                 return
@@ -382,7 +270,7 @@ class RolloutEngine:
                 # Every running episode waits for its environment: nothing to decode.
                 if not finished:
                     idle_slots = any(episode is None for episode in self._episodes)
-                    self._wait_for_env(_ENV_POLL_SECONDS if idle_slots else None)
+                    self._env.wait(_ENV_POLL_SECONDS if idle_slots else None)
                 yield from finished
                 continue
             if self.on_decode_step is not None:
@@ -394,14 +282,11 @@ class RolloutEngine:
         self, slot: int, request: EpisodeRequest, finished: list[Trajectory]
     ) -> None:
         self.stats.episodes_started += 1
-        self._episodes[slot] = _Episode(request=request)
+        self._episodes[slot] = EpisodeState(request=request)
         self._pending[slot] = []
         self.decoder.restart(slot)
         reset = functools.partial(request.env.reset, seed=request.seed, options=request.options)
-        if self._env_pool is None:
-            self._apply_reset(slot, *_timed(reset), finished)
-        else:
-            self._env_calls[slot] = _EnvCall(self._env_pool.submit(_timed, reset))
+        self._env.call(slot, reset, functools.partial(self._apply_reset, slot), finished)
 
     def _apply_reset(
         self,
@@ -451,42 +336,13 @@ class RolloutEngine:
     def _sample_next_tokens(self) -> tuple[list[int], list[int], list[float]]:
         """Runs the model over every active slot; returns (slots, tokens, logprobs) in order."""
         if self.share_prompt_prefill:
-            sampled_slots, logits = self._step_sharing_prompts()
+            sampled_slots, logits = step_sharing_prompts(self.decoder, self._pending)
         else:
             sampled_slots, logits = self.decoder.step(self._pending)
         tokens, logprobs = sample_tokens(
             logits, temperature=self.temperature, top_p=self.top_p, generator=self.generator
         )
         return sampled_slots, tokens.tolist(), logprobs.tolist()
-
-    def _step_sharing_prompts(self) -> tuple[list[int], torch.Tensor]:
-        """``decoder.step`` with each distinct new prompt prefilled once.
-
-        Slots starting the same prompt (from an empty cache row) are identical up to their
-        first sample: the first of them is fed, the others get a copy of its cache row and of
-        its logits. The result lists slots and logits rows in the order ``decoder.step`` would
-        have (prefilled slots, then decoded ones, each in slot order), so the sampler draws the
-        same random numbers for the same slots.
-        """
-        decoder = self.decoder
-        first_with_prompt: dict[tuple[int, ...], int] = {}
-        copy_of: dict[int, int] = {}
-        for slot, tokens in enumerate(self._pending):
-            if len(tokens) > 1 and decoder.lengths[slot] == 0:
-                source = first_with_prompt.setdefault(tuple(tokens), slot)
-                if source != slot:
-                    copy_of[slot] = source
-        if not copy_of:
-            return decoder.step(self._pending)
-        fed = [[] if slot in copy_of else tokens for slot, tokens in enumerate(self._pending)]
-        fed_slots, fed_logits = decoder.step(fed)
-        decoder.copy_rows(copy_of)
-        row_of = {slot: row for row, slot in enumerate(fed_slots)}
-        prefilled = [slot for slot, tokens in enumerate(self._pending) if len(tokens) > 1]
-        decoded = [slot for slot, tokens in enumerate(self._pending) if len(tokens) == 1]
-        order = prefilled + decoded
-        rows = [row_of[copy_of.get(slot, slot)] for slot in order]
-        return order, fed_logits[torch.tensor(rows, device=fed_logits.device)]
 
     # ------------------------------------------------------------------------ bookkeeping
 
@@ -514,33 +370,11 @@ class RolloutEngine:
             action_tokens = action_tokens[:-1]
         action_text = self.tokenizer.decode(action_tokens, skip_special_tokens=True)
         step = functools.partial(episode.request.env.step, action_text)
-        if self._env_pool is None:
-            self._apply_step(slot, action_text, stop_token, *_timed(step), finished)
-            return
-        future = self._env_pool.submit(_timed, step)
-        self._env_calls[slot] = _EnvCall(future, action_text, stop_token)
-        self._pending[slot] = []  # the slot waits; its last token is fed with the observation
-
-    def _apply_env_results(self, finished: list[Trajectory]) -> None:
-        """Applies every environment call that has returned (in slot order: reproducible)."""
-        for slot in sorted(self._env_calls):
-            call = self._env_calls[slot]
-            if not call.future.done():
-                continue
-            del self._env_calls[slot]
-            result, seconds = call.future.result()  # re-raises the environment's error
-            if call.action_text is None:
-                self._apply_reset(slot, result, seconds, finished)
-            else:
-                self._apply_step(slot, call.action_text, call.stop_token, result, seconds, finished)
-
-    def _wait_for_env(self, timeout: float | None) -> None:
-        """Blocks until an environment call returns (or ``timeout`` seconds pass)."""
-        futures = [call.future for call in self._env_calls.values()]
-        if futures:
-            wait_for_futures(futures, timeout=timeout, return_when=FIRST_COMPLETED)
-        elif timeout is not None:
-            time.sleep(timeout)
+        # The slot waits for the answer; its last token is fed with the observation.
+        self._pending[slot] = []
+        self._env.call(slot, step,
+                       functools.partial(self._apply_step, slot, action_text, stop_token),
+                       finished)
 
     def _apply_step(
         self,
@@ -598,49 +432,8 @@ class RolloutEngine:
         recorded in the trajectory's info under ``TRUNCATED_BY_KEY``.
         """
         episode = self._episodes[slot]
-        request = episode.request
-        info = _json_safe(episode.last_info)
-        if truncated_by is not None:
-            info[TRUNCATED_BY_KEY] = truncated_by
-        finished.append(
-            Trajectory(
-                tokens=torch.tensor(episode.tokens, dtype=torch.int64),
-                action_mask=torch.tensor(episode.action_mask, dtype=torch.bool),
-                behavior_logprobs=torch.tensor(episode.behavior_logprobs, dtype=torch.float32),
-                versions=torch.tensor(episode.versions, dtype=torch.int64),
-                rewards=torch.tensor(episode.rewards, dtype=torch.float32),
-                turn_ids=torch.tensor(episode.turn_ids, dtype=torch.int64),
-                prompt_id=request.prompt_id,
-                group_id=request.prompt_id if request.group_id is None else request.group_id,
-                env_id=episode.env_id,
-                phase=episode.phase,
-                theta=episode.theta,
-                world_time=request.world_time,
-                seed=request.seed if request.seed is not None else -1,
-                terminated=terminated,
-                truncated=truncated_by is not None,
-                behavior=str(episode.last_info.get("behavior", "")),
-                info=info,
-                started_at=episode.started_at,
-                finished_at=time.time(),
-                env_seconds=episode.env_seconds,
-                env_steps=episode.turn,
-                tag=request.tag,
-            )
-        )
+        finished.append(episode.to_trajectory(terminated=terminated, truncated_by=truncated_by))
         self.stats.episodes_finished += 1
         self._episodes[slot] = None
         self._pending[slot] = []
         self.decoder.restart(slot)
-
-
-def _json_safe(info: dict[str, Any]) -> dict[str, Any]:
-    """The entries of ``info`` that survive a JSON round trip unchanged in kind."""
-    kept = {}
-    for key, value in info.items():
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError):
-            continue
-        kept[str(key)] = value
-    return kept

@@ -9,7 +9,8 @@ import numpy as np
 
 from sao_online.config import ExperimentConfig
 from sao_online.rollout import EpisodeRequest
-from sao_online.runtime.context import build_engine, make_env
+from sao_online.runtime.engines import build_engine
+from sao_online.runtime.envs import make_env
 
 
 def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
@@ -23,12 +24,12 @@ def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
     reward and the rate of each success flag the env reports (``correct``, ``solved``,
     ``reached``).
     """
-    engine = build_engine(config, policy, tokenizer, seed=seed,
-                          num_slots=min(config.rollout.num_slots, episodes))
     options = {"drift": dict(theta)} if theta else None
     requests = iter([EpisodeRequest(make_env(config, seed=k), seed=seed * 100_003 + k, options=options,
                                     prompt_id=k) for k in range(episodes)])
-    trajectories = list(engine.run(lambda: next(requests, None)))
+    with build_engine(config, policy, tokenizer, seed=seed,
+                      num_slots=min(config.rollout.num_slots, episodes)) as engine:
+        trajectories = list(engine.run(lambda: next(requests, None)))
     behaviors = Counter(t.behavior or "none" for t in trajectories)
     quality = [t.info["quality"] for t in trajectories if "quality" in t.info]
     return {

@@ -1,0 +1,13 @@
+"""Batched multi-turn rollouts with a KV cache and continuous batching (``RolloutEngine``).
+
+- ``engine``: the decoding loop, caps and token layout (see its docstring);
+- ``episode``: ``EpisodeRequest`` (what to run), per-slot bookkeeping, the ``Trajectory`` built;
+- ``env_calls``: environment calls inline or on threads, behind one interface;
+- ``prompt_sharing``: one prefill for the slots of a group that start the same prompt.
+"""
+
+from sao_online.rollout.engine import ActionCapPolicy, RolloutEngine
+from sao_online.rollout.episode import TRUNCATED_BY_KEY, EpisodeRequest, RolloutStats
+
+__all__ = ["TRUNCATED_BY_KEY", "ActionCapPolicy", "EpisodeRequest", "RolloutEngine",
+           "RolloutStats"]

@@ -1,0 +1,95 @@
+"""Rows of ``episodes.parquet``: the column layout of a run's episodes, played or dropped."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from typing import Any
+
+import gymnasium
+
+import sao_online.environments  # noqa: F401  (registers the environments)
+from sao_online.config import ExperimentConfig
+from sao_online.runtime.planner import EpisodePlan
+from sao_online.types import Trajectory
+
+
+def oracle_reward(config: ExperimentConfig, theta: dict[str, Any]) -> float:
+    """The env's ceiling under ``theta`` (memoised per env id, env kwargs and theta)."""
+    return _oracle_reward(config.env.id, json.dumps(config.env.kwargs, sort_keys=True),
+                          json.dumps(theta, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def _oracle_reward(env_id: str, kwargs_json: str, theta_json: str) -> float:
+    env = gymnasium.make(env_id, **json.loads(kwargs_json))
+    try:
+        return float(env.unwrapped.oracle_reward(json.loads(theta_json)))
+    finally:
+        env.close()
+
+
+def _planned_columns(config: ExperimentConfig, index: int, *, world_time: float, phase: int,
+                     theta: dict[str, Any], prompt_id: int, group_id: int, straddles_change: bool,
+                     wall_time: float) -> dict[str, Any]:
+    """The columns of an episode row known before it runs (shared by run and dropped episodes)."""
+    return {
+        "episode": index,
+        "world_time": float(world_time),
+        "phase": int(phase),
+        "oracle_reward": oracle_reward(config, theta),
+        "wall_time": wall_time,
+        "prompt_id": prompt_id,
+        "group_id": group_id,
+        "group_straddles_change": straddles_change,
+        "theta": json.dumps(theta, sort_keys=True),
+        "env_id": config.env.id,
+    }
+
+
+def episode_record(config: ExperimentConfig, trajectory: Trajectory, index: int, *, trained_version: int,
+                   straddles_change: bool, wall_time: float) -> dict[str, Any]:
+    """One row of ``episodes.parquet`` (see the analysis package for the column contract)."""
+    oldest = trajectory.oldest_version
+    return {
+        **_planned_columns(config, index, world_time=trajectory.world_time, phase=trajectory.phase,
+                           theta=trajectory.theta, prompt_id=trajectory.prompt_id,
+                           group_id=trajectory.group_id, straddles_change=straddles_change,
+                           wall_time=wall_time),
+        "reward": trajectory.total_reward,
+        "behavior": trajectory.behavior,
+        "policy_version": oldest,
+        "staleness": (trained_version - oldest) if trained_version >= 0 and oldest >= 0 else -1,
+        "num_action_tokens": trajectory.num_action_tokens,
+        "num_tokens": len(trajectory.tokens),
+        "num_turns": trajectory.num_turns,
+        "terminated": trajectory.terminated,
+        "truncated": trajectory.truncated,
+        "dropped": False,
+        "env_seconds": trajectory.env_seconds,
+        "env_steps": trajectory.env_steps,
+    }
+
+
+def dropped_episode_record(config: ExperimentConfig, plan: EpisodePlan, index: int, *,
+                           wall_time: float) -> dict[str, Any]:
+    """An ``episodes.parquet`` row for an episode lost to a worker fault (reward NaN)."""
+    return {
+        **_planned_columns(config, index, world_time=plan.world_time, phase=plan.state.phase,
+                           theta=dict(plan.state.theta), prompt_id=plan.prompt_id,
+                           group_id=plan.group_id, straddles_change=plan.straddles_change,
+                           wall_time=wall_time),
+        "reward": math.nan,
+        "behavior": "",
+        "policy_version": -1,
+        "staleness": -1,
+        "num_action_tokens": 0,
+        "num_tokens": 0,
+        "num_turns": 0,
+        "terminated": False,
+        "truncated": False,
+        "dropped": True,
+        "env_seconds": 0.0,
+        "env_steps": 0,
+    }
