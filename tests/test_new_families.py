@@ -8,7 +8,8 @@ import torch
 
 from sao_online.batching import collate
 from sao_online.config import load_config
-from sao_online.runtime.context import RunContext, plan_to_request, resolve_schedule
+from sao_online.runtime.context import RunContext
+from sao_online.runtime.envs import plan_to_request, resolve_schedule
 
 TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
         "rollout.batch_size=8", "runtime.backend=sync", "algorithm.critic_warmup_steps=0"]
@@ -61,7 +62,7 @@ def test_no_skip_gae_trains_the_critic_on_grid_observation_tokens():
 
 
 def test_behavior_summary_breaks_success_down_by_difficulty():
-    from sao_online.policy_summary import _by_difficulty
+    from sao_online.commands.policy_summary import _by_difficulty
     from sao_online.types import Trajectory
 
     def episode(reward, **info):
