@@ -55,9 +55,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from sao_online.config import load_config
     from sao_online.runtime.launch import run_experiment
 
-    config = load_config(args.config, args.set)
+    threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
+    config = load_config(args.config, args.set + threads)
     summary = run_experiment(config, out=args.out, resume=args.resume, overwrite=args.overwrite,
-                             progress=True, threads=args.threads)
+                             progress=True)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -81,6 +82,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.peer and args.what != "throughput":
+        print(f"bench {args.what}: --peer applies to bench throughput only", file=sys.stderr)
+        return 2
     if args.what == "rollout":
         from sao_online.commands.bench_rollout import run_rollout_benchmark
 
@@ -88,7 +92,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     elif args.what == "throughput":
         from sao_online.commands.bench_throughput import run_throughput_benchmark
 
-        result = run_throughput_benchmark(quick=args.quick)
+        result = run_throughput_benchmark(quick=args.quick, peer=args.peer)
+    elif args.what == "contention":
+        from sao_online.commands.bench_contention import run_contention_benchmark
+
+        result = run_contention_benchmark(quick=args.quick)
     else:
         from sao_online.commands.bench_async import run_async_benchmark
 
@@ -156,9 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="run directory (default from logging.out)")
     run.add_argument("--resume", action="store_true", help="continue a killed run")
     run.add_argument("--overwrite", action="store_true", help="replace an existing run")
-    run.add_argument("--threads", type=int, default=None,
-                     help="torch threads of the learner process (default: all cores for the sync "
-                          "backend, 1 for local, whose workers need the other cores)")
+    run.add_argument("--threads", default=None, metavar="N|auto",
+                     help="torch threads of the learner process (sets runtime.torch_threads; "
+                          "default auto: the free cores this process may use, less one per "
+                          "rollout worker for local and ray)")
     run.set_defaults(func=_cmd_run)
 
     compare = commands.add_parser("compare", help="methods x seeds at matched budgets")
@@ -179,8 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=_cmd_report)
 
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
-    bench.add_argument("what", choices=["rollout", "async", "throughput"])
+    bench.add_argument("what", choices=["rollout", "async", "throughput", "contention"])
     bench.add_argument("--quick", action="store_true", help="a shorter run")
+    bench.add_argument("--peer", choices=["trl"], default=None,
+                       help="throughput: also run TRL's GRPOTrainer on the same workload and "
+                            "report the ratio (needs pip install 'sao-online[trl]')")
     bench.set_defaults(func=_cmd_bench)
 
     schema = commands.add_parser("schema", help="the JSON Schema of experiment configs (for "

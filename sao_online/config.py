@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import reprlib
 import types
@@ -155,6 +156,9 @@ class RolloutConfig:
     on_action_cap: ActionCapPolicy = _f("truncate", "An action reaching max_action_tokens: truncate (ends the "
                             "episode, no env step) or submit (the env gets the cut action).")
     max_episode_tokens: int = _f(384, "Token cap per episode (truncates).")
+    lean_forward: bool | None = _f(None, "Decode with the hand-written Llama/Qwen2 forward (same "
+                                   "logits, less overhead): null = where supported, true = "
+                                   "require it, false = the Hugging Face forward.")
 
 
 @dataclass
@@ -163,6 +167,13 @@ class RuntimeConfig:
     num_workers: int = _f(2, "Rollout workers (processes or Ray actors) of the asynchronous backends.")
     max_staleness: int = _f(4, "Bound on learner version minus a trajectory's oldest token version.")
     in_flight_updates: bool = _f(True, "Workers take new weights between decoding steps.")
+    torch_threads: int | Literal["auto"] = _f("auto", "Torch threads of the learner process: 'auto' counts the "
+                                  "cores this process may use (affinity) minus those busy with "
+                                  "other work (sampled from /proc/stat) and, for local/ray, minus "
+                                  "one per rollout worker (at least 1); a number is used as is.")
+    ray_worker_resources: dict = _f({}, "Ray custom resources each rollout actor requests, e.g. "
+                                    "{rollout_node: 1} to place the actors on the nodes that "
+                                    "offer it (started with --resources).")
     ray_address: str | None = _f(None, "Ray cluster to join ('auto', 'ray://host:port'); unset starts a "
                                  "private local Ray with num_workers CPUs.")
 
@@ -216,6 +227,12 @@ class ExperimentConfig:
         """
         for name, why in range_problems(lambda dotted: _get_path(self, dotted)):
             raise ConfigError(f"{name}: {why}")
+        resources = self.runtime.ray_worker_resources
+        if not all(isinstance(name, str) and not isinstance(amount, bool)
+                   and isinstance(amount, int | float) and 0 < amount < math.inf
+                   for name, amount in resources.items()):
+            raise ConfigError(f"runtime.ray_worker_resources: must map resource names to "
+                              f"positive amounts, got {short_repr(resources)}")
         if not SAFE_NAME.match(self.experiment):
             raise ConfigError(f"experiment: {short_repr(self.experiment)} cannot name a folder "
                               f"(letters, digits, '_', '-' and '.', starting with a letter or "

@@ -90,6 +90,7 @@ RANGES: dict[str, Range] = {
     "rollout.max_episode_tokens": Range(1, 10**7),
     "runtime.num_workers": Range(1, 4096),
     "runtime.max_staleness": Range(0, 10**9),
+    "runtime.torch_threads": Range(1, 4096),  # or "auto"
     "budget.episodes": Range(1, 10**9),
     "eval.every_updates": Range(0, 10**9),
     "eval.episodes_per_phase": Range(1, 10**6),
@@ -107,7 +108,9 @@ def range_problems(get: Any) -> list[tuple[str, str]]:
     problems = []
     for name, allowed in RANGES.items():
         value = get(name)
-        if value is not None and (why := allowed.problem(value)):
+        # A field that also takes a word (runtime.torch_threads: auto) has its choices checked
+        # by the loader; only its numbers have a range.
+        if value is not None and not isinstance(value, str) and (why := allowed.problem(value)):
             problems.append((name, why))
     for name, (allowed, length) in LIST_RANGES.items():
         values = get(name)

@@ -79,15 +79,17 @@ class Learner:
         self.share_prefixes = share_prefixes
         self.version = 0
         optim = config.optim
+        # foreach: one multi-tensor op per Adam stage instead of a Python loop over parameters
+        # (the default on CPU); the arithmetic is the same.
         self.policy_optimizer = torch.optim.AdamW(
             [p for p in policy.parameters() if p.requires_grad], lr=optim.lr,
-            betas=tuple(optim.betas), weight_decay=optim.weight_decay)
+            betas=tuple(optim.betas), weight_decay=optim.weight_decay, foreach=True)
         self.critic_optimizer = None
         if critic is not None:
             self.critic_optimizer = torch.optim.AdamW(
                 [p for p in critic.parameters() if p.requires_grad],
                 lr=optim.lr * config.algorithm.critic_lr_multiple,
-                betas=tuple(optim.betas), weight_decay=optim.weight_decay)
+                betas=tuple(optim.betas), weight_decay=optim.weight_decay, foreach=True)
 
     # -- the update -------------------------------------------------------------------------
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -168,7 +170,11 @@ class Learner:
         else:
             logits = shared_prefix_forward(causal_lm_forward(model), batch.tokens, plan,
                                            self.pad_token_id)
-        return logits.float() / self.config.rollout.temperature
+        # Skipping the no-op conversions saves a [B, T, V] copy and its backward.
+        if logits.dtype != torch.float32:
+            logits = logits.float()
+        temperature = self.config.rollout.temperature
+        return logits if temperature == 1.0 else logits / temperature
 
     def _apply(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
         """Backward, clip, step — unless the loss or gradient is not finite (then nothing moves)."""

@@ -63,7 +63,7 @@ def exact_kl(
         Scalar tensor, 0 when there is no action token.
     """
     _check_logits(action_mask, logits=logits, ref_logits=ref_logits)
-    return masked_mean(token_exact_kl(logits, ref_logits), action_mask)
+    return _mean_over_actions(token_exact_kl, action_mask, logits, ref_logits)
 
 
 def k3_kl(
@@ -108,4 +108,14 @@ def entropy_bonus(logits: torch.Tensor, action_mask: torch.Tensor) -> torch.Tens
         Scalar tensor, 0 when there is no action token.
     """
     _check_logits(action_mask, logits=logits)
-    return masked_mean(token_entropy(logits), action_mask)
+    return _mean_over_actions(token_entropy, action_mask, logits)
+
+
+def _mean_over_actions(per_token, action_mask: torch.Tensor, *logits: torch.Tensor) -> torch.Tensor:
+    """``masked_mean(per_token(*logits), action_mask)``, computed on the action rows only.
+
+    The vocabulary-wide softmaxes then run on the action tokens (about a third of a GRPO batch's
+    positions) instead of every position; the value and its gradient are the same.
+    """
+    selected = [tensor[action_mask] for tensor in logits]
+    return per_token(*selected).sum() / action_mask.sum().clamp(min=1)

@@ -120,8 +120,14 @@ def _reference_greedy_episode(model, tokenizer, request, stop_ids, max_action_to
         history.append({"role": "user", "content": observation})
 
 
-@pytest.mark.parametrize("fast_attention", [True, False], ids=["slot_attention", "model_attention"])
-def test_greedy_tokens_and_logprobs_equal_an_uncached_unbatched_reference(fast_attention):
+@pytest.mark.parametrize(
+    ("fast_attention", "lean_forward"),
+    [(True, True), (True, False), (False, False)],
+    ids=["lean_forward", "hf_forward_slot_attention", "hf_forward_model_attention"],
+)
+def test_greedy_tokens_and_logprobs_equal_an_uncached_unbatched_reference(
+    fast_attention, lean_forward
+):
     model, tokenizer = _policy()
     stop_ids = {tokenizer.eos_token_id, *STOP_BYTES}
     engine = RolloutEngine(
@@ -135,7 +141,9 @@ def test_greedy_tokens_and_logprobs_equal_an_uncached_unbatched_reference(fast_a
         on_action_cap="submit",
         stop_token_ids=sorted(stop_ids),
         fast_attention=fast_attention,
+        lean_forward=lean_forward,
     )
+    assert (engine.decoder.lean is not None) == lean_forward
     requests = _requests(8)
     trajectories = list(engine.run(_source(requests)))
     # 8 episodes through 3 slots: most started in a slot another episode vacated.

@@ -10,6 +10,8 @@ lengths that continuous batching is built for.
 
 - engine: ``RolloutEngine`` with ``num_slots=batch_size`` running all episodes as one stream; a
   slot whose answer ended takes the next prompt at once.
+- engine_hf_forward: the same engine with the Hugging Face forward instead of the lean one
+  (``lean_forward=False``), to show what the hand-written forward gains.
 - generate: ``model.generate`` (Hugging Face's own KV cache) on consecutive batches of
   ``batch_size`` left-padded prompts; a batch ends when its longest answer ends.
 
@@ -82,15 +84,19 @@ def _faster(first: dict[str, Any] | None, second: dict[str, Any]) -> dict[str, A
 
 def _compare(arguments: tuple, stop: bool, seed: int, repeats: int) -> dict[str, Any]:
     """Best of ``repeats`` alternating runs of each side, and the ratios."""
-    engine = generate = None
+    engine = engine_hf = generate = None
     for _ in range(repeats):
         engine = _faster(engine, _run_engine(*arguments, stop=stop, seed=seed))
+        engine_hf = _faster(
+            engine_hf, _run_engine(*arguments, stop=stop, seed=seed, lean_forward=False))
         generate = _faster(generate, _run_generate(*arguments, stop=stop, seed=seed))
     return {
         "engine": engine,
+        "engine_hf_forward": engine_hf,
         "generate": generate,
         "speedup": engine["tokens_per_second"] / generate["tokens_per_second"],
         "speedup_cpu_time": engine["tokens_per_cpu_second"] / generate["tokens_per_cpu_second"],
+        "lean_forward_speedup": engine["tokens_per_second"] / engine_hf["tokens_per_second"],
     }
 
 
@@ -101,7 +107,7 @@ def _answer_length(row: list[int], stop_token: int | None) -> int:
 
 
 def _run_engine(
-    model, tokenizer, batch_size, new_tokens, num_episodes, stop, seed
+    model, tokenizer, batch_size, new_tokens, num_episodes, stop, seed, lean_forward=None
 ) -> dict[str, Any]:
     engine = RolloutEngine(
         model,
@@ -115,6 +121,7 @@ def _run_engine(
         seed=seed,
         on_action_cap="submit",
         stop_token_ids=[tokenizer.eos_token_id] if stop else [],
+        lean_forward=lean_forward,
     )
     requests = iter(
         [
@@ -195,7 +202,8 @@ def run_rollout_benchmark(
     Returns:
         A JSON-able dict: ``workload`` (what both sides ran), ``engine`` and ``generate``
         (seconds, cpu_seconds, tokens, tokens_per_second, tokens_per_cpu_second,
-        model_forwards), ``speedup`` (engine tokens/s over generate tokens/s, wall clock),
+        model_forwards), ``engine_hf_forward`` (the engine with the Hugging Face forward),
+        ``lean_forward_speedup`` (engine over engine_hf_forward, wall clock), ``speedup`` (engine tokens/s over generate tokens/s, wall clock),
         ``speedup_cpu_time`` (the same with process CPU time), the same under ``fixed_length``
         (unless quick), and ``machine``.
     """

@@ -23,8 +23,11 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
 
     config = load_config(job["config"], job["overrides"])
     resume = job["resume"] and (Path(job["out"]) / "config.yaml").exists()
+    # runtime.torch_threads=auto would count the cores the parallel runs share: one each.
+    threads = 1 if config.runtime.torch_threads == "auto" else None
     return run_experiment(config, out=job["out"], overwrite=job["overwrite"], resume=resume,
-                          progress=False, progress_callback=progress.put)  # to the parent's bar
+                          progress=False, threads=threads,
+                          progress_callback=progress.put)  # to the parent's bar
 
 
 def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:

@@ -10,6 +10,10 @@ of ``step`` feeds every slot its pending tokens and returns the next-token logit
 - slots with several pending tokens (a new prompt, an observation) go through one more forward
   as a left-padded chunk holding only those slots.
 
+For Llama-family models (``lean_forward_support``) both forwards run ``LeanLlamaForward``, a
+hand-written forward over the model's own weights; other architectures go through the Hugging
+Face forward with the slot cache passed as its ``Cache``.
+
 Column ``c`` of a slot's cache row holds its token at position ``c``; each query sees its own
 row's columns up to its own. With greedy decoding the logits equal those of a full forward over
 each sequence alone (the rollout tests check tokens and logprobs against such a reference).
@@ -23,6 +27,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
+from sao_online.models.lean_llama import LeanLlamaForward, lean_forward_support
 from sao_online.models.slot_cache import SLOT_ATTENTION, SlotKVCache
 
 SUPPORTED_ATTENTION = ("sdpa", "eager")
@@ -42,9 +47,14 @@ class SlotDecoder:
         fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
             SDPA on CPU for these shapes) during these forwards only; the model's configured
             implementation is restored after each call. False keeps the model's own.
+        lean_forward: run the hand-written ``LeanLlamaForward`` instead of the model's own
+            forward (same logits, a fraction of the Python overhead per step). None uses it
+            when the architecture is supported (Llama, Qwen2) and ``fast_attention`` is on;
+            True requires it; False always uses the Hugging Face forward.
 
     Raises:
-        ValueError: the model cannot be served (attention implementation, layer types).
+        ValueError: the model cannot be served (attention implementation, layer types), or
+            ``lean_forward=True`` for an architecture it does not support.
 
     Example:
         >>> decoder = SlotDecoder(model, num_slots=2, pad_token_id=0, device="cpu")
@@ -60,9 +70,17 @@ class SlotDecoder:
         pad_token_id: int,
         device: torch.device | str,
         fast_attention: bool = True,
+        lean_forward: bool | None = None,
     ) -> None:
         config = text_config(model)
         check_servable(model, config)
+        unsupported = lean_forward_support(model)
+        if lean_forward and unsupported is not None:
+            raise ValueError(f"SlotDecoder: lean_forward=True but {unsupported}")
+        if lean_forward is None:
+            lean_forward = unsupported is None and fast_attention
+        # The lean forward: None when the Hugging Face forward serves the model.
+        self.lean = LeanLlamaForward(model) if lean_forward else None
         self.model = model
         self.num_slots = num_slots
         self.pad_token_id = pad_token_id
@@ -210,6 +228,8 @@ class SlotDecoder:
         hidden = torch.finfo(self._mask_dtype).min
         mask = torch.where(visible, 0.0, hidden).to(self._mask_dtype).unsqueeze(1)
         self.cache.plan_write(rows, columns, kv_length)
+        if self.lean is not None:
+            return self.lean(input_ids, columns, mask, self.cache)
         arguments: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": mask,

@@ -91,6 +91,10 @@ class RolloutEngine:
         fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
             SDPA on CPU for decoding) during the engine's own forwards; the model's configured
             implementation is restored after each call. False keeps the model's own.
+        lean_forward: decode with the hand-written ``LeanLlamaForward`` (same logits as the
+            model's own forward, far less Python per step): None uses it where the
+            architecture is supported (Llama, Qwen2) and ``fast_attention`` is on, True requires
+            it, False keeps the Hugging Face forward.
         env_workers: threads that run ``env.reset`` / ``env.step`` concurrently while the other
             slots keep decoding (worth it when environments are slow, e.g. ``LatencyWrapper``);
             0 calls them inline in the decoding loop (deterministic for a seed).
@@ -128,6 +132,7 @@ class RolloutEngine:
         system_prompt: str | None = None,
         stop_token_ids: list[int] | None = None,
         fast_attention: bool = True,
+        lean_forward: bool | None = None,
         env_workers: int = 0,
         share_prompt_prefill: bool = True,
     ) -> None:
@@ -193,6 +198,7 @@ class RolloutEngine:
                 pad_token_id=self.pad_token_id,
                 device=self.device,
                 fast_attention=fast_attention,
+                lean_forward=lean_forward,
             )
         except ValueError as error:
             raise ValueError(f"RolloutEngine: {error}") from error

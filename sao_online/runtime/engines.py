@@ -24,4 +24,5 @@ def build_engine(config: ExperimentConfig, model: torch.nn.Module, tokenizer: An
                          top_p=rollout.top_p, max_turns=rollout.max_turns,
                          max_action_tokens=rollout.max_action_tokens,
                          max_episode_tokens=rollout.max_episode_tokens, seed=seed,
-                         env_workers=env_workers, on_action_cap=rollout.on_action_cap)
+                         env_workers=env_workers, on_action_cap=rollout.on_action_cap,
+                         lean_forward=rollout.lean_forward)

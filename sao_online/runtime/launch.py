@@ -23,6 +23,7 @@ from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import clock_horizon
 from sao_online.runtime.loop import TrainingLoop
+from sao_online.runtime.threads import AUTO, census
 
 
 def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
@@ -92,6 +93,17 @@ def _stop_after_update_on_ctrl_c(loop: TrainingLoop) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def learner_threads(config: ExperimentConfig) -> int:
+    """Torch threads of the learner process for ``runtime.torch_threads``."""
+    setting = config.runtime.torch_threads
+    if setting != AUTO:
+        return int(setting)
+    free = census().free
+    if config.runtime.backend in ("local", "ray"):
+        free -= config.runtime.num_workers  # each rollout worker runs one thread of its own
+    return max(1, free)
+
+
 def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, resume: bool = False,
                    overwrite: bool = False, progress: bool = False,
                    threads: int | None = None,
@@ -104,15 +116,27 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
         resume: continue a killed run from its last checkpoint (no record lost or duplicated).
         overwrite: replace an existing run directory.
         progress: show a progress bar.
-        threads: torch threads of the learner (default: torch's choice for sync, 1 for
-            local and ray, whose rollout workers need the other cores).
+        threads: torch threads of the learner; None follows ``runtime.torch_threads``
+            (``auto``: one per free core, less one per rollout worker for local and ray; see
+            ``sao_online.runtime.threads``). The caller's setting is restored at the end; the
+            summary's ``threads`` says what the run used.
         progress_callback: called with the number of episodes each update consumed.
     """
     check_machine_fit(config)
-    if threads is None and config.runtime.backend in ("local", "ray"):
-        threads = 1  # the rollout workers need the other cores
-    if threads:
-        torch.set_num_threads(threads)
+    if threads is None:
+        threads = learner_threads(config)
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        summary = _run(config, out, resume=resume, overwrite=overwrite, progress=progress,
+                       progress_callback=progress_callback)
+    finally:
+        torch.set_num_threads(threads_before)
+    return {**summary, "threads": threads}
+
+
+def _run(config: ExperimentConfig, out: str | Path | None, *, resume: bool, overwrite: bool,
+         progress: bool, progress_callback: Callable[[int], None] | None) -> dict[str, Any]:
     path = Path(out) if out else run_directory(config.logging.out, config.experiment,
                                                config.algorithm.name, config.seed)
     ctx = RunContext.build(config, progress=progress)

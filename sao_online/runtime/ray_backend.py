@@ -14,7 +14,10 @@ staleness and faults); only the transport differs:
 Ray is an optional dependency (``pip install 'sao-online[ray]'``). With ``runtime.ray_address``
 unset the run starts a private local Ray instance (``num_workers`` CPUs) and shuts it down at the
 end (even where ``RAY_ADDRESS`` is set); ``auto`` or ``ray://host:port`` joins an existing
-cluster. Every node must be able to import ``sao_online`` and build the policy: each actor calls
+cluster. ``runtime.ray_worker_resources`` (e.g. ``{rollout_node: 1}``) adds custom resources to
+what each actor requests, so the actors go only to the nodes started with them (``ray start
+--resources='{"rollout_node": 4}'``); ``RayWorkerPool.placements`` records the node each actor
+runs on. Every node must be able to import ``sao_online`` and build the policy: each actor calls
 ``base_policy(config)``, so a local model path or GGUF file must exist on every node (install
 them there, or pass a ``runtime_env`` when you ``ray.init`` yourself before calling
 ``run_experiment``: an already initialised Ray is used as it is). An actor the cluster has not
@@ -24,6 +27,7 @@ placed within 300 s stops the run with an error naming the free CPUs; a transien
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -140,6 +144,12 @@ class RolloutActor:
         self._stop.set()
         self._thread.join(timeout=_STOP_SECONDS)
 
+    def node_id(self) -> str:
+        """The Ray node this actor runs on (hex id)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
 
 class RayWorkerPool:
     """Rollout workers as Ray actors (a ``WorkerPool``).
@@ -156,7 +166,8 @@ class RayWorkerPool:
         self.num_slots = worker_slots(config)
         self.actors: dict[int, Any] = {}
         self.pending_take: dict[int, Any] = {}
-        self.unscheduled: dict[int, tuple[Any, float]] = {}  # index -> (ready ref, deadline)
+        self.unscheduled: dict[int, tuple[Any, float]] = {}  # index -> (node ref, deadline)
+        self.placements: dict[int, str] = {}  # index -> node id of its latest actor
         self.closed = False
         self.owns_ray = not ray.is_initialized()
         if self.owns_ray:
@@ -172,7 +183,17 @@ class RayWorkerPool:
                 raise ConfigError(
                     f"runtime.num_workers: {config.runtime.num_workers} actors need one CPU "
                     f"each, the Ray cluster has {cpus:g}")
-            self.actor_class = ray.remote(num_cpus=1, max_concurrency=4)(RolloutActor)
+            resources = dict(config.runtime.ray_worker_resources)
+            total = ray.cluster_resources()
+            for name, amount in resources.items():
+                if total.get(name, 0) < amount:
+                    raise ConfigError(
+                        f"runtime.ray_worker_resources: each actor asks for {amount:g} "
+                        f"{name!r}, the Ray cluster has {total.get(name, 0):g}")
+            options: dict[str, Any] = {"num_cpus": 1, "max_concurrency": 4}
+            if resources:
+                options["resources"] = resources
+            self.actor_class = ray.remote(**options)(RolloutActor)
             self.version = version
             self.weights = ray.put(_cpu_state(model))
         except BaseException:
@@ -188,7 +209,8 @@ class RayWorkerPool:
         self.actors[index] = actor
         self.pending_take[index] = actor.take.remote(_TAKE_SECONDS)
         # An actor the cluster cannot place stays pending without an error: give it a deadline.
-        self.unscheduled[index] = (actor.__ray_ready__.remote(), time.time() + _SCHEDULE_SECONDS)
+        # Its node id answers once it is placed and constructed.
+        self.unscheduled[index] = (actor.node_id.remote(), time.time() + _SCHEDULE_SECONDS)
 
     def submit(self, index: int, tasks: list[Task]) -> None:
         self.actors[index].submit.remote(tasks)  # a dead actor is reported by its take
@@ -218,14 +240,24 @@ class RayWorkerPool:
             self.pending_take[index] = self.actors[index].take.remote(_TAKE_SECONDS)
         return messages, dead
 
-    def _check_scheduled(self) -> None:
-        """Raise when an actor is not placed and started on the cluster by its deadline."""
+    def _record_placements(self) -> None:
+        """Move the actors that have been placed since the last look into ``placements``."""
         if not self.unscheduled:
             return
         refs = {ref: index for index, (ref, _) in self.unscheduled.items()}
         placed, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)
         for ref in placed:
-            del self.unscheduled[refs[ref]]
+            index = refs[ref]
+            del self.unscheduled[index]
+            # An actor that died at start-up has no node to record; its pending take says why.
+            with contextlib.suppress(self.ray.exceptions.RayError):
+                self.placements[index] = self.ray.get(ref)
+
+    def _check_scheduled(self) -> None:
+        """Raise when an actor is not placed and started on the cluster by its deadline."""
+        if not self.unscheduled:
+            return
+        self._record_placements()
         now = time.time()
         late = sorted(index for index, (_, deadline) in self.unscheduled.items() if now > deadline)
         if late:
@@ -248,6 +280,7 @@ class RayWorkerPool:
         stops = [actor.stop.remote() for actor in self.actors.values()]
         if stops:
             ray.wait(stops, num_returns=len(stops), timeout=_STOP_SECONDS)
+            self._record_placements()
         for actor in self.actors.values():
             ray.kill(actor, no_restart=True)
         self.actors, self.pending_take, self.unscheduled = {}, {}, {}
