@@ -1,7 +1,7 @@
 """Drifting agentic text environments (Gymnasium ``Env[str, str]``).
 
 Importing this package registers ``sao_online/StyleShift-v0``, ``sao_online/ToolShift-v0``,
-``sao_online/ReasonShift-v0`` and ``sao_online/GridShift-v0``.
+``sao_online/CodeShift-v0``, ``sao_online/ReasonShift-v0`` and ``sao_online/GridShift-v0``.
 """
 
 from sao_online.environments.base import (
@@ -11,6 +11,7 @@ from sao_online.environments.base import (
     TurnResult,
     printable,
 )
+from sao_online.environments.code_shift import CodeShiftEnv
 from sao_online.environments.grid_shift import GridShiftEnv
 from sao_online.environments.reason_shift import ReasonShiftEnv
 from sao_online.environments.registry import list_envs, register_envs
@@ -23,6 +24,7 @@ register_envs()
 __all__ = [
     "TEXT_CHARSET",
     "ActionTypeError",
+    "CodeShiftEnv",
     "DriftWrapper",
     "DriftingTextEnv",
     "GridShiftEnv",

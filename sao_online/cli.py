@@ -89,6 +89,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from sao_online.commands.bench_rollout import run_rollout_benchmark
 
         result = run_rollout_benchmark(quick=args.quick)
+    elif args.what == "sandbox":
+        from sao_online.commands.bench_sandbox import run_sandbox_benchmark
+
+        result = run_sandbox_benchmark(quick=args.quick)
     elif args.what == "throughput":
         from sao_online.commands.bench_throughput import run_throughput_benchmark
 
@@ -188,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=_cmd_report)
 
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
-    bench.add_argument("what", choices=["rollout", "async", "throughput", "contention"])
+    bench.add_argument("what", choices=["rollout", "async", "throughput", "contention",
+                                        "sandbox"])
     bench.add_argument("--quick", action="store_true", help="a shorter run")
     bench.add_argument("--peer", choices=["trl"], default=None,
                        help="throughput: also run TRL's GRPOTrainer on the same workload and "

@@ -1,0 +1,109 @@
+"""The program every sandbox runs (``python3 -E -s -c <this source>``); standard library only.
+
+It reads one JSON request from stdin: ``nonce``, ``files`` (name -> text, written to the
+current folder; ``solution.py`` is the untrusted program), ``function`` and ``tests`` (a list
+of argument lists). It then loads the solution and calls the function once per test, printing
+one record per event as ``<nonce> <json>`` on the stdout it started with. The solution's own
+prints go nowhere. Records: ``syntax_error``, ``load_error``, ``missing_function``,
+``memory_limit``, ``file_limit`` (detail), ``test`` (index, value or error), ``done``; each
+carries ``helper_calls`` (what the helper module recorded, when there is one).
+"""
+
+import errno
+import json
+import os
+import sys
+import types
+
+PLAIN_TYPES = (bool, int, float, str, type(None))
+
+
+def describe(error):
+    """(kind, text) for an exception raised by the solution."""
+    if isinstance(error, MemoryError):
+        return "memory_limit", "memory limit: MemoryError"
+    if isinstance(error, OSError) and error.errno == errno.EFBIG:
+        return "file_limit", "file size limit: " + str(error)[:120]
+    text = type(error).__name__ + ": " + str(error)
+    return "exception", text[:240]
+
+
+def encode(value, depth=0):
+    """The JSON form of a plain return value, or raise TypeError naming what it is."""
+    if type(value) in PLAIN_TYPES:
+        if type(value) is float and value != value:
+            raise TypeError("returned NaN")
+        return value
+    if type(value) in (list, tuple) and depth < 3 and len(value) <= 1000:
+        return [encode(item, depth + 1) for item in value]
+    raise TypeError("returned a " + type(value).__name__ + ", not a plain value")
+
+
+def helper_calls():
+    calls = {}
+    for module in list(sys.modules.values()):
+        recorded = getattr(module, "_sao_calls", None) if module is not None else None
+        if isinstance(recorded, dict):
+            for name, count in recorded.items():
+                if isinstance(name, str) and type(count) is int:
+                    calls[name] = calls.get(name, 0) + count
+    return calls
+
+
+def main():
+    request = json.loads(sys.stdin.buffer.read().decode())
+    nonce = request["nonce"]
+    results = os.fdopen(os.dup(1), "w")
+    sink = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(sink, target)
+
+    def emit(record):
+        record["helper_calls"] = helper_calls()
+        try:
+            results.write(nonce + " " + json.dumps(record) + "\n")
+            results.flush()
+        except (OSError, ValueError):
+            pass  # the solution closed or filled our stdout: the host reports no result
+
+    for name, text in request["files"].items():
+        with open(name, "w") as handle:
+            handle.write(text)
+    sys.path.insert(0, os.getcwd())
+    with open("solution.py") as handle:
+        source = handle.read()
+    try:
+        code = compile(source, "solution.py", "exec")
+    except (SyntaxError, ValueError) as error:
+        line = getattr(error, "lineno", None)
+        where = "line " + str(line) + ": " if line else ""
+        emit({"event": "syntax_error", "detail": "syntax error: " + where + str(
+            getattr(error, "msg", error))[:200]})
+        return
+    module = types.ModuleType("solution")
+    module.__file__ = os.path.abspath("solution.py")
+    sys.modules["solution"] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException as error:  # noqa: BLE001  (SystemExit and all: the solution's fault)
+        kind, text = describe(error)
+        event = kind if kind != "exception" else "load_error"
+        emit({"event": event, "detail": "while loading: " + text})
+        return
+    function = module.__dict__.get(request["function"])
+    if not callable(function):
+        emit({"event": "missing_function",
+              "detail": "no function named " + request["function"] + " is defined"})
+        return
+    for index, args in enumerate(request["tests"]):
+        try:
+            value = encode(function(*args))
+        except BaseException as error:  # noqa: BLE001
+            emit({"event": "test", "index": index, "error": describe(error)[1]})
+            continue
+        emit({"event": "test", "index": index, "value": value})
+    emit({"event": "done"})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Containment, on every backend, through CodeShift's ``step``: a program that reads files
+outside its folder, connects to a listener on 127.0.0.1, fork-bombs, allocates 10 GB, loops
+forever, writes a huge file or fills its disk is stopped and scored 0 with the reason in the
+observation; ``step`` returns within the wall timeout plus a margin; and the host is unaffected
+(no file written outside, no connection received, no sandboxed process left, no folder left)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import tempfile
+import time
+import uuid
+
+import pytest
+from conftest import sandbox_processes
+
+from sao_online.environments import CodeShiftEnv
+
+WALL_SECONDS = 3.0
+#: Beyond the wall timeout: killing, cleanup and, for Docker, the exec round trips (the
+#: machine this runs on may be loaded).
+MARGIN_SECONDS = 2.5
+
+
+def _needs_namespaces(sandbox, what: str) -> None:
+    if sandbox.name == "subprocess" and not sandbox.network_isolated:
+        pytest.skip(f"subprocess sandbox without namespaces here: {what} is not contained")
+
+
+def _host_leftovers() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "sao-sandbox-*")))
+
+
+def _assert_no_process_left(run_id: str) -> None:
+    assert run_id
+    deadline = time.monotonic() + 2.0
+    while sandbox_processes(run_id) and time.monotonic() < deadline:
+        time.sleep(0.05)  # killed processes may take a moment to be reaped
+    assert sandbox_processes(run_id) == []
+
+
+def observation_of(sandbox, body: str, preamble: str = ""):
+    results = []
+
+    class Recording:
+        """The sandbox, keeping each result (for its run id)."""
+
+        name = sandbox.name
+
+        def run(self, *args, **kwargs):
+            results.append(sandbox.run(*args, **kwargs))
+            return results[-1]
+
+    env = CodeShiftEnv(sandbox=sandbox, max_turns=1,
+                       limits={"cpu_seconds": 1, "wall_seconds": WALL_SECONDS})
+    env.sandbox = Recording()
+    _, info = env.reset(seed=0)
+    indented = "\n".join("    " + line for line in body.strip().splitlines())
+    program = f"{preamble}\ndef {info['task']}(x):\n{indented}\n"
+    before = _host_leftovers()
+    started = time.monotonic()
+    observation, reward, terminated, truncated, step_info = env.step(program)
+    seconds = time.monotonic() - started
+    assert truncated and not terminated
+    assert seconds < WALL_SECONDS + MARGIN_SECONDS, f"step took {seconds:.2f} s"
+    assert reward == 0.0 and step_info["tests_passed"] == 0
+    assert step_info["sandbox"] == sandbox.name
+    assert _host_leftovers() <= before, "a sandbox folder was left on the host"
+    _assert_no_process_left(results[-1].run_id)
+    return observation, step_info
+
+
+def test_reading_files_outside_the_folder(sandbox, tmp_path):
+    if sandbox.name == "subprocess" and os.geteuid() != 0:
+        pytest.skip("subprocess sandbox not run as root: the program runs as this user and "
+                    "may read this user's files (use bubblewrap or docker)")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the host's secret")
+    secret.chmod(0o600)
+    observation, _ = observation_of(sandbox, f"return open({str(secret)!r}).read()")
+    assert "the host's secret" not in observation
+    assert ("FileNotFoundError" in observation or "PermissionError" in observation), observation
+
+
+def test_network_connection_to_a_host_listener(sandbox):
+    _needs_namespaces(sandbox, "the network")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    try:
+        observation, _ = observation_of(sandbox, f"""
+import socket
+with socket.create_connection(("127.0.0.1", {port}), timeout=1) as connection:
+    connection.sendall(b"escaped")
+return 1""")
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing ever connected
+    finally:
+        listener.close()
+    assert "ConnectionRefusedError" in observation or "OSError" in observation, observation
+
+
+def test_fork_bomb(sandbox):
+    observation, info = observation_of(sandbox, """
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass""")
+    assert info["status"] in ("timeout", "cpu_limit"), observation
+    assert "not run: timeout" in observation or "not run: CPU time limit" in observation
+
+
+def test_ten_gigabyte_allocation(sandbox):
+    observation, _ = observation_of(sandbox, "return len(bytearray(10 * 1024 ** 3))")
+    assert "memory limit: MemoryError" in observation
+
+
+def test_infinite_loop(sandbox):
+    observation, info = observation_of(sandbox, "while True:\n    pass")
+    assert info["status"] in ("timeout", "cpu_limit")
+    assert "not run: timeout" in observation or "not run: CPU time limit" in observation
+
+
+def test_huge_file(sandbox):
+    observation, _ = observation_of(sandbox, """
+with open("huge.bin", "wb") as handle:
+    for _ in range(10 * 1024):
+        handle.write(b"x" * 1024 * 1024)
+return 1""")
+    assert "file size limit" in observation
+
+
+def test_filling_the_disk_with_many_files(sandbox):
+    _needs_namespaces(sandbox, "the disk")
+    observation, _ = observation_of(sandbox, """
+for index in range(10 * 1024):
+    with open("part%d.bin" % index, "wb") as handle:
+        handle.write(b"x" * (1024 * 1024 - 1))
+return 1""")
+    assert "No space left on device" in observation
+
+
+def test_writing_outside_the_folder(sandbox, tmp_path):
+    _needs_namespaces(sandbox, "/tmp")
+    targets = [f"/tmp/sao-escape-{uuid.uuid4().hex}", str(tmp_path / "escape.txt"),
+               f"/var/tmp/sao-escape-{uuid.uuid4().hex}", f"/dev/shm/sao-escape-{uuid.uuid4().hex}"]
+    body = "".join(f"try:\n    open({target!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
+                   for target in targets) + "return 'written'"
+    observation, _ = observation_of(sandbox, body)
+    assert "got 'written'" in observation  # the writes "worked", inside the sandbox only
+    assert not any(os.path.exists(target) for target in targets)
