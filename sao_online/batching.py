@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,14 @@ class Batch:
     @property
     def size(self) -> int:
         return self.tokens.shape[0]
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch with every tensor on ``device`` (itself when already there)."""
+        if self.tokens.device == torch.device(device):
+            return self
+        return dataclasses.replace(self, **{
+            field.name: getattr(self, field.name).to(device) for field in dataclasses.fields(self)
+        })
 
 
 def collate(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:

@@ -34,6 +34,8 @@ Backend = Literal["sync", "local", "ray"]
 KLEstimator = Literal["exact", "k3"]
 AdvantageLevel = Literal["token", "last_token", "average"]
 ActionCapPolicy = Literal["truncate", "submit"]
+ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
+ObservationRole = Literal["user", "tool"]
 
 # Experiment and method names become folders of a run's path: no separators, no "..".
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -90,8 +92,17 @@ class EnvConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = _f("tiny", "'tiny' for the embedded byte-level Llama, or a local HF model path.")
-    gguf_file: str | None = _f(None, "GGUF file inside `name` to load (transformers gguf_file=).")
+    name: str = _f("tiny", "'tiny' (the embedded byte-level Llama), a packaged model "
+                   "('smollm2-135m'), or a local HF model folder. Never downloaded.")
+    gguf_file: str | None = _f(None, "GGUF file inside the folder `name` (transformers gguf_file=).")
+    device: str = _f("auto", "auto (CUDA when available), cpu, cuda or cuda:N; learner and "
+                     "rollout workers run there.")
+    dtype: ModelDtype = _f("auto", "auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 "
+                           "or float16.")
+    system_prompt: str | None = _f(None, "System message before the first observation (None: "
+                                   "the chat template's own default, if any).")
+    observation_role: ObservationRole = _f("user", "Chat role of environment observations after "
+                                           "the first: user or tool (the template must know it).")
     num_layers: int = _f(4, "Tiny model: transformer layers.")
     hidden_size: int = _f(128, "Tiny model: hidden size.")
     warm_start: bool = _f(True, "Start from the cached SFT warm start on oracle demonstrations.")
@@ -242,6 +253,8 @@ class ExperimentConfig:
             ("runtime.backend", ("sync", "local", "ray")),
             ("algorithm.advantage_level", ("token", "last_token", "average")),
             ("regularizers.kl_estimator", ("exact", "k3")),
+            ("model.dtype", ("auto", "float32", "bfloat16", "float16")),
+            ("model.observation_role", ("user", "tool")),
         ]
         for name, allowed in choices:
             if _get_path(self, name) not in allowed:
@@ -251,6 +264,9 @@ class ExperimentConfig:
         if not keys or not all(isinstance(key, str) and key for key in keys):
             raise ConfigError(f"algorithm.baseline_keys: must be a non-empty list of info key "
                               f"names, got {short_repr(keys)}")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.model.device):
+            raise ConfigError(f"model.device: must be auto, cpu, cuda or cuda:N, "
+                              f"got {short_repr(self.model.device)}")
         group_size = self.algorithm.group_size
         if group_size is not None and self.rollout.batch_size % group_size:
             raise ConfigError(

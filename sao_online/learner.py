@@ -78,6 +78,7 @@ class Learner:
         self.pad_token_id = pad_token_id
         self.share_prefixes = share_prefixes
         self.version = 0
+        self.device = next(policy.parameters()).device
         optim = config.optim
         # foreach: one multi-tensor op per Adam stage instead of a Python loop over parameters
         # (the default on CPU); the arithmetic is the same.
@@ -94,7 +95,8 @@ class Learner:
     # -- the update -------------------------------------------------------------------------
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """One learner update on ``trajectories``; returns namespaced metrics."""
-        batch = collate(trajectories, self.pad_token_id)
+        # Trajectories arrive on the CPU; the update runs where the policy is (a GPU, say).
+        batch = collate(trajectories, self.pad_token_id).to(self.device)
         # Members of a group share their prompt: each forward pass runs it once (None: no sharing).
         plan = (plan_prefix_sharing(batch.tokens, batch.attention_mask, batch.group_ids)
                 if self.share_prefixes else None)

@@ -110,13 +110,14 @@ def plan_prefix_sharing(tokens: torch.Tensor, attention_mask: torch.Tensor,
     row_lengths = real.sum(dim=1)
     if not bool(row_lengths.gt(0).all()):
         raise ValueError("plan_prefix_sharing: every row needs at least one real token")
-    positions = torch.arange(tokens.shape[1])
+    device = tokens.device
+    positions = torch.arange(tokens.shape[1], device=device)
     if not torch.equal(real, positions.unsqueeze(0) < row_lengths.unsqueeze(1)):
         raise ValueError("plan_prefix_sharing: attention_mask must be right-padded "
                          "(real tokens first, then padding)")
     batch_size, width = tokens.shape
     distinct, row_group = torch.unique(group_ids, return_inverse=True)
-    prefix_lengths = torch.zeros(batch_size, dtype=torch.long)
+    prefix_lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
     representatives = []
     singletons = []
     for group in range(len(distinct)):
@@ -133,7 +134,8 @@ def plan_prefix_sharing(tokens: torch.Tensor, attention_mask: torch.Tensor,
     for row in singletons:
         prefix_lengths[row] = min(prefix_width, int(row_lengths[row]) - 1)
     suffix_width = int((row_lengths - prefix_lengths).max())
-    plan = PrefixPlan(row_group=row_group, group_representative=torch.tensor(representatives),
+    plan = PrefixPlan(row_group=row_group,
+                      group_representative=torch.tensor(representatives, device=device),
                       prefix_lengths=prefix_lengths, row_lengths=row_lengths,
                       prefix_width=prefix_width, suffix_width=suffix_width)
     if plan.token_positions() > (1.0 - min_saving) * batch_size * width:
@@ -157,8 +159,9 @@ def shared_prefix_forward(forward: PrefixForward, tokens: torch.Tensor, plan: Pr
         them; padding positions hold zeros.
     """
     batch_size, width = tokens.shape
-    positions_p = torch.arange(plan.prefix_width)
-    positions_s = torch.arange(plan.suffix_width)
+    device = tokens.device
+    positions_p = torch.arange(plan.prefix_width, device=device)
+    positions_s = torch.arange(plan.suffix_width, device=device)
     group_prefix_lengths = plan.prefix_lengths[plan.group_representative]
 
     # Prefix pass: [G, P], each group's prompt once, positions from 0.
@@ -192,10 +195,10 @@ def shared_prefix_forward(forward: PrefixForward, tokens: torch.Tensor, plan: Pr
         suffix_outputs.reshape(-1, *trailing),
         prefix_outputs.new_zeros(1, *trailing),
     ])
-    columns = torch.arange(width).unsqueeze(0)
+    columns = torch.arange(width, device=device).unsqueeze(0)
     prefix_index = plan.row_group.unsqueeze(1) * plan.prefix_width + columns
     suffix_index = (plan.num_groups * plan.prefix_width
-                    + torch.arange(batch_size).unsqueeze(1) * plan.suffix_width
+                    + torch.arange(batch_size, device=device).unsqueeze(1) * plan.suffix_width
                     + (columns - plan.prefix_lengths.unsqueeze(1)))
     padding_index = stacked.shape[0] - 1
     in_prefix = columns < plan.prefix_lengths.unsqueeze(1)

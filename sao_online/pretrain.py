@@ -35,7 +35,13 @@ import sao_online.environments  # noqa: F401  (registers the environments)
 import sao_online.models as models_package
 from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import Choice
-from sao_online.models import ChatLayout, build_tiny_policy, load_policy
+from sao_online.models import (
+    ChatLayout,
+    build_tiny_policy,
+    load_policy,
+    resolve_device,
+    resolve_dtype,
+)
 
 WARM_START_FORMAT = 1  # bump when the layout of the cached folder changes
 
@@ -48,13 +54,28 @@ def cache_root() -> Path:
     return base / "sao-online"
 
 
-def base_policy(config: ExperimentConfig, seed: int | None = None):
-    """The untrained (or pretrained, for a real model) policy and tokenizer the config names."""
+def base_policy(config: ExperimentConfig, seed: int | None = None,
+                dtype: torch.dtype | None = None):
+    """The untrained (or pretrained, for a real model) policy and tokenizer the config names.
+
+    The model is placed on ``model.device`` in ``model.dtype`` (``dtype`` overrides the latter).
+    """
     model_cfg = config.model
+    device = resolve_device(model_cfg.device)
+    dtype = dtype or resolve_dtype(model_cfg.dtype, device)
     if model_cfg.name == "tiny":
-        return build_tiny_policy(num_layers=model_cfg.num_layers, hidden_size=model_cfg.hidden_size,
-                                 seed=config.seed if seed is None else seed)
-    return load_policy(model_cfg.name, gguf_file=model_cfg.gguf_file)
+        policy, tokenizer = build_tiny_policy(
+            num_layers=model_cfg.num_layers, hidden_size=model_cfg.hidden_size,
+            seed=config.seed if seed is None else seed, dtype=dtype)
+    else:
+        policy, tokenizer = load_policy(model_cfg.name, gguf_file=model_cfg.gguf_file, dtype=dtype)
+    return policy.to(device), tokenizer
+
+
+def chat_layout(config: ExperimentConfig, tokenizer: Any) -> ChatLayout:
+    """The episode layout the config asks for (system prompt, role of observations)."""
+    return ChatLayout(tokenizer, system_prompt=config.model.system_prompt,
+                      observation_role=config.model.observation_role)
 
 
 def _sample_theta(env: Any, rng: np.random.Generator) -> dict[str, Any]:
@@ -90,7 +111,7 @@ def demonstration_episode(env: Any, layout: ChatLayout, seed: int, rng: np.rando
         segment = layout.observation_tokens(history, observation, action_end=end_token)
         tokens += segment
         mask += [False] * len(segment)
-        history.append({"role": "user", "content": observation})
+        history.append(layout.observation_message(observation))
     return tokens, mask, behavior
 
 
@@ -106,7 +127,7 @@ def _cache_key(config: ExperimentConfig) -> str:
         "format": WARM_START_FORMAT,
         "model": {k: getattr(config.model, k) for k in (
             "name", "gguf_file", "num_layers", "hidden_size", "warm_start_steps", "warm_start_lr",
-            "warm_start_batch_size")},
+            "warm_start_batch_size", "system_prompt", "observation_role")},
         "env": {"id": config.env.id, "kwargs": config.env.kwargs},
         "max_turns": config.rollout.max_turns,
         "seed": config.model.warm_start_seed,
@@ -131,8 +152,10 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
     seed = config.model.warm_start_seed
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    policy, tokenizer = base_policy(config, seed=seed)
-    layout = ChatLayout(tokenizer)
+    # SFT in float32 wherever it runs; the run loads the result in model.dtype.
+    policy, tokenizer = base_policy(config, seed=seed, dtype=torch.float32)
+    device = next(policy.parameters()).device
+    layout = chat_layout(config, tokenizer)
     env = gymnasium.make(config.env.id, **config.env.kwargs)
     model_cfg = config.model
     started = time.time()
@@ -159,7 +182,8 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
             input_ids[row, :len(tokens)] = torch.tensor(tokens)
             loss_mask[row, :len(mask)] = torch.tensor(mask)
             attention[row, :len(tokens)] = 1
-        logits = policy(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
+        input_ids, loss_mask = input_ids.to(device), loss_mask.to(device)
+        logits = policy(input_ids=input_ids, attention_mask=attention.to(device)).logits[:, :-1]
         token_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1),
                                      reduction="none").view_as(loss_mask[:, 1:])
         loss = (token_loss * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
@@ -198,10 +222,13 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
 def load_warm_start(config: ExperimentConfig, *, progress: bool = False):
     """(policy, tokenizer) from the cached warm start, building it first when needed."""
     path = warm_start(config, progress=progress)
+    device = resolve_device(config.model.device)
     try:
-        return load_policy(str(path))
+        policy, tokenizer = load_policy(str(path),
+                                        dtype=resolve_dtype(config.model.dtype, device))
     except Exception as error:  # noqa: BLE001  (transformers and safetensors raise many types)
         message = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
         raise ValueError(f"warm start cache {path} cannot be loaded ({type(error).__name__}: "
                          f"{message}); rebuild it with `sao-online pretrain CONFIG --force`") \
             from None
+    return policy.to(device), tokenizer

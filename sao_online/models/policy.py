@@ -18,6 +18,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from sao_online.models.sources import ModelNotFoundError, hub_offline, resolve_model_source
 from sao_online.models.tokenizer import BYTE_VOCAB_SIZE, build_byte_tokenizer
 
 TINY_POLICY_NAME = "tiny"
@@ -104,24 +105,27 @@ def load_policy(
     gguf_file: str | None = None,
     dtype: torch.dtype | str = torch.float32,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Loads a policy and its tokenizer.
+    """Loads a policy and its tokenizer, from this machine only (never downloads).
 
     Args:
         name_or_path: ``"tiny"`` for the embedded default; a mapping of ``build_tiny_policy``
-            keyword arguments for a resized embedded default; otherwise a local directory (or a
-            model already in the local Hugging Face cache) holding an ``AutoModelForCausalLM``
-            checkpoint and its tokenizer. There is no hub access at run time.
-        gguf_file: file name of a GGUF checkpoint inside ``name_or_path`` (needs the ``gguf``
-            package).
+            keyword arguments for a resized embedded default; a packaged model's short name
+            (``"smollm2-135m"``, see ``sao_online.models.sources``); otherwise a local
+            directory (or a model already in the local Hugging Face cache) holding an
+            ``AutoModelForCausalLM`` checkpoint and its tokenizer.
+        gguf_file: file name of a GGUF checkpoint inside the directory ``name_or_path`` (needs
+            the ``gguf`` package); GGUF weights are dequantized to ``dtype``.
         dtype: parameter dtype of the loaded model.
 
     Returns:
-        ``(model, tokenizer)`` with the model in eval mode. The tokenizer has a chat template
-        and a pad token (its eos token when it had none).
+        ``(model, tokenizer)`` with the model in eval mode, on the CPU. The tokenizer has a
+        chat template and a pad token (its eos token when it had none).
 
     Raises:
-        ValueError: unknown keyword in a config mapping, a path that cannot be loaded, or a
-            tokenizer without a chat template.
+        ModelNotFoundError: the model is not on this machine (the message says how to provide
+            one).
+        ValueError: unknown keyword in a config mapping, a checkpoint that cannot be loaded, or
+            a tokenizer without a chat template.
     """
     if isinstance(name_or_path, Mapping):
         known = set(inspect.signature(build_tiny_policy).parameters)
@@ -133,19 +137,27 @@ def load_policy(
         return build_tiny_policy(**{"dtype": _as_dtype(dtype), **name_or_path})
     if str(name_or_path) == TINY_POLICY_NAME:
         return build_tiny_policy(dtype=_as_dtype(dtype))
-    location = str(name_or_path)
-    local_only = not Path(location).exists()
+    source = resolve_model_source(str(name_or_path), gguf_file)
+    location = source.location
+    # local_files_only everywhere: a name that is neither a folder nor cached fails at once
+    # instead of reaching for the hub.
+    options = {"gguf_file": source.gguf_file, "local_files_only": True}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            location, gguf_file=gguf_file, local_files_only=local_only
-        )
-        model = AutoModelForCausalLM.from_pretrained(
-            location, gguf_file=gguf_file, dtype=_as_dtype(dtype), local_files_only=local_only
-        )
-    except (OSError, ValueError) as error:
-        raise ValueError(
-            f"load_policy: cannot load {location!r} (local paths only): {error}"
-        ) from error
+        with hub_offline():
+            tokenizer = AutoTokenizer.from_pretrained(location, **options)
+            model = AutoModelForCausalLM.from_pretrained(
+                location, dtype=_as_dtype(dtype), **options
+            )
+    except OSError as error:
+        if not Path(location).exists():
+            raise ModelNotFoundError(
+                f"model.name {location!r}: not a packaged model name, not a folder, and not in "
+                f"the local Hugging Face cache ({error}). Nothing is downloaded: save a model "
+                "with save_pretrained and point model.name at that folder."
+            ) from error
+        raise ValueError(f"load_policy: cannot load {location!r}: {error}") from error
+    except ValueError as error:
+        raise ValueError(f"load_policy: cannot load {location!r}: {error}") from error
     if not tokenizer.chat_template:
         raise ValueError(f"load_policy: the tokenizer of {location!r} has no chat template")
     if tokenizer.pad_token_id is None:

@@ -87,7 +87,11 @@ class RolloutEngine:
         on_action_cap: ``"truncate"`` ends the episode when an action reaches
             ``max_action_tokens``; ``"submit"`` hands the cut action to the environment.
         system_prompt: an optional system message rendered before the first observation.
-        stop_token_ids: tokens that end an action; the tokenizer's eos when None.
+        observation_role: chat role of the observations after the first: ``"user"`` or
+            ``"tool"`` (see ``ChatLayout``).
+        stop_token_ids: tokens that end an action; when None, the tokenizer's eos plus the
+            model's ``generation_config.eos_token_id`` (instruct models often end a turn with
+            a token other than the tokenizer's eos, e.g. Llama 3's ``<|eot_id|>``).
         fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
             SDPA on CPU for decoding) during the engine's own forwards; the model's configured
             implementation is restored after each call. False keeps the model's own.
@@ -130,6 +134,7 @@ class RolloutEngine:
         device: str | torch.device | None = None,
         on_action_cap: ActionCapPolicy = "truncate",
         system_prompt: str | None = None,
+        observation_role: str = "user",
         stop_token_ids: list[int] | None = None,
         fast_attention: bool = True,
         lean_forward: bool | None = None,
@@ -161,7 +166,7 @@ class RolloutEngine:
                 raise ValueError(
                     "RolloutEngine: the tokenizer has no eos token; pass stop_token_ids"
                 )
-            stop_token_ids = [tokenizer.eos_token_id]
+            stop_token_ids = [tokenizer.eos_token_id, *_generation_eos_ids(model)]
         if tokenizer.pad_token_id is None and tokenizer.eos_token_id is None:
             raise ValueError("RolloutEngine: the tokenizer has neither a pad nor an eos token")
 
@@ -170,7 +175,9 @@ class RolloutEngine:
         )
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
-        self.layout = ChatLayout(tokenizer, system_prompt=system_prompt)
+        self.layout = ChatLayout(
+            tokenizer, system_prompt=system_prompt, observation_role=observation_role
+        )
         self.num_slots = num_slots
         self.temperature = temperature
         self.top_p = top_p
@@ -420,7 +427,7 @@ class RolloutEngine:
         # The action's last token was sampled but not fed yet: it goes in before the segment.
         last_action_token = episode.tokens[-1]
         episode.append_context(segment)
-        episode.messages.append({"role": "user", "content": str(observation)})
+        episode.messages.append(self.layout.observation_message(str(observation)))
         episode.action_start = len(episode.tokens)
         self._pending[slot] = [last_action_token, *segment]
 
@@ -443,3 +450,11 @@ class RolloutEngine:
         self._episodes[slot] = None
         self._pending[slot] = []
         self.decoder.restart(slot)
+
+
+def _generation_eos_ids(model: PreTrainedModel) -> list[int]:
+    """The end tokens the model's generation config names (an int, a list, or none)."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(token) for token in (eos if isinstance(eos, list | tuple) else [eos])]

@@ -65,5 +65,3 @@ class RunContext:
         return build_engine(self.config, self.policy if model is None else model, self.tokenizer,
                             seed=self.config.seed if seed is None else seed,
                             num_slots=num_slots or self.config.rollout.num_slots)
-
-

@@ -25,4 +25,6 @@ def build_engine(config: ExperimentConfig, model: torch.nn.Module, tokenizer: An
                          max_action_tokens=rollout.max_action_tokens,
                          max_episode_tokens=rollout.max_episode_tokens, seed=seed,
                          env_workers=env_workers, on_action_cap=rollout.on_action_cap,
+                         system_prompt=config.model.system_prompt,
+                         observation_role=config.model.observation_role,
                          lean_forward=rollout.lean_forward)

@@ -23,6 +23,11 @@ them there, or pass a ``runtime_env`` when you ``ray.init`` yourself before call
 ``run_experiment``: an already initialised Ray is used as it is). An actor the cluster has not
 placed within 300 s stops the run with an error naming the free CPUs; a transient
 ``ActorUnavailableError`` is retried, only a dead actor is replaced.
+
+Where the policy runs on CUDA (``model.device`` auto on a GPU machine, or cuda), each actor asks
+Ray for an equal share of one GPU, ``1 / (num_workers + 1)`` (the learner keeps a share of its
+own), so Ray places it on a GPU node and its engine decodes there; use ``auto`` or ``cuda``
+rather than ``cuda:N`` with Ray, which renumbers the GPUs an actor sees from 0.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 import torch
 
 from sao_online.config import ConfigError
+from sao_online.models import resolve_device
 from sao_online.runtime.pool import worker_slots
 from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 
@@ -190,7 +196,9 @@ class RayWorkerPool:
                     raise ConfigError(
                         f"runtime.ray_worker_resources: each actor asks for {amount:g} "
                         f"{name!r}, the Ray cluster has {total.get(name, 0):g}")
-            options: dict[str, Any] = {"num_cpus": 1, "max_concurrency": 4}
+            self.gpu_share = worker_gpu_share(config)
+            options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.gpu_share,
+                                       "max_concurrency": 4}
             if resources:
                 options["resources"] = resources
             self.actor_class = ray.remote(**options)(RolloutActor)
@@ -261,10 +269,15 @@ class RayWorkerPool:
         now = time.time()
         late = sorted(index for index, (_, deadline) in self.unscheduled.items() if now > deadline)
         if late:
-            free = self.ray.available_resources().get("CPU", 0)
+            free = self.ray.available_resources()
+            needs, free_gpus = "one CPU", ""
+            if self.gpu_share:
+                needs = f"one CPU and {self.gpu_share:.3g} GPU"
+                free_gpus = f", {free.get('GPU', 0):g} GPUs free"
             raise RuntimeError(
                 f"rollout actors {late} were not placed and started on the Ray cluster "
-                f"within {_SCHEDULE_SECONDS:g} s (each needs one CPU; {free:g} CPUs free now)")
+                f"within {_SCHEDULE_SECONDS:g} s (each needs {needs}; {free.get('CPU', 0):g} "
+                f"CPUs free now{free_gpus})")
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.version = version
@@ -286,6 +299,13 @@ class RayWorkerPool:
         self.actors, self.pending_take, self.unscheduled = {}, {}, {}
         if self.owns_ray:
             ray.shutdown()
+
+
+def worker_gpu_share(config: Any) -> float:
+    """GPU share each actor asks for: 0 on the CPU, else an equal share with the learner."""
+    if resolve_device(config.model.device).type != "cuda":
+        return 0.0
+    return 1.0 / (config.runtime.num_workers + 1)
 
 
 def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -28,8 +28,10 @@ class SharedWeights:
     """
 
     def __init__(self, model: torch.nn.Module, context: Any, version: int = 0) -> None:
+        # Always host memory: CUDA tensors cannot be shared this way, and a worker copies the
+        # weights to its own device in load_into.
         self.tensors = {
-            name: tensor.detach().clone().share_memory_()
+            name: tensor.detach().to("cpu", copy=True).share_memory_()
             for name, tensor in model.state_dict().items()
         }
         self._version = context.Value("q", version, lock=False)

@@ -51,7 +51,7 @@ def test_load_policy_builds_tiny_from_name_or_config():
     assert default.config.num_hidden_layers == 4
     with pytest.raises(ValueError, match="num_layer"):
         load_policy({"num_layer": 2})
-    with pytest.raises(ValueError, match="cannot load"):
+    with pytest.raises(ValueError, match="no folder '/nonexistent/policy/dir'"):
         load_policy("/nonexistent/policy/dir")
 
 

@@ -1,0 +1,100 @@
+"""SmolLM2-135M-Instruct (the `smollm2` extra, a GGUF file) through the whole loop on the CPU.
+
+Slow (a few minutes on a loaded 2-core machine): loading dequantizes the GGUF weights, and every
+update runs a 135M-parameter policy and critic. ``make test`` installs the model; without it the
+tests are skipped, except under CI (``CI`` set), where a missing model is a failure.
+"""
+
+import os
+from pathlib import Path
+
+import gymnasium
+import pytest
+import torch
+from chat_models import reference_greedy_episode
+
+from sao_online.batching import collate
+from sao_online.config import load_config
+from sao_online.models import ChatLayout, ModelNotFoundError, load_policy, resolve_model_source
+from sao_online.prefix_sharing import causal_lm_forward, plan_prefix_sharing, shared_prefix_forward
+from sao_online.rollout import EpisodeRequest, RolloutEngine
+from sao_online.runlog import RunLog
+from sao_online.runtime.launch import run_experiment
+
+pytestmark = pytest.mark.slow
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "smollm2-styleshift.yaml"
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    try:
+        resolve_model_source("smollm2-135m")
+    except ModelNotFoundError as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"SmolLM2 not installed: {error}")
+    return load_policy("smollm2-135m")
+
+
+def test_gguf_loads_with_its_chat_template(smollm2):
+    model, tokenizer = smollm2
+    assert model.config.num_hidden_layers == 30 and model.config.num_key_value_heads == 3
+    assert next(model.parameters()).dtype == torch.float32
+    assert tokenizer.eos_token == "<|im_end|>"
+    prompt = ChatLayout(tokenizer).prompt_tokens("Write one line.")
+    assert tokenizer.decode(prompt) == (
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n<|im_start|>user\nWrite one line.<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_cached_decoding_and_prefix_sharing_equal_uncached_references(smollm2):
+    model, tokenizer = smollm2
+    stop_ids = {tokenizer.eos_token_id}
+    engine = RolloutEngine(model, tokenizer, num_slots=3, temperature=0.0, max_turns=2,
+                           max_action_tokens=6, max_episode_tokens=512, on_action_cap="submit")
+    env_ids = ["sao_online/StyleShift-v0", "sao_online/ToolShift-v0", "sao_online/ToolShift-v0"]
+    requests = iter([EpisodeRequest(gymnasium.make(env_id), seed=index, prompt_id=index)
+                     for index, env_id in enumerate(env_ids)])
+    trajectories = sorted(engine.run(lambda: next(requests, None)), key=lambda t: t.prompt_id)
+    assert [t.num_turns for t in trajectories] == [1, 2, 2]
+    layout = ChatLayout(tokenizer)
+    for trajectory, env_id in zip(trajectories, env_ids):
+        tokens, positions, logprobs = reference_greedy_episode(
+            model, layout, gymnasium.make(env_id), trajectory.seed, stop_ids,
+            max_action_tokens=6, max_turns=2)
+        assert trajectory.tokens.tolist() == tokens
+        torch.testing.assert_close(trajectory.behavior_logprobs[positions],
+                                   torch.tensor(logprobs), atol=2e-3, rtol=0)
+
+    # The two ToolShift episodes as one group: they share the system message and the prompt's
+    # opening words ("Compute ").
+    batch = collate(trajectories[1:], tokenizer.pad_token_id)
+    plan = plan_prefix_sharing(batch.tokens, batch.attention_mask,
+                               torch.tensor([7, 7]), min_saving=0.0)
+    assert plan is not None and plan.prefix_width >= 24
+    real = batch.attention_mask
+    with torch.no_grad():
+        plain = model(input_ids=batch.tokens, attention_mask=real.long()).logits
+        shared = shared_prefix_forward(causal_lm_forward(model), batch.tokens, plan,
+                                       tokenizer.pad_token_id)
+    torch.testing.assert_close(shared[real].log_softmax(-1), plain[real].log_softmax(-1),
+                               atol=2e-3, rtol=0)
+
+
+def test_two_sao_updates_on_styleshift(smollm2, tmp_path):
+    config = load_config(CONFIG, [
+        "budget.episodes=8", "rollout.batch_size=4", "rollout.num_slots=4",
+        "rollout.max_action_tokens=16", "algorithm.critic_warmup_steps=0",
+        f"logging.out={tmp_path}"])
+    assert config.model.name == "smollm2-135m" and config.algorithm.name == "sao"
+    summary = run_experiment(config, threads=1)
+    assert summary["episodes"] == 8 and summary["updates"] == 2
+    run = Path(summary["run_dir"])
+    updates = RunLog(run).read("updates")
+    assert len(updates) == 2
+    assert updates["charts/critic_only_step"].tolist() == [0.0, 0.0]
+    for column in ("losses/policy", "losses/value", "charts/grad_norm_critic"):
+        assert updates[column].notna().all() and torch.isfinite(
+            torch.tensor(updates[column].to_numpy())).all(), column
+    episodes = RunLog(run).read("episodes")
+    assert len(episodes) == 8 and (episodes["num_action_tokens"] > 0).all()
