@@ -1,7 +1,7 @@
 """Drifting agentic text environments (Gymnasium ``Env[str, str]``).
 
-Importing this package registers ``sao_online/StyleShift-v0``, ``sao_online/ToolShift-v0`` and
-``sao_online/CodeShift-v0``.
+Importing this package registers ``sao_online/StyleShift-v0``, ``sao_online/ToolShift-v0``,
+``sao_online/CodeShift-v0``, ``sao_online/ReasonShift-v0`` and ``sao_online/GridShift-v0``.
 """
 
 from sao_online.environments.base import (
@@ -12,6 +12,8 @@ from sao_online.environments.base import (
     printable,
 )
 from sao_online.environments.code_shift import CodeShiftEnv
+from sao_online.environments.grid_shift import GridShiftEnv
+from sao_online.environments.reason_shift import ReasonShiftEnv
 from sao_online.environments.registry import (
     EnvNotFoundError,
     check_env_id,
@@ -32,7 +34,9 @@ __all__ = [
     "DriftWrapper",
     "DriftingTextEnv",
     "EnvNotFoundError",
+    "GridShiftEnv",
     "LatencyWrapper",
+    "ReasonShiftEnv",
     "StyleShiftEnv",
     "ToolShiftEnv",
     "TurnResult",

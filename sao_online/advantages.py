@@ -15,8 +15,9 @@ from typing import Any, Literal
 import torch
 
 __all__ = [
-    "RunningMeanBaseline", "broadcast_to_tokens", "check_token_tensors", "group_advantages",
-    "length_adaptive_lambda", "rloo_advantages", "skip_observation_gae", "step_level_values",
+    "KeyedRunningMeanBaseline", "RunningMeanBaseline", "broadcast_to_tokens", "check_token_tensors", "group_advantages",
+    "length_adaptive_lambda", "response_span_mask", "rloo_advantages", "skip_observation_gae",
+    "step_level_values",
     "zero_variance_group_fraction",
 ]
 
@@ -332,6 +333,91 @@ class RunningMeanBaseline:
         if state["window"] != self.window:
             raise ValueError(f"state window {state['window']} != this baseline's {self.window}")
         self._recent = deque((float(reward) for reward in state["rewards"]), maxlen=self.window)
+
+
+class KeyedRunningMeanBaseline:
+    """One :class:`RunningMeanBaseline` per key: a per-prompt (per task, per level) baseline.
+
+    The paper's per-prompt running-mean ablation, where "prompt" is whatever key the caller
+    groups episodes by (here, entries of the environment's ``info`` such as ``difficulty``).
+    Each episode's advantage is its reward minus the mean of the last ``window`` rewards of its
+    own key seen before the batch; a key not seen before has baseline 0, as an empty
+    :class:`RunningMeanBaseline` does.
+
+    Args:
+        window: rewards kept per key (positive).
+
+    Example:
+        >>> baseline = KeyedRunningMeanBaseline(window=2)
+        >>> baseline(torch.tensor([1.0, 0.0]), ["easy", "hard"]).tolist()
+        [1.0, 0.0]
+        >>> baseline(torch.tensor([0.0, 1.0]), ["easy", "hard"]).tolist()
+        [-1.0, 1.0]
+    """
+
+    def __init__(self, window: int = 32) -> None:
+        RunningMeanBaseline(window)  # validates window
+        self.window = window
+        self._per_key: dict[str, RunningMeanBaseline] = {}
+
+    def baseline(self, key: str) -> float:
+        """Mean of the rewards in ``key``'s window (0 when the key is unseen)."""
+        tracker = self._per_key.get(key)
+        return tracker.baseline if tracker is not None else 0.0
+
+    @torch.no_grad()
+    def __call__(self, rewards: torch.Tensor, keys: list[str] | tuple[str, ...]) -> torch.Tensor:
+        """Returns ``rewards - baseline of each episode's key``, then adds the batch to the windows.
+
+        Raises:
+            ValueError: ``keys`` is not one string per reward.
+        """
+        _check_episode_rewards(rewards)
+        if len(keys) != len(rewards) or not all(isinstance(key, str) for key in keys):
+            raise ValueError(f"keys must be {len(rewards)} strings, one per reward")
+        rewards = rewards.detach().to(_compute_dtype(rewards))
+        advantages = torch.empty_like(rewards)
+        for key in dict.fromkeys(keys):  # each key once, in first-seen order
+            rows = torch.tensor([row for row, row_key in enumerate(keys) if row_key == key])
+            tracker = self._per_key.setdefault(key, RunningMeanBaseline(self.window))
+            advantages[rows] = tracker(rewards[rows])
+        return advantages
+
+    def state_dict(self) -> dict[str, Any]:
+        """A JSON-able snapshot for checkpoints."""
+        return {"window": self.window,
+                "rewards": {key: tracker.state_dict()["rewards"]
+                            for key, tracker in self._per_key.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`state_dict` snapshot; ValueError if its window differs."""
+        if set(state) != {"window", "rewards"}:
+            raise ValueError(f"state must have keys 'window' and 'rewards', got {sorted(state)}")
+        if state["window"] != self.window:
+            raise ValueError(f"state window {state['window']} != this baseline's {self.window}")
+        self._per_key = {}
+        for key, rewards in state["rewards"].items():
+            tracker = RunningMeanBaseline(self.window)
+            tracker.load_state_dict({"window": self.window, "rewards": rewards})
+            self._per_key[key] = tracker
+
+
+def response_span_mask(action_mask: torch.Tensor) -> torch.Tensor:
+    """True from each row's first action token to its last one, observations between included.
+
+    Passing this mask to :func:`skip_observation_gae` in place of ``action_mask`` turns the
+    skip-observation recursion into plain token-level GAE over the response: observation tokens
+    become ordinary steps with their own value, reward 0 and a ``gamma * lam`` decay each.
+
+    Example:
+        >>> mask = torch.tensor([[False, True, False, False, True, False]])
+        >>> response_span_mask(mask).tolist()
+        [[False, True, True, True, True, False]]
+    """
+    check_token_tensors(action_mask)
+    seen_before = action_mask.to(torch.int32).cumsum(dim=1) > 0
+    seen_after = action_mask.flip(1).to(torch.int32).cumsum(dim=1).flip(1) > 0
+    return seen_before & seen_after
 
 
 def broadcast_to_tokens(episode_values: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:

@@ -119,7 +119,8 @@ class ModelConfig:
 
 @dataclass
 class AlgorithmConfig:
-    name: str = _f("sao", "Method: sao, sao_running_mean, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo.")
+    name: str = _f("sao", "Method: sao, sao_running_mean, sao_prompt_mean, sao_lambda1, "
+                   "sao_no_skip_obs, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo.")
     group_size: int | None = _f(None, "Rollouts per prompt (1 for SAO; default 8 for group methods).")
     dis_eps_low: float = _f(0.3, "DIS band: tokens with ratio <= 1 - dis_eps_low get no gradient.")
     dis_eps_high: float = _f(5.0, "DIS band: tokens with ratio >= 1 + dis_eps_high get no gradient "
@@ -136,6 +137,13 @@ class AlgorithmConfig:
     gamma: float = _f(1.0, "Discount over action tokens.")
     advantage_level: AdvantageLevel = _f("token", "SAO: token, last_token or average (step-level ablations).")
     baseline_window: int = _f(128, "sao_running_mean: rewards in the running-mean baseline.")
+    policy_lambda: float | None = _f(None, "SAO: fixed policy GAE lambda in [0, 1] (sao_lambda1: 1); "
+                                     "null = length adaptive, 1 - 1/(lambda_alpha * l).")
+    skip_observations: bool = _f(True, "SAO: GAE skips observation tokens (sao_no_skip_obs: false, "
+                                 "observation tokens are ordinary steps).")
+    baseline_keys: list = _f(["difficulty"], "sao_prompt_mean: env info keys whose values name an "
+                             "episode's prompt class (e.g. [task, difficulty]).")
+    prompt_baseline_window: int = _f(32, "sao_prompt_mean: rewards kept per prompt class.")
 
 
 @dataclass
@@ -261,6 +269,10 @@ class ExperimentConfig:
             if _get_path(self, name) not in allowed:
                 raise ConfigError(f"{name}: must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
                                   f"got {short_repr(_get_path(self, name))}")
+        keys = self.algorithm.baseline_keys
+        if not keys or not all(isinstance(key, str) and key for key in keys):
+            raise ConfigError(f"algorithm.baseline_keys: must be a non-empty list of info key "
+                              f"names, got {short_repr(keys)}")
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.model.device):
             raise ConfigError(f"model.device: must be auto, cpu, cuda or cuda:N, "
                               f"got {short_repr(self.model.device)}")

@@ -74,6 +74,8 @@ RANGES: dict[str, Range] = {
     "algorithm.critic_lambda": PROBABILITY,
     "algorithm.gamma": PROBABILITY,
     "algorithm.baseline_window": Range(1, 10**7),
+    "algorithm.policy_lambda": PROBABILITY,
+    "algorithm.prompt_baseline_window": Range(1, 10**7),
     "optim.lr": Range(0, 10, open_low=True),
     "optim.weight_decay": Range(0, 10),
     "optim.max_grad_norm": Range(0, 1e9, open_low=True),

@@ -107,8 +107,9 @@ class Learner:
         result = self.method.estimator(batch, None if values is None else values.detach())
         metrics.update(_namespaced("charts", result.stats))
         if self.method.uses_critic:
+            value_mask = batch.action_mask if result.value_mask is None else result.value_mask
             for update in range(self.config.algorithm.critic_updates):
-                metrics.update(self._critic_update(batch, plan, result.critic_returns,
+                metrics.update(self._critic_update(batch, plan, result.critic_returns, value_mask,
                                                    values if update == 0 else None))
         critic_only = self.method.uses_critic and self.version < self.config.algorithm.critic_warmup_steps
         if not critic_only:
@@ -127,10 +128,11 @@ class Learner:
         return _shift_to_tokens(values)
 
     def _critic_update(self, batch: Batch, plan: PrefixPlan | None, returns: torch.Tensor,
-                       values: torch.Tensor | None = None) -> dict[str, float]:
+                       value_mask: torch.Tensor, values: torch.Tensor | None = None
+                       ) -> dict[str, float]:
         if values is None:
             values = self._critic_values(batch, plan)
-        loss, stats = value_loss(values, returns, batch.action_mask)
+        loss, stats = value_loss(values, returns, value_mask)
         grad_norm = self._apply(loss, self.critic, self.critic_optimizer)
         return {"losses/value": loss.item(), "charts/grad_norm_critic": grad_norm,
                 **_namespaced("charts", {k: v for k, v in stats.items() if k != "loss"})}

@@ -32,7 +32,7 @@ def test_the_shipped_schema_is_the_one_the_code_generates():
     assert (CONFIGS / "experiment.schema.json").read_text() == schema_text()
 
 
-@pytest.mark.parametrize("name", ["demo.yaml", "smoke.yaml"])
+@pytest.mark.parametrize("name", ["demo.yaml", "smoke.yaml", "reason_shift.yaml", "grid_shift.yaml"])
 def test_shipped_configs_validate_against_the_schema(name):
     data = yaml.safe_load((CONFIGS / name).read_text())
     jsonschema.validate(data, config_json_schema())

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from sao_online.algorithms import METHODS
+from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
 from sao_online.batching import collate
 from sao_online.config import load_config
 from sao_online.prefix_sharing import plan_prefix_sharing
@@ -67,8 +67,9 @@ def test_non_finite_loss_skips_the_update_and_says_so():
 def test_every_method_takes_a_finite_step(name):
     overrides = TINY + [f"algorithm.name={name}", "algorithm.critic_warmup_steps=0",
                         "regularizers.kl_coef=0.1", "regularizers.entropy_coef=0.01"]
-    if name not in ("sao", "sao_running_mean"):
+    if name not in SINGLE_ROLLOUT_METHODS:
         overrides.append("algorithm.group_size=4")
+    overrides.append("algorithm.baseline_keys=[topic]")  # StyleShift's per-prompt key
     ctx = RunContext.build(load_config(None, overrides))
     before = [p.detach().clone() for p in ctx.policy.parameters()]
     metrics = ctx.learner.step(sample_batch(ctx))

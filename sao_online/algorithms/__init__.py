@@ -5,6 +5,6 @@ adding one small factory there, never a branch inside the learner.
 """
 
 from sao_online.algorithms.base import AdvantageResult, Method
-from sao_online.algorithms.registry import METHODS, build_method
+from sao_online.algorithms.registry import METHODS, SINGLE_ROLLOUT_METHODS, build_method
 
-__all__ = ["METHODS", "AdvantageResult", "Method", "build_method"]
+__all__ = ["METHODS", "SINGLE_ROLLOUT_METHODS", "AdvantageResult", "Method", "build_method"]

@@ -17,6 +17,7 @@ class AdvantageResult:
     advantages: torch.Tensor  # [B, T], zero off action tokens
     critic_returns: torch.Tensor | None = None  # [B, T] targets for the value loss
     stats: dict[str, float] = field(default_factory=dict)
+    value_mask: torch.Tensor | None = None  # [B, T] tokens with a value target; None: actions
 
 
 class AdvantageEstimator(Protocol):

@@ -1,4 +1,5 @@
-"""Advantage estimators: critic GAE (SAO), running mean, group-normalised, leave-one-out."""
+"""Advantage estimators: critic GAE (SAO), running means (global, per prompt class), group-normalised,
+leave-one-out."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 import torch
 
 from sao_online.advantages import (
+    KeyedRunningMeanBaseline,
     RunningMeanBaseline,
     broadcast_to_tokens,
     group_advantages,
     length_adaptive_lambda,
+    response_span_mask,
     rloo_advantages,
     skip_observation_gae,
     step_level_values,
@@ -37,12 +40,20 @@ class CriticGAE(_Stateless):
     policy advantages use the length-adaptive lambda = 1 - 1/(alpha * action tokens).
     ``level`` "last_token" / "average" replaces the token values by one value per turn first
     (the paper's step-level ablations).
+
+    Ablations: ``policy_lambda`` fixes the policy lambda (1.0: no length adaptation, every
+    token's advantage is the Monte-Carlo return minus its value). ``skip_observations=False``
+    runs the recursion over every token from the first action to the last, observation tokens
+    included as ordinary steps (each with its own value and a ``gamma * lambda`` decay), and
+    trains the critic on those tokens too; the policy still learns on action tokens only.
     """
 
     gamma: float = 1.0
     critic_lambda: float = 1.0
     lambda_alpha: float = 1.5
     level: str = "token"
+    policy_lambda: float | None = None
+    skip_observations: bool = True
     needs_critic: bool = True
 
     def __call__(self, batch: Batch, values: torch.Tensor | None) -> AdvantageResult:
@@ -50,20 +61,26 @@ class CriticGAE(_Stateless):
             raise ValueError("CriticGAE needs the critic's values")
         if self.level != "token":
             values = step_level_values(values, batch.turn_ids, mode=self.level)
+        mask = batch.action_mask
+        steps = mask if self.skip_observations else response_span_mask(mask)
         _, critic_returns = skip_observation_gae(
-            batch.rewards, values, batch.action_mask, gamma=self.gamma, lam=self.critic_lambda)
-        policy_lambda = length_adaptive_lambda(batch.num_action_tokens, alpha=self.lambda_alpha)
+            batch.rewards, values, steps, gamma=self.gamma, lam=self.critic_lambda)
+        if self.policy_lambda is None:
+            policy_lambda = length_adaptive_lambda(batch.num_action_tokens, alpha=self.lambda_alpha)
+        else:
+            policy_lambda = torch.full((batch.size,), float(self.policy_lambda))
         advantages, _ = skip_observation_gae(
-            batch.rewards, values, batch.action_mask, gamma=self.gamma, lam=policy_lambda)
+            batch.rewards, values, steps, gamma=self.gamma, lam=policy_lambda)
+        advantages = torch.where(mask, advantages, torch.zeros_like(advantages))
         if self.level != "token":  # one advantage per turn, as the step-level ablations define
             advantages = step_level_values(advantages, batch.turn_ids, mode=self.level)
-        mask = batch.action_mask
         stats = {
             "advantage_mean": float(advantages[mask].mean()) if mask.any() else 0.0,
             "advantage_std": float(advantages[mask].std()) if mask.sum() > 1 else 0.0,
             "policy_lambda_mean": float(policy_lambda.mean()),
         }
-        return AdvantageResult(advantages, critic_returns, stats)
+        return AdvantageResult(advantages, critic_returns, stats,
+                               value_mask=None if self.skip_observations else steps)
 
 
 @dataclass
@@ -82,6 +99,54 @@ class RunningMeanAdvantage:
         return AdvantageResult(
             broadcast_to_tokens(episode_advantages, batch.action_mask),
             stats={"advantage_mean": float(episode_advantages.mean())})
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.baseline.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.baseline.load_state_dict(state)
+
+
+@dataclass
+class KeyedRunningMeanAdvantage:
+    """Advantage = episode reward minus the running mean of its prompt class (no critic).
+
+    The prompt class is read from the environment's last ``info`` of each episode: the values
+    of ``keys`` joined by ``/`` (e.g. ``keys=("task", "difficulty")`` gives ``"add/3"``). The
+    paper's per-prompt running-mean ablation, with prompts grouped by what the env reports.
+
+    Raises (when called):
+        ValueError: an episode's info lacks one of ``keys`` (the message lists what it has).
+    """
+
+    keys: tuple[str, ...] = ("difficulty",)
+    window: int = 32
+    needs_critic: bool = False
+    baseline: KeyedRunningMeanBaseline = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.keys or not all(isinstance(key, str) and key for key in self.keys):
+            raise ValueError(f"keys: expected one or more info key names, got {self.keys!r}")
+        self.keys = tuple(self.keys)
+        self.baseline = KeyedRunningMeanBaseline(window=self.window)
+
+    def prompt_class(self, info: dict[str, Any]) -> str:
+        missing = [key for key in self.keys if key not in info]
+        if missing:
+            raise ValueError(
+                f"algorithm.baseline_keys: episode info has no {missing[0]!r}; "
+                f"it has {', '.join(sorted(info)) or 'nothing'}")
+        return "/".join(str(info[key]) for key in self.keys)
+
+    def __call__(self, batch: Batch, values: torch.Tensor | None) -> AdvantageResult:
+        if len(batch.episode_infos) != batch.size:
+            raise ValueError("KeyedRunningMeanAdvantage needs each episode's info in the batch")
+        classes = [self.prompt_class(info) for info in batch.episode_infos]
+        episode_advantages = self.baseline(batch.episode_rewards, classes)
+        return AdvantageResult(
+            broadcast_to_tokens(episode_advantages, batch.action_mask),
+            stats={"advantage_mean": float(episode_advantages.mean()),
+                   "baseline_classes": float(len(set(classes)))})
 
     def state_dict(self) -> dict[str, Any]:
         return self.baseline.state_dict()

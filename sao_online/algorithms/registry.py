@@ -8,6 +8,7 @@ from sao_online.algorithms.base import Method
 from sao_online.algorithms.estimators import (
     CriticGAE,
     GroupNormalized,
+    KeyedRunningMeanAdvantage,
     LeaveOneOut,
     RunningMeanAdvantage,
 )
@@ -38,15 +39,38 @@ def _dis(cfg: AlgorithmConfig) -> DoubleSidedIS:
     return DoubleSidedIS(eps_low=cfg.dis_eps_low, eps_high=cfg.dis_eps_high)
 
 
+def _critic_gae(cfg: AlgorithmConfig, **ablation) -> CriticGAE:
+    settings = {"policy_lambda": cfg.policy_lambda, "skip_observations": cfg.skip_observations,
+                **ablation}
+    return CriticGAE(gamma=cfg.gamma, critic_lambda=cfg.critic_lambda,
+                     lambda_alpha=cfg.lambda_alpha, level=cfg.advantage_level, **settings)
+
+
 def sao(cfg: AlgorithmConfig, max_length: int) -> Method:
-    estimator = CriticGAE(gamma=cfg.gamma, critic_lambda=cfg.critic_lambda,
-                          lambda_alpha=cfg.lambda_alpha, level=cfg.advantage_level)
-    return Method("sao", _single_rollout(cfg), estimator, _dis(cfg))
+    return Method("sao", _single_rollout(cfg), _critic_gae(cfg), _dis(cfg))
+
+
+def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> Method:
+    # Ablation: policy lambda 1, no length adaptation (the critic enters only as V(t) baseline).
+    return Method("sao_lambda1", _single_rollout(cfg), _critic_gae(cfg, policy_lambda=1.0),
+                  _dis(cfg))
+
+
+def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> Method:
+    # Ablation: observation tokens are ordinary GAE steps (and critic targets).
+    return Method("sao_no_skip_obs", _single_rollout(cfg),
+                  _critic_gae(cfg, skip_observations=False), _dis(cfg))
 
 
 def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("sao_running_mean", _single_rollout(cfg),
                   RunningMeanAdvantage(window=cfg.baseline_window), _dis(cfg))
+
+
+def sao_prompt_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
+    estimator = KeyedRunningMeanAdvantage(keys=tuple(cfg.baseline_keys),
+                                          window=cfg.prompt_baseline_window)
+    return Method("sao_prompt_mean", _single_rollout(cfg), estimator, _dis(cfg))
 
 
 def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
@@ -88,6 +112,9 @@ def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
 METHODS: dict[str, Callable[[AlgorithmConfig, int], Method]] = {
     "sao": sao,
     "sao_running_mean": sao_running_mean,
+    "sao_prompt_mean": sao_prompt_mean,
+    "sao_lambda1": sao_lambda1,
+    "sao_no_skip_obs": sao_no_skip_obs,
     "grpo": grpo,
     "grpo_dis": grpo_dis,
     "dr_grpo": dr_grpo,
@@ -95,6 +122,11 @@ METHODS: dict[str, Callable[[AlgorithmConfig, int], Method]] = {
     "gspo": gspo,
     "rloo": rloo,
 }
+
+
+#: Methods with one rollout per prompt (``compare`` leaves their group size unset).
+SINGLE_ROLLOUT_METHODS: frozenset[str] = frozenset(
+    {"sao", "sao_running_mean", "sao_prompt_mean", "sao_lambda1", "sao_no_skip_obs"})
 
 
 def build_method(config: ExperimentConfig) -> Method:

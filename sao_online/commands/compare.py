@@ -78,7 +78,7 @@ def compare(config: str | Path | dict[str, Any] | ExperimentConfig, *, methods: 
     from sao_online.environments import check_env_id
 
     check_env_id(base.env.id)
-    from sao_online.algorithms import METHODS
+    from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
 
     for method in methods:
         if method not in METHODS:
@@ -95,7 +95,7 @@ def compare(config: str | Path | dict[str, Any] | ExperimentConfig, *, methods: 
     for method in methods:
         for seed in range(seeds):
             run_overrides = [*overrides, f"algorithm.name={method}", f"seed={seed}"]
-            if method in ("sao", "sao_running_mean"):
+            if method in SINGLE_ROLLOUT_METHODS:
                 run_overrides.append("algorithm.group_size=null")
             jobs.append({
                 "name": f"{method}/seed-{seed}", "config": config_source, "overrides": run_overrides,

@@ -19,7 +19,10 @@ def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
     """Sample ``episodes`` episodes under ``theta`` and summarise them.
 
     Returns mean reward, the share of episodes whose ``info["quality"]`` is 1 (when the env
-    reports it), the share of each ``behavior`` label, and the truncation rate.
+    reports it), the share of each ``behavior`` label, and the truncation rate. When the env
+    reports ``info["difficulty"]``, ``by_difficulty`` holds per level the episode count, mean
+    reward and the rate of each success flag the env reports (``correct``, ``solved``,
+    ``reached``).
     """
     options = {"drift": dict(theta)} if theta else None
     requests = iter([EpisodeRequest(make_env(config, seed=k), seed=seed * 100_003 + k, options=options,
@@ -36,4 +39,28 @@ def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
         "quality_rate": float(np.mean(quality)) if quality else None,
         "truncated_rate": float(np.mean([t.truncated for t in trajectories])),
         "behavior_shares": {label: count / len(trajectories) for label, count in behaviors.most_common()},
+        **_by_difficulty(trajectories),
     }
+
+
+SUCCESS_FLAGS = ("correct", "solved", "reached")
+
+
+def _by_difficulty(trajectories: list[Any]) -> dict[str, Any]:
+    levels: dict[Any, list[Any]] = {}
+    for trajectory in trajectories:
+        if "difficulty" in trajectory.info:
+            levels.setdefault(trajectory.info["difficulty"], []).append(trajectory)
+    if not levels:
+        return {}
+    table = {}
+    for level in sorted(levels):
+        members = levels[level]
+        row = {"episodes": len(members),
+               "reward_mean": float(np.mean([t.total_reward for t in members]))}
+        for flag in SUCCESS_FLAGS:
+            flags = [bool(t.info[flag]) for t in members if flag in t.info]
+            if flags:
+                row[f"{flag}_rate"] = float(np.mean(flags))
+        table[str(level)] = row
+    return {"by_difficulty": table}

@@ -1,4 +1,4 @@
-"""Both built-in environments: Gymnasium's checker without warnings, registration, and a fuzz test
+"""Every built-in environment: Gymnasium's checker without warnings, registration, and a fuzz test
 showing that no text action makes them raise or leave their spaces."""
 
 from __future__ import annotations
@@ -13,16 +13,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sao_online.drift_schedules import Choice, Range
-from sao_online.environments import StyleShiftEnv, ToolShiftEnv, list_envs, register_envs
+from sao_online.environments import (
+    GridShiftEnv,
+    ReasonShiftEnv,
+    StyleShiftEnv,
+    ToolShiftEnv,
+    list_envs,
+    register_envs,
+)
 
-ENV_IDS = ["sao_online/StyleShift-v0", "sao_online/ToolShift-v0"]
-ENV_CLASSES = {"sao_online/StyleShift-v0": StyleShiftEnv, "sao_online/ToolShift-v0": ToolShiftEnv}
+ENV_CLASSES = {"sao_online/StyleShift-v0": StyleShiftEnv, "sao_online/ToolShift-v0": ToolShiftEnv,
+               "sao_online/ReasonShift-v0": ReasonShiftEnv, "sao_online/GridShift-v0": GridShiftEnv}
+ENV_IDS = list(ENV_CLASSES)
 
 NASTY_ACTIONS = [
     "", " ", "\n", "x" * 1_000_000, "\u00e9\u2603\U0001f600", "\x00\x07\x1b[2J", "ANSWER",
     "ANSWER 99999999999999999999", "CALL calc(", "CALL calc()", "CALL calc(1*2", "CALL (1*2)",
     "CALL calc(a=1, op=*, b=2, c=3)", "CALL calc(" + "9" * 100_000 + "*2)", "ANSWER -0",
-    "call calc(1*2)", "Nya~\n", "uwu " * 100,
+    "call calc(1*2)", "Nya~\n", "uwu " * 100, "ANSWER: ", "<>", "<" * 1000 + ">" * 1000,
+    "\\boxed{", "\\boxed{}}", "N", " e ", "NN", "N\nE", "\u039d",
 ]
 
 
@@ -48,7 +57,7 @@ def test_check_env_through_make_without_warnings(env_id):
         env.close()
 
 
-@pytest.mark.parametrize("env_class", [StyleShiftEnv, ToolShiftEnv])
+@pytest.mark.parametrize("env_class", list(ENV_CLASSES.values()))
 def test_check_env_on_a_directly_built_env_without_warnings(env_class):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -91,7 +100,7 @@ def assert_well_formed_step(env, result):
     return terminated or truncated
 
 
-@pytest.mark.parametrize("env_class", [StyleShiftEnv, ToolShiftEnv])
+@pytest.mark.parametrize("env_class", list(ENV_CLASSES.values()))
 @pytest.mark.parametrize("action", NASTY_ACTIONS, ids=lambda a: repr(a[:20]))
 def test_nasty_actions_never_raise(env_class, action):
     env = env_class()
@@ -105,6 +114,8 @@ def test_nasty_actions_never_raise(env_class, action):
         st.one_of(
             st.text(max_size=200),
             st.from_regex(r"(CALL|ANSWER)[ ]?[a-z]{0,8}\(?[-0-9a-z=,*+ ]{0,20}\)?", fullmatch=True),
+            st.from_regex(r"(ANSWER: ?|<|\\boxed\{)?[0-9a-z]{0,12}[>}]?", fullmatch=True),
+            st.sampled_from(["N", "E", "S", "W", "n", " s\n", "X"]),
             st.binary(max_size=50),
         ),
         min_size=1, max_size=6,
@@ -113,7 +124,7 @@ def test_nasty_actions_never_raise(env_class, action):
     regime=st.integers(0, 11),
 )
 def test_fuzzed_episodes_stay_in_the_contract(actions, seed, regime):
-    for env_class in (StyleShiftEnv, ToolShiftEnv):
+    for env_class in ENV_CLASSES.values():
         env = env_class()
         observation, info = env.reset(seed=seed, options={"drift": drifted_theta(env_class, regime)})
         assert observation in env.observation_space
@@ -125,8 +136,8 @@ def test_fuzzed_episodes_stay_in_the_contract(actions, seed, regime):
 def test_docstring_examples_run():
     import doctest
 
-    from sao_online.environments import style_shift, tool_shift
+    from sao_online.environments import grid_shift, reason_shift, style_shift, tool_shift
 
-    for module in (style_shift, tool_shift):
+    for module in (style_shift, tool_shift, reason_shift, grid_shift):
         results = doctest.testmod(module)
         assert results.attempted > 0 and results.failed == 0, module.__name__
