@@ -34,6 +34,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -41,11 +41,21 @@ LOWER_IS_BETTER = {
 }
 
 # Right-censored metrics and the column that flags their censored values.
-CENSORED_BY = {"time_to_recovery": "censored",
-               "time_to_oracle_fraction": "oracle_fraction_censored"}
+CENSORED_BY = {
+    "time_to_recovery": "censored",
+    "time_to_oracle_fraction": "oracle_fraction_censored",
+}
 
-CI_COLUMNS = ["metric", "iqm", "lower", "upper", "confidence", "n_values", "n_seeds",
-              "censored_fraction"]
+CI_COLUMNS = [
+    "metric",
+    "iqm",
+    "lower",
+    "upper",
+    "confidence",
+    "n_values",
+    "n_seeds",
+    "censored_fraction",
+]
 
 
 def iqm_weights(count: int) -> np.ndarray:
@@ -78,11 +88,13 @@ def _row_iqms(samples: np.ndarray) -> np.ndarray:
     return np.sort(samples, axis=1) @ iqm_weights(samples.shape[1])
 
 
-def _bootstrap_pool(strata_values: list[np.ndarray], reps: int,
-                    rng: np.random.Generator) -> np.ndarray:
+def _bootstrap_pool(
+    strata_values: list[np.ndarray], reps: int, rng: np.random.Generator
+) -> np.ndarray:
     """[reps, total] matrix: each stratum's values resampled with replacement, side by side."""
-    columns = [values[rng.integers(0, len(values), size=(reps, len(values)))]
-               for values in strata_values]
+    columns = [
+        values[rng.integers(0, len(values), size=(reps, len(values)))] for values in strata_values
+    ]
     return np.concatenate(columns, axis=1)
 
 
@@ -92,11 +104,13 @@ def _percentile_interval(statistics: np.ndarray, confidence: float) -> tuple[flo
     return float(lower), float(upper)
 
 
-def _check_common(df: pd.DataFrame, metric: str, columns: Sequence[str], reps: int,
-                  confidence: float) -> None:
+def _check_common(
+    df: pd.DataFrame, metric: str, columns: Sequence[str], reps: int, confidence: float
+) -> None:
     if metric not in df.columns:
-        raise ValueError(f"metric {metric!r} is not a column; columns are "
-                         f"{', '.join(map(str, df.columns))}")
+        raise ValueError(
+            f"metric {metric!r} is not a column; columns are {', '.join(map(str, df.columns))}"
+        )
     missing = [column for column in columns if column not in df.columns]
     if missing:
         raise ValueError(f"grouping column(s) {', '.join(missing)} not in the frame")
@@ -106,10 +120,17 @@ def _check_common(df: pd.DataFrame, metric: str, columns: Sequence[str], reps: i
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
 
 
-def stratified_bootstrap_ci(df: pd.DataFrame, metric: str, by: Sequence[str] = ("method",),
-                            strata: Sequence[str] = (), reps: int = 2000,
-                            confidence: float = 0.95, seed: int = 0, *,
-                            censored: str | None = None) -> pd.DataFrame:
+def stratified_bootstrap_ci(
+    df: pd.DataFrame,
+    metric: str,
+    by: Sequence[str] = ("method",),
+    strata: Sequence[str] = (),
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    *,
+    censored: str | None = None,
+) -> pd.DataFrame:
     """IQM of ``metric`` per group with a stratified-bootstrap percentile confidence interval.
 
     Args:
@@ -145,17 +166,27 @@ def stratified_bootstrap_ci(df: pd.DataFrame, metric: str, by: Sequence[str] = (
         finite = group[np.isfinite(group[metric].to_numpy(dtype=float))]
         values = finite[metric].to_numpy(dtype=float)
         row = dict(zip(by, group_key))
-        row.update(metric=metric, confidence=confidence, n_values=len(values),
-                   n_seeds=int(finite["seed"].nunique()) if "seed" in finite else np.nan,
-                   censored_fraction=(float(finite[censored].astype(bool).mean())
-                                      if censored and len(finite) else np.nan))
+        row.update(
+            metric=metric,
+            confidence=confidence,
+            n_values=len(values),
+            n_seeds=int(finite["seed"].nunique()) if "seed" in finite else np.nan,
+            censored_fraction=(
+                float(finite[censored].astype(bool).mean()) if censored and len(finite) else np.nan
+            ),
+        )
         if not len(values):
             row.update(iqm=np.nan, lower=np.nan, upper=np.nan)
             rows.append(row)
             continue
-        strata_values = ([part[metric].to_numpy(dtype=float)
-                          for _, part in finite.groupby(strata, sort=True, dropna=False)]
-                         if strata else [values])
+        strata_values = (
+            [
+                part[metric].to_numpy(dtype=float)
+                for _, part in finite.groupby(strata, sort=True, dropna=False)
+            ]
+            if strata
+            else [values]
+        )
         rng = np.random.default_rng(seed)
         bootstrap_iqms = _row_iqms(_bootstrap_pool(strata_values, reps, rng))
         lower, upper = _percentile_interval(bootstrap_iqms, confidence)
@@ -189,8 +220,9 @@ class ImprovementEstimate:
     n_strata: int
 
 
-def _pairwise_win_rate(x_samples: np.ndarray, y_samples: np.ndarray,
-                       lower_is_better: bool) -> np.ndarray:
+def _pairwise_win_rate(
+    x_samples: np.ndarray, y_samples: np.ndarray, lower_is_better: bool
+) -> np.ndarray:
     """Per leading index, the fraction of (x, y) pairs where x beats y, ties counting 1/2."""
     difference = x_samples[..., :, None] - y_samples[..., None, :]
     if lower_is_better:
@@ -200,11 +232,19 @@ def _pairwise_win_rate(x_samples: np.ndarray, y_samples: np.ndarray,
     return wins + 0.5 * ties
 
 
-def probability_of_improvement(df: pd.DataFrame, metric: str, method_x: str, method_y: str, *,
-                               lower_is_better: bool = False,
-                               strata: Sequence[str] | None = None,
-                               method_column: str = "method", reps: int = 2000,
-                               confidence: float = 0.95, seed: int = 0) -> ImprovementEstimate:
+def probability_of_improvement(
+    df: pd.DataFrame,
+    metric: str,
+    method_x: str,
+    method_y: str,
+    *,
+    lower_is_better: bool = False,
+    strata: Sequence[str] | None = None,
+    method_column: str = "method",
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> ImprovementEstimate:
     """P(X > Y): the chance a run of ``method_x`` beats a run of ``method_y``, averaged over strata.
 
     Args:
@@ -232,18 +272,21 @@ def probability_of_improvement(df: pd.DataFrame, metric: str, method_x: str, met
     known = set(df[method_column].unique())
     for method in (method_x, method_y):
         if method not in known:
-            raise ValueError(f"method {method!r} not in column {method_column!r}; "
-                             f"have {', '.join(sorted(map(str, known)))}")
+            raise ValueError(
+                f"method {method!r} not in column {method_column!r}; "
+                f"have {', '.join(sorted(map(str, known)))}"
+            )
     finite = df[np.isfinite(df[metric].to_numpy(dtype=float))]
     pairs = []
-    for _, part in (finite.groupby(strata, sort=True, dropna=False) if strata else [((), finite)]):
+    for _, part in finite.groupby(strata, sort=True, dropna=False) if strata else [((), finite)]:
         x_values = part.loc[part[method_column] == method_x, metric].to_numpy(dtype=float)
         y_values = part.loc[part[method_column] == method_y, metric].to_numpy(dtype=float)
         if len(x_values) and len(y_values):
             pairs.append((x_values, y_values))
     if not pairs:
-        raise ValueError(f"no stratum has finite {metric!r} values for both {method_x!r} and "
-                         f"{method_y!r}")
+        raise ValueError(
+            f"no stratum has finite {metric!r} values for both {method_x!r} and {method_y!r}"
+        )
     point = float(np.mean([_pairwise_win_rate(x, y, lower_is_better) for x, y in pairs]))
     rng = np.random.default_rng(seed)
     bootstrap = np.zeros(reps)
@@ -252,15 +295,28 @@ def probability_of_improvement(df: pd.DataFrame, metric: str, method_x: str, met
         y_samples = y_values[rng.integers(0, len(y_values), size=(reps, len(y_values)))]
         bootstrap += _pairwise_win_rate(x_samples, y_samples, lower_is_better)
     lower, upper = _percentile_interval(bootstrap / len(pairs), confidence)
-    return ImprovementEstimate(method_x=method_x, method_y=method_y, metric=metric,
-                               lower_is_better=lower_is_better, probability=point, lower=lower,
-                               upper=upper, confidence=confidence, n_strata=len(pairs))
+    return ImprovementEstimate(
+        method_x=method_x,
+        method_y=method_y,
+        metric=metric,
+        lower_is_better=lower_is_better,
+        probability=point,
+        lower=lower,
+        upper=upper,
+        confidence=confidence,
+        n_strata=len(pairs),
+    )
 
 
-def aggregate_recovery(per_seed: pd.DataFrame, metrics: Sequence[str] | None = None, *,
-                       by: Sequence[str] = ("experiment", "method", "change_point"),
-                       reps: int = 2000, confidence: float = 0.95,
-                       seed: int = 0) -> pd.DataFrame:
+def aggregate_recovery(
+    per_seed: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    *,
+    by: Sequence[str] = ("experiment", "method", "change_point"),
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Long table of IQM and CI per group and metric (the report's ``metrics.csv``).
 
     Args:
@@ -287,15 +343,24 @@ def aggregate_recovery(per_seed: pd.DataFrame, metrics: Sequence[str] | None = N
             continue
         censored = CENSORED_BY.get(metric)
         table = stratified_bootstrap_ci(
-            per_seed, metric, by=by, reps=reps, confidence=confidence, seed=seed,
-            censored=censored if censored in per_seed else None)
+            per_seed,
+            metric,
+            by=by,
+            reps=reps,
+            confidence=confidence,
+            seed=seed,
+            censored=censored if censored in per_seed else None,
+        )
         table["lower_is_better"] = LOWER_IS_BETTER.get(metric, np.nan)
         tables.append(table)
     if not tables:
         return pd.DataFrame(columns=[*by, *CI_COLUMNS, "lower_is_better"])
     combined = pd.concat(tables, ignore_index=True)
-    labels = [column for column in ("phase_before", "phase_after", "tau_clock")
-              if column in per_seed.columns]
+    labels = [
+        column
+        for column in ("phase_before", "phase_after", "tau_clock")
+        if column in per_seed.columns
+    ]
     if "change_point" in by and labels:
         keys = [column for column in ("experiment", "change_point") if column in by]
         first = per_seed.drop_duplicates(keys)[keys + labels]

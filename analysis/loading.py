@@ -21,8 +21,14 @@ RUN_KEYS = ["experiment", "method", "seed"]
 
 # Tables a run may lack: evaluations are optional in the run-directory contract.
 OPTIONAL_TABLES = {"evals"}
-EVAL_COLUMNS = ["policy_version", "world_time", "current_phase", "eval_phase", "mean_reward",
-                "num_episodes"]
+EVAL_COLUMNS = [
+    "policy_version",
+    "world_time",
+    "current_phase",
+    "eval_phase",
+    "mean_reward",
+    "num_episodes",
+]
 
 _SEED_FOLDER = re.compile(r"^seed-(-?\d+)$")
 
@@ -81,13 +87,25 @@ def load_run_configs(paths: PathsLike) -> pd.DataFrame:
         RunLoadError: no runs under a path, or a config that is not a YAML mapping.
     """
     rows = [_config_row(path) for path in find_run_dirs(paths)]
-    configs = pd.DataFrame(rows, columns=[*RUN_KEYS, "path", "change_points", "phase_names",
-                                          "clock", "budget_episodes", "config"])
+    configs = pd.DataFrame(
+        rows,
+        columns=[
+            *RUN_KEYS,
+            "path",
+            "change_points",
+            "phase_names",
+            "clock",
+            "budget_episodes",
+            "config",
+        ],
+    )
     duplicated = configs.duplicated(RUN_KEYS, keep=False)
     if duplicated.any():
         clash = configs[duplicated].sort_values(RUN_KEYS)
-        raise RunLoadError("two run directories claim the same experiment/method/seed: "
-                           + ", ".join(clash["path"].head(2)))
+        raise RunLoadError(
+            "two run directories claim the same experiment/method/seed: "
+            + ", ".join(clash["path"].head(2))
+        )
     return configs
 
 
@@ -134,7 +152,8 @@ def load_runs(paths: PathsLike, table: str = "episodes") -> pd.DataFrame:
         combined = pd.DataFrame(columns=[*RUN_KEYS, *columns])
     if table == "evals":  # runs whose evals folder holds no part yet still give the columns
         combined = combined.reindex(
-            columns=[*combined.columns, *[c for c in EVAL_COLUMNS if c not in combined]])
+            columns=[*combined.columns, *[c for c in EVAL_COLUMNS if c not in combined]]
+        )
     combined["seed"] = combined["seed"].astype("int64")
     combined.attrs["runs"] = {
         (run.experiment, run.method, int(run.seed)): {
@@ -166,8 +185,9 @@ def read_table(run_dir: Path, table: str) -> pd.DataFrame | None:
         raise RunLoadError(f"run {run_dir} has no {table} table ({location.name} is missing)")
     if location.is_file():
         return _read_part(location)
-    parts = sorted(part for part in location.glob("*.parquet")
-                   if not part.name.startswith((".", "_")))
+    parts = sorted(
+        part for part in location.glob("*.parquet") if not part.name.startswith((".", "_"))
+    )
     if not parts:
         return pd.DataFrame()
     _check_recorded_parts(run_dir, table, parts)
@@ -190,7 +210,8 @@ def _check_recorded_parts(run_dir: Path, table: str, parts: list[Path]) -> None:
             raise RunLoadError(
                 f"{part}: damaged table part (differs from what checkpoint {checkpoint} recorded); "
                 f"`sao-online run CONFIG --out RUN_DIR --resume` sets it aside and runs its "
-                f"episodes again from a checkpoint that precedes it")
+                f"episodes again from a checkpoint that precedes it"
+            )
 
 
 def _read_part(part: Path) -> pd.DataFrame:
@@ -201,7 +222,8 @@ def _read_part(part: Path) -> pd.DataFrame:
         raise RunLoadError(
             f"{part}: damaged table part ({type(error).__name__}: {first}); `sao-online run "
             f"CONFIG --out RUN_DIR --resume` sets it aside and runs its episodes again from a "
-            f"checkpoint that precedes it") from None
+            f"checkpoint that precedes it"
+        ) from None
 
 
 def _config_row(run_dir: Path) -> dict[str, Any]:
@@ -230,12 +252,14 @@ def _config_row(run_dir: Path) -> dict[str, Any]:
     try:
         change_points = [float(value) for value in change_points]
     except (TypeError, ValueError) as error:
-        raise RunLoadError(f"{config_path}: change_points must be numbers, "
-                           f"got {change_points!r}") from error
+        raise RunLoadError(
+            f"{config_path}: change_points must be numbers, got {change_points!r}"
+        ) from error
     budget = config.get("budget") if isinstance(config.get("budget"), dict) else {}
     experiment, method = config.get("experiment"), config.get("method")
     return {
-        "experiment": experiment if isinstance(experiment, str) and experiment
+        "experiment": experiment
+        if isinstance(experiment, str) and experiment
         else run_dir.parent.parent.name,
         "method": method if isinstance(method, str) and method else run_dir.parent.name,
         "seed": seed,

@@ -24,8 +24,9 @@ _PALETTE = colormaps["tab10"].colors
 
 def method_colors(methods: Sequence[str]) -> dict[str, tuple]:
     """A stable colour per method: sorted names take the tab10 colours in order."""
-    return {method: _PALETTE[index % len(_PALETTE)]
-            for index, method in enumerate(sorted(set(methods)))}
+    return {
+        method: _PALETTE[index % len(_PALETTE)] for index, method in enumerate(sorted(set(methods)))
+    }
 
 
 def label_colors(labels: Sequence[str]) -> dict[str, tuple]:
@@ -40,8 +41,14 @@ def new_axes(ax: Axes | None, figsize: tuple[float, float] = (9.0, 4.8)) -> Axes
     return Figure(figsize=figsize, layout="constrained").add_subplot()
 
 
-def draw_shift_markers(ax: Axes, positions: Sequence[float], phase_names: Sequence[str] | None,
-                       *, color: str | tuple = "black", label_phases: bool = True) -> None:
+def draw_shift_markers(
+    ax: Axes,
+    positions: Sequence[float],
+    phase_names: Sequence[str] | None,
+    *,
+    color: str | tuple = "black",
+    label_phases: bool = True,
+) -> None:
     """Dashed vertical lines at each shift; the name of each phase at its left edge, on top."""
     top = blended_transform_factory(ax.transData, ax.transAxes)
     finite = [position for position in positions if np.isfinite(position)]
@@ -52,13 +59,23 @@ def draw_shift_markers(ax: Axes, positions: Sequence[float], phase_names: Sequen
     x_start = ax.get_xlim()[0]
     starts = [x_start, *finite]
     for name, start in zip(phase_names, starts):
-        ax.text(start, 0.98, f" {name}", transform=top, ha="left", va="top", fontsize=8,
-                color="dimgray", clip_on=True,
-                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1.0})
+        ax.text(
+            start,
+            0.98,
+            f" {name}",
+            transform=top,
+            ha="left",
+            va="top",
+            fontsize=8,
+            color="dimgray",
+            clip_on=True,
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1.0},
+        )
 
 
-def seed_band(curves: np.ndarray, *, reps: int, confidence: float,
-              seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def seed_band(
+    curves: np.ndarray, *, reps: int, confidence: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """IQM across seeds (rows) at each grid point (columns) with a bootstrap percentile band.
 
     Whole curves are resampled (runs, not points), so the band reflects seed-to-seed variation.

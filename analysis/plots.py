@@ -53,8 +53,11 @@ METRIC_LABELS = {
     "charts/explained_variance": "critic explained variance",
     "time_to_recovery": "time to recovery",
 }
-UPDATE_AXES = {"version": "learner version", "episodes_seen": "episodes trained on",
-               "wall_time": "wall-clock seconds"}
+UPDATE_AXES = {
+    "version": "learner version",
+    "episodes_seen": "episodes trained on",
+    "wall_time": "wall-clock seconds",
+}
 
 
 @dataclass
@@ -73,13 +76,16 @@ def _single_experiment(df: pd.DataFrame) -> str:
         raise ValueError("expected a non-empty frame from load_runs (with an experiment column)")
     experiments = sorted(map(str, df["experiment"].unique()))
     if len(experiments) > 1:
-        raise ValueError(f"the frame holds {len(experiments)} experiments ({', '.join(experiments)});"
-                         f" plot one at a time, e.g. df[df.experiment == {experiments[0]!r}]")
+        raise ValueError(
+            f"the frame holds {len(experiments)} experiments ({', '.join(experiments)});"
+            f" plot one at a time, e.g. df[df.experiment == {experiments[0]!r}]"
+        )
     return experiments[0]
 
 
-def _run_series(df: pd.DataFrame, x: str, change_points: ChangePointsArg,
-                phase_names: Sequence[str] | None) -> list[_RunSeries]:
+def _run_series(
+    df: pd.DataFrame, x: str, change_points: ChangePointsArg, phase_names: Sequence[str] | None
+) -> list[_RunSeries]:
     series = []
     for key, run in iter_runs(df):
         taus = change_points_for_run(df, run, key, change_points)
@@ -89,19 +95,28 @@ def _run_series(df: pd.DataFrame, x: str, change_points: ChangePointsArg,
         if "dropped" in run:
             usable &= ~run["dropped"].fillna(False).to_numpy(dtype=bool)
         names = phase_names_for_run(df, key, len(taus) + 1, phase_names)
-        series.append(_RunSeries(key=key, xs=xs[usable], values=run[usable],
-                                 shifts=[p for p in positions if np.isfinite(p)],
-                                 phase_names=names,
-                                 clock=run["world_time"].to_numpy(dtype=float)[usable],
-                                 clock_shifts=list(taus)))
+        series.append(
+            _RunSeries(
+                key=key,
+                xs=xs[usable],
+                values=run[usable],
+                shifts=[p for p in positions if np.isfinite(p)],
+                phase_names=names,
+                clock=run["world_time"].to_numpy(dtype=float)[usable],
+                clock_shifts=list(taus),
+            )
+        )
     return series
 
 
 def _default_smooth(series: list[_RunSeries]) -> float:
     """A tenth of the shortest phase, in clock units (the axis every curve is smoothed on)."""
-    widths = [DEFAULT_SMOOTH_FRACTION * shortest_phase_length(s.clock.min(), s.clock_shifts,
-                                                              s.clock.max())
-              for s in series if len(s.clock)]
+    widths = [
+        DEFAULT_SMOOTH_FRACTION
+        * shortest_phase_length(s.clock.min(), s.clock_shifts, s.clock.max())
+        for s in series
+        if len(s.clock)
+    ]
     return float(np.median(widths)) if widths else 1.0
 
 
@@ -113,8 +128,9 @@ def _grid(series: list[_RunSeries]) -> np.ndarray:
     return np.linspace(min(lows), max(highs), GRID_POINTS)
 
 
-def _curve(run: _RunSeries, values: np.ndarray, grid: np.ndarray, smooth: float,
-           min_window_fraction: float) -> np.ndarray:
+def _curve(
+    run: _RunSeries, values: np.ndarray, grid: np.ndarray, smooth: float, min_window_fraction: float
+) -> np.ndarray:
     """The run's trailing mean (window ``smooth`` clock units) read at each grid point.
 
     The mean is taken over episodes in clock order, whatever the x-axis; on the tokens and
@@ -123,13 +139,23 @@ def _curve(run: _RunSeries, values: np.ndarray, grid: np.ndarray, smooth: float,
     empty between bursts and break the curve; this way it is continuous.
     """
     if run.xs is run.clock or np.array_equal(run.xs, run.clock):
-        curve = trailing_mean(run.xs, values, smooth, query_times=grid,
-                              phase_starts=run.clock_shifts,
-                              min_window_fraction=min_window_fraction)
+        curve = trailing_mean(
+            run.xs,
+            values,
+            smooth,
+            query_times=grid,
+            phase_starts=run.clock_shifts,
+            min_window_fraction=min_window_fraction,
+        )
     else:
-        per_episode = trailing_mean(run.clock, values, smooth, query_times=run.clock,
-                                    phase_starts=run.clock_shifts,
-                                    min_window_fraction=min_window_fraction)
+        per_episode = trailing_mean(
+            run.clock,
+            values,
+            smooth,
+            query_times=run.clock,
+            phase_starts=run.clock_shifts,
+            min_window_fraction=min_window_fraction,
+        )
         order = np.argsort(run.xs, kind="stable")
         last_done = np.searchsorted(run.xs[order], grid, side="right") - 1
         curve = np.where(last_done >= 0, per_episode[order][np.maximum(last_done, 0)], np.nan)
@@ -139,8 +165,7 @@ def _curve(run: _RunSeries, values: np.ndarray, grid: np.ndarray, smooth: float,
 
 def _legend_outside(ax: Axes, **kwargs) -> None:
     """The legend right of the axes, where it cannot cover a curve."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8,
-              **kwargs)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, **kwargs)
 
 
 def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> None:
@@ -160,12 +185,22 @@ def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> None:
         draw_shift_markers(ax, median, names, color=colors[method], label_phases=index == 0)
 
 
-def plot_recovery(df: pd.DataFrame, x: str = "world_time", metric: str = "reward",
-                  smooth: float | None = None, ax: Axes | None = None,
-                  change_points: ChangePointsArg = None,
-                  phase_names: Sequence[str] | None = None, path: str | Path | None = None, *,
-                  reps: int = 500, confidence: float = 0.95, seed: int = 0,
-                  min_window_fraction: float = 0.5, title: str | None = None) -> Axes:
+def plot_recovery(
+    df: pd.DataFrame,
+    x: str = "world_time",
+    metric: str = "reward",
+    smooth: float | None = None,
+    ax: Axes | None = None,
+    change_points: ChangePointsArg = None,
+    phase_names: Sequence[str] | None = None,
+    path: str | Path | None = None,
+    *,
+    reps: int = 500,
+    confidence: float = 0.95,
+    seed: int = 0,
+    min_window_fraction: float = 0.5,
+    title: str | None = None,
+) -> Axes:
     """Per method, the IQM across seeds of the smoothed ``metric`` with a bootstrap CI band.
 
     Args:
@@ -197,8 +232,12 @@ def plot_recovery(df: pd.DataFrame, x: str = "world_time", metric: str = "reward
     ax = new_axes(ax)
     for method in sorted(colors):
         runs = [s for s in series if s.key[1] == method]
-        curves = np.array([_curve(s, s.values[metric].to_numpy(dtype=float), grid, smooth,
-                                  min_window_fraction) for s in runs])
+        curves = np.array(
+            [
+                _curve(s, s.values[metric].to_numpy(dtype=float), grid, smooth, min_window_fraction)
+                for s in runs
+            ]
+        )
         center, lower, upper = seed_band(curves, reps=reps, confidence=confidence, seed=seed)
         label = f"{method} (IQM of {len(runs)} seed{'s' if len(runs) > 1 else ''})"
         ax.plot(grid, center, color=colors[method], linewidth=1.8, label=label)
@@ -209,19 +248,30 @@ def plot_recovery(df: pd.DataFrame, x: str = "world_time", metric: str = "reward
     ax.set_xlabel(axis_label(x, df))
     ax.set_ylabel(f"{metric} (trailing mean)")
     band = f", band: {confidence:.0%} bootstrap CI over seeds" if len(series) > len(colors) else ""
-    ax.set_title(title or f"{experiment}: {metric} over {axis_label(x, df)}\n"
-                          f"(window {smooth:.3g} {axis_unit('world_time', df)}, restarted at "
-                          f"each shift{band})", fontsize=10)
+    ax.set_title(
+        title
+        or f"{experiment}: {metric} over {axis_label(x, df)}\n"
+        f"(window {smooth:.3g} {axis_unit('world_time', df)}, restarted at "
+        f"each shift{band})",
+        fontsize=10,
+    )
     _legend_outside(ax)
     ax.grid(alpha=0.3)
     return finish(ax, path)
 
 
-def plot_behavior_shares(df: pd.DataFrame, x: str = "world_time", smooth: float | None = None,
-                         change_points: ChangePointsArg = None,
-                         phase_names: Sequence[str] | None = None,
-                         path: str | Path | None = None, *, max_labels: int = 6,
-                         min_window_fraction: float = 0.5, title: str | None = None) -> Figure:
+def plot_behavior_shares(
+    df: pd.DataFrame,
+    x: str = "world_time",
+    smooth: float | None = None,
+    change_points: ChangePointsArg = None,
+    phase_names: Sequence[str] | None = None,
+    path: str | Path | None = None,
+    *,
+    max_labels: int = 6,
+    min_window_fraction: float = 0.5,
+    title: str | None = None,
+) -> Figure:
     """Share of each ``behavior`` label over time, one panel per method, mean over seeds.
 
     The share at t is the fraction of this phase's episodes in the trailing window (t - smooth,
@@ -239,7 +289,7 @@ def plot_behavior_shares(df: pd.DataFrame, x: str = "world_time", smooth: float 
     grid = _grid(series)
     labels_all = df["behavior"].fillna("").astype(str).replace("", UNLABELLED)
     frequent = list(labels_all.value_counts().index)
-    shown = frequent if len(frequent) <= max_labels else frequent[:max_labels - 1] + ["other"]
+    shown = frequent if len(frequent) <= max_labels else frequent[: max_labels - 1] + ["other"]
     colors = label_colors(shown)
     methods = sorted({s.key[1] for s in series})
     figure = Figure(figsize=(9.0, 2.6 * len(methods) + 0.8), layout="constrained")
@@ -250,33 +300,42 @@ def plot_behavior_shares(df: pd.DataFrame, x: str = "world_time", smooth: float 
             curves = []
             for run in runs:
                 behavior = run.values["behavior"].fillna("").astype(str).replace("", UNLABELLED)
-                match = (~behavior.isin(shown[:-1]) if label == "other"
-                         else behavior == label).to_numpy(dtype=float)
+                match = (
+                    ~behavior.isin(shown[:-1]) if label == "other" else behavior == label
+                ).to_numpy(dtype=float)
                 curves.append(_curve(run, match, grid, smooth, min_window_fraction))
             stacked = np.array(curves)
             present = np.isfinite(stacked).sum(axis=0)
-            share = np.where(present > 0, np.nansum(stacked, axis=0) / np.maximum(present, 1),
-                             np.nan)
+            share = np.where(
+                present > 0, np.nansum(stacked, axis=0) / np.maximum(present, 1), np.nan
+            )
             ax.plot(grid, share, color=colors[label], linewidth=1.6, label=label)
         ax.set_xlim(grid[0], grid[-1])
         ax.set_ylim(-0.02, 1.02)
         _markers(ax, runs, {method: "black"})
         ax.set_ylabel("share of episodes")
-        ax.set_title(f"{method} ({len(runs)} seed{'s' if len(runs) > 1 else ''}, mean)",
-                     fontsize=9)
+        ax.set_title(f"{method} ({len(runs)} seed{'s' if len(runs) > 1 else ''}, mean)", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="behavior")
     axes[-1].set_xlabel(axis_label(x, df))
-    figure.suptitle(title or f"{experiment}: behaviour shares (trailing window {smooth:.3g} "
-                             f"{axis_unit('world_time', df)})", fontsize=10)
+    figure.suptitle(
+        title
+        or f"{experiment}: behaviour shares (trailing window {smooth:.3g} "
+        f"{axis_unit('world_time', df)})",
+        fontsize=10,
+    )
     if path is not None:
         save_figure(figure, path)
     return figure
 
 
-def plot_staleness_histogram(episodes_df: pd.DataFrame, ax: Axes | None = None,
-                             path: str | Path | None = None, *,
-                             title: str | None = None) -> Axes:
+def plot_staleness_histogram(
+    episodes_df: pd.DataFrame,
+    ax: Axes | None = None,
+    path: str | Path | None = None,
+    *,
+    title: str | None = None,
+) -> Axes:
     """Distribution of ``staleness`` over trained episodes, bars side by side per method.
 
     Staleness is the learner version at training minus the episode's oldest token version;
@@ -295,13 +354,22 @@ def plot_staleness_histogram(episodes_df: pd.DataFrame, ax: Axes | None = None,
     ax = new_axes(ax, figsize=(7.5, 4.2))
     for index, method in enumerate(sorted(colors)):
         of_method = episodes_df[episodes_df["method"] == method]
-        counts = (of_method.loc[of_method["staleness"] >= 0, "staleness"].astype(int)
-                  .value_counts().reindex(values, fill_value=0))
+        counts = (
+            of_method.loc[of_method["staleness"] >= 0, "staleness"]
+            .astype(int)
+            .value_counts()
+            .reindex(values, fill_value=0)
+        )
         total = counts.sum()
         fractions = counts / total if total else counts.astype(float)
         never = float((of_method["staleness"] < 0).mean())
-        ax.bar(values + (index - (len(colors) - 1) / 2) * width, fractions, width=width,
-               color=colors[method], label=f"{method} (never trained: {never:.0%})")
+        ax.bar(
+            values + (index - (len(colors) - 1) / 2) * width,
+            fractions,
+            width=width,
+            color=colors[method],
+            label=f"{method} (never trained: {never:.0%})",
+        )
     ax.set_xticks(values)
     ax.set_xlabel("staleness (learner version at training - oldest token version)")
     ax.set_ylabel("fraction of trained episodes")
@@ -311,12 +379,20 @@ def plot_staleness_histogram(episodes_df: pd.DataFrame, ax: Axes | None = None,
     return finish(ax, path)
 
 
-def plot_update_metric(updates_df: pd.DataFrame, metric: str | Sequence[str],
-                       x: str = "version", smooth: float | None = None,
-                       ax: Axes | None = None, path: str | Path | None = None, *,
-                       change_points: Sequence[float] | None = None, reps: int = 500,
-                       confidence: float = 0.95, seed: int = 0,
-                       title: str | None = None) -> Axes | Figure:
+def plot_update_metric(
+    updates_df: pd.DataFrame,
+    metric: str | Sequence[str],
+    x: str = "version",
+    smooth: float | None = None,
+    ax: Axes | None = None,
+    path: str | Path | None = None,
+    *,
+    change_points: Sequence[float] | None = None,
+    reps: int = 500,
+    confidence: float = 0.95,
+    seed: int = 0,
+    title: str | None = None,
+) -> Axes | Figure:
     """A learner metric over updates: per method the IQM across seeds with a bootstrap band.
 
     Args:
@@ -343,8 +419,17 @@ def plot_update_metric(updates_df: pd.DataFrame, metric: str | Sequence[str],
             raise ValueError("several metrics make one panel each: leave ax=None")
         figure = Figure(figsize=(5.0 * len(metrics), 4.2), layout="constrained")
         for panel, name in zip(figure.subplots(1, len(metrics), squeeze=False)[0], metrics):
-            plot_update_metric(updates_df, name, x, smooth, panel, change_points=change_points,
-                               reps=reps, confidence=confidence, seed=seed)
+            plot_update_metric(
+                updates_df,
+                name,
+                x,
+                smooth,
+                panel,
+                change_points=change_points,
+                reps=reps,
+                confidence=confidence,
+                seed=seed,
+            )
         if title:
             figure.suptitle(title, fontsize=10)
         if path is not None:
@@ -359,26 +444,46 @@ def plot_update_metric(updates_df: pd.DataFrame, metric: str | Sequence[str],
     grid = np.linspace(xs_all.min(), xs_all.max(), GRID_POINTS)
     # At least three updates per window: a narrower one is empty between updates.
     spacing = data.groupby(["method", "seed"])[x].apply(
-        lambda values: np.median(np.diff(np.sort(values.to_numpy(float)))) if len(values) > 1
-        else 0.0)
-    smooth = smooth or max((xs_all.max() - xs_all.min()) / 30.0,
-                           3.0 * float(np.nanmax(spacing.to_numpy(float), initial=0.0)), 1e-9)
+        lambda values: (
+            np.median(np.diff(np.sort(values.to_numpy(float)))) if len(values) > 1 else 0.0
+        )
+    )
+    smooth = smooth or max(
+        (xs_all.max() - xs_all.min()) / 30.0,
+        3.0 * float(np.nanmax(spacing.to_numpy(float), initial=0.0)),
+        1e-9,
+    )
     colors = method_colors(data["method"].unique())
     ax = new_axes(ax, figsize=(7.5, 4.2))
     for method in sorted(colors):
-        runs = [run for _, run in data[data["method"] == method].groupby(
-            ["experiment", "seed"] if "experiment" in data else ["seed"])]
+        runs = [
+            run
+            for _, run in data[data["method"] == method].groupby(
+                ["experiment", "seed"] if "experiment" in data else ["seed"]
+            )
+        ]
         curves = []
         for run in runs:
             run_x = run[x].to_numpy(dtype=float)
-            curve = trailing_mean(run_x, run[name].to_numpy(dtype=float), smooth,
-                                  query_times=grid, min_window_fraction=0.0)
+            curve = trailing_mean(
+                run_x,
+                run[name].to_numpy(dtype=float),
+                smooth,
+                query_times=grid,
+                min_window_fraction=0.0,
+            )
             curve[grid > run_x.max()] = np.nan
             curves.append(curve)
-        center, lower, upper = seed_band(np.array(curves), reps=reps, confidence=confidence,
-                                         seed=seed)
-        ax.plot(grid, center, color=colors[method], linewidth=1.6,
-                label=f"{method} ({len(runs)} run{'s' if len(runs) > 1 else ''})")
+        center, lower, upper = seed_band(
+            np.array(curves), reps=reps, confidence=confidence, seed=seed
+        )
+        ax.plot(
+            grid,
+            center,
+            color=colors[method],
+            linewidth=1.6,
+            label=f"{method} ({len(runs)} run{'s' if len(runs) > 1 else ''})",
+        )
         if len(runs) > 1:
             ax.fill_between(grid, lower, upper, color=colors[method], alpha=0.2, linewidth=0)
     ax.set_xlim(grid[0], grid[-1])
@@ -387,17 +492,33 @@ def plot_update_metric(updates_df: pd.DataFrame, metric: str | Sequence[str],
     ax.set_xlabel(UPDATE_AXES[x])
     ax.set_ylabel(METRIC_LABELS.get(name, name))
     logged = f"{name}, " if name in METRIC_LABELS else ""  # the key in updates.parquet
-    ax.set_title(title or f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
-                          f"{smooth:.3g} {UPDATE_AXES[x]})", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.18), borderaxespad=0.0,
-              ncols=min(len(colors), 4), frameon=False)
+    ax.set_title(
+        title
+        or f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
+        f"{smooth:.3g} {UPDATE_AXES[x]})",
+        fontsize=9,
+    )
+    ax.legend(
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(0.0, -0.18),
+        borderaxespad=0.0,
+        ncols=min(len(colors), 4),
+        frameon=False,
+    )
     ax.grid(alpha=0.3)
     return finish(ax, path)
 
 
-def plot_metric_intervals(aggregated: pd.DataFrame, metric: str = "time_to_recovery",
-                          ax: Axes | None = None, path: str | Path | None = None, *,
-                          unit: str = "clock units", title: str | None = None) -> Axes:
+def plot_metric_intervals(
+    aggregated: pd.DataFrame,
+    metric: str = "time_to_recovery",
+    ax: Axes | None = None,
+    path: str | Path | None = None,
+    *,
+    unit: str = "clock units",
+    title: str | None = None,
+) -> Axes:
     """IQM and CI per method at each change point: a point-and-errorbar plot.
 
     Args:
@@ -426,30 +547,60 @@ def plot_metric_intervals(aggregated: pd.DataFrame, metric: str = "time_to_recov
             x_position = position + (index - (len(colors) - 1) / 2) * offset
             censored = float(row.get("censored_fraction", np.nan))
             hollow = np.isfinite(censored) and censored > 0
-            ax.errorbar(x_position, row["iqm"],
-                        yerr=[[row["iqm"] - row["lower"]], [row["upper"] - row["iqm"]]],
-                        fmt="o", color=colors[method], capsize=4, markersize=7,
-                        markerfacecolor="white" if hollow else colors[method])
+            ax.errorbar(
+                x_position,
+                row["iqm"],
+                yerr=[[row["iqm"] - row["lower"]], [row["upper"] - row["iqm"]]],
+                fmt="o",
+                color=colors[method],
+                capsize=4,
+                markersize=7,
+                markerfacecolor="white" if hollow else colors[method],
+            )
             if hollow:
-                ax.annotate(f"{censored:.0%} censored", (x_position, row["upper"]),
-                            textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
+                ax.annotate(
+                    f"{censored:.0%} censored",
+                    (x_position, row["upper"]),
+                    textcoords="offset points",
+                    xytext=(0, 4),
+                    ha="center",
+                    fontsize=7,
+                )
     tick_labels = []
     for change_point in change_points:
         first = rows[rows["change_point"] == change_point].iloc[0]
-        tick_labels.append(f"shift {change_point}\nto {first['phase_after']}"
-                           if "phase_after" in rows else f"shift {change_point}")
+        tick_labels.append(
+            f"shift {change_point}\nto {first['phase_after']}"
+            if "phase_after" in rows
+            else f"shift {change_point}"
+        )
     ax.set_xticks(range(len(change_points)), tick_labels, fontsize=8)
     ax.set_xlim(-0.6, len(change_points) - 0.4)
     readable = METRIC_LABELS.get(metric, metric.replace("_", " "))
     ax.set_ylabel(f"{readable} ({unit})")
     confidence = float(rows["confidence"].iloc[0]) if "confidence" in rows else 0.95
-    ax.set_title(title or f"{readable[:1].upper() + readable[1:]}: IQM over seeds, "
-                          f"{confidence:.0%} stratified-bootstrap CI", fontsize=10)
-    handles = [Line2D([], [], color=colors[method], marker="o", linestyle="", label=method)
-               for method in sorted(colors)]
+    ax.set_title(
+        title
+        or f"{readable[:1].upper() + readable[1:]}: IQM over seeds, "
+        f"{confidence:.0%} stratified-bootstrap CI",
+        fontsize=10,
+    )
+    handles = [
+        Line2D([], [], color=colors[method], marker="o", linestyle="", label=method)
+        for method in sorted(colors)
+    ]
     if (rows.get("censored_fraction", pd.Series(dtype=float)).fillna(0) > 0).any():
-        handles.append(Line2D([], [], color="gray", marker="o", markerfacecolor="white",
-                              linestyle="", label="some seeds censored"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="gray",
+                marker="o",
+                markerfacecolor="white",
+                linestyle="",
+                label="some seeds censored",
+            )
+        )
     _legend_outside(ax, handles=handles)
     ax.grid(axis="y", alpha=0.3)
     return finish(ax, path)

@@ -69,12 +69,36 @@ from sao_online.analysis.timeline import (
 )
 
 RECOVERY_COLUMNS = [
-    "experiment", "method", "seed", "change_point", "phase_before", "phase_after", "x_axis",
-    "tau", "tau_clock", "pre_window", "smooth_window", "pre_level", "pre_episodes", "min_level",
-    "drop", "relative_drop", "time_to_recovery", "recovered", "censored", "time_available",
-    "time_to_oracle_fraction", "oracle_fraction_censored",
-    "recovery_auc", "recovery_auc_oracle", "auc_horizon", "dynamic_regret",
-    "dynamic_regret_per_episode", "phase_episodes", "forgetting", "note",
+    "experiment",
+    "method",
+    "seed",
+    "change_point",
+    "phase_before",
+    "phase_after",
+    "x_axis",
+    "tau",
+    "tau_clock",
+    "pre_window",
+    "smooth_window",
+    "pre_level",
+    "pre_episodes",
+    "min_level",
+    "drop",
+    "relative_drop",
+    "time_to_recovery",
+    "recovered",
+    "censored",
+    "time_available",
+    "time_to_oracle_fraction",
+    "oracle_fraction_censored",
+    "recovery_auc",
+    "recovery_auc_oracle",
+    "auc_horizon",
+    "dynamic_regret",
+    "dynamic_regret_per_episode",
+    "phase_episodes",
+    "forgetting",
+    "note",
 ]
 
 # Fractions of the shortest phase used when window / smooth / horizon are not given.
@@ -83,13 +107,21 @@ DEFAULT_SMOOTH_FRACTION = 0.1
 DEFAULT_HORIZON_FRACTION = 0.5
 
 
-def recovery_metrics(df: pd.DataFrame, change_points: ChangePointsArg = None,
-                     window: float | None = None, rho: float = 0.9,
-                     horizon: float | None = None, x: str = "world_time",
-                     smooth: float | None = None, *, evals: pd.DataFrame | None = None,
-                     min_pre_level: float = 0.05, min_window_fraction: float = 0.5,
-                     phase_names: Sequence[str] | None = None,
-                     oracle_fraction: float = 0.8) -> pd.DataFrame:
+def recovery_metrics(
+    df: pd.DataFrame,
+    change_points: ChangePointsArg = None,
+    window: float | None = None,
+    rho: float = 0.9,
+    horizon: float | None = None,
+    x: str = "world_time",
+    smooth: float | None = None,
+    *,
+    evals: pd.DataFrame | None = None,
+    min_pre_level: float = 0.05,
+    min_window_fraction: float = 0.5,
+    phase_names: Sequence[str] | None = None,
+    oracle_fraction: float = 0.8,
+) -> pd.DataFrame:
     """Recovery metrics for every (experiment, method, seed, change point).
 
     The precise definitions are in this module's docstring (``sao_online.analysis.recovery``).
@@ -142,33 +174,63 @@ def recovery_metrics(df: pd.DataFrame, change_points: ChangePointsArg = None,
         taus_clock = change_points_for_run(df, run, key, change_points)
         names = phase_names_for_run(df, key, len(taus_clock) + 1, phase_names)
         run_evals = _evals_of_run(evals, key)
-        rows.extend(_run_rows(run, key, taus_clock, names, x=x, window=window, rho=rho,
-                              horizon=horizon, smooth=smooth, evals=run_evals,
-                              min_pre_level=min_pre_level,
-                              min_window_fraction=min_window_fraction,
-                              oracle_fraction=oracle_fraction))
+        rows.extend(
+            _run_rows(
+                run,
+                key,
+                taus_clock,
+                names,
+                x=x,
+                window=window,
+                rho=rho,
+                horizon=horizon,
+                smooth=smooth,
+                evals=run_evals,
+                min_pre_level=min_pre_level,
+                min_window_fraction=min_window_fraction,
+                oracle_fraction=oracle_fraction,
+            )
+        )
     return pd.DataFrame(rows, columns=RECOVERY_COLUMNS)
 
 
-def _run_rows(run: pd.DataFrame, key: tuple, taus_clock: list[float], names: list[str], *,
-              x: str, window: float | None, rho: float, horizon: float | None,
-              smooth: float | None, evals: pd.DataFrame | None, min_pre_level: float,
-              min_window_fraction: float, oracle_fraction: float) -> list[dict]:
+def _run_rows(
+    run: pd.DataFrame,
+    key: tuple,
+    taus_clock: list[float],
+    names: list[str],
+    *,
+    x: str,
+    window: float | None,
+    rho: float,
+    horizon: float | None,
+    smooth: float | None,
+    evals: pd.DataFrame | None,
+    min_pre_level: float,
+    min_window_fraction: float,
+    oracle_fraction: float,
+) -> list[dict]:
     if not len(run) or not taus_clock:
         return []
     world_times = run["world_time"].to_numpy(dtype=float)
     xs = x_values(run, x)
     rewards = run["reward"].to_numpy(dtype=float)
-    oracle = (run["oracle_reward"].to_numpy(dtype=float) if "oracle_reward" in run
-              else np.full(len(run), np.nan))
+    oracle = (
+        run["oracle_reward"].to_numpy(dtype=float)
+        if "oracle_reward" in run
+        else np.full(len(run), np.nan)
+    )
     usable = np.isfinite(rewards)
     if "dropped" in run:
         usable &= ~run["dropped"].fillna(False).to_numpy(dtype=bool)
 
     positions = shift_positions(world_times, xs, taus_clock, x)
     # a shift after the last episode has nothing to measure
-    shifts = [(k, tau_clock, tau) for k, (tau_clock, tau)
-              in enumerate(zip(taus_clock, positions), start=1) if np.isfinite(tau)]
+    shifts = [
+        (k, tau_clock, tau)
+        for k, (tau_clock, tau) in enumerate(zip(taus_clock, positions), start=1)
+        if np.isfinite(tau)
+    ]
     if not shifts:
         return []
     start, end = float(xs.min()), float(xs.max())
@@ -180,8 +242,13 @@ def _run_rows(run: pd.DataFrame, key: tuple, taus_clock: list[float], names: lis
 
     taus = [tau for _, _, tau in shifts]
     smoothed = np.full(len(run), np.nan)
-    smoothed[usable] = trailing_mean(xs[usable], rewards[usable], smooth, phase_starts=taus,
-                                     min_window_fraction=min_window_fraction)
+    smoothed[usable] = trailing_mean(
+        xs[usable],
+        rewards[usable],
+        smooth,
+        phase_starts=taus,
+        min_window_fraction=min_window_fraction,
+    )
 
     rows = []
     for index, (k, tau_clock, tau) in enumerate(shifts):
@@ -190,22 +257,42 @@ def _run_rows(run: pd.DataFrame, key: tuple, taus_clock: list[float], names: lis
         in_phase = (xs >= tau) & ((xs <= end) if is_last else (xs < phase_end))
         pre = (xs >= max(tau - window, boundaries[index])) & (xs < tau)
         metrics = shift_metrics(
-            xs, rewards, oracle, smoothed, phase=usable & in_phase, pre=usable & pre, tau=tau,
-            time_available=phase_end - tau, horizon=horizon, rho=rho,
-            min_pre_level=min_pre_level, oracle_fraction=oracle_fraction)
-        rows.append({
-            "experiment": key[0], "method": key[1], "seed": int(key[2]),
-            "change_point": k, "phase_before": names[k - 1], "phase_after": names[k],
-            "x_axis": x, "tau": tau, "tau_clock": tau_clock,
-            "pre_window": window, "smooth_window": smooth,
-            **metrics,
-            "forgetting": _forgetting(evals, phase=k - 1, phase_end_clock=tau_clock),
-        })
+            xs,
+            rewards,
+            oracle,
+            smoothed,
+            phase=usable & in_phase,
+            pre=usable & pre,
+            tau=tau,
+            time_available=phase_end - tau,
+            horizon=horizon,
+            rho=rho,
+            min_pre_level=min_pre_level,
+            oracle_fraction=oracle_fraction,
+        )
+        rows.append(
+            {
+                "experiment": key[0],
+                "method": key[1],
+                "seed": int(key[2]),
+                "change_point": k,
+                "phase_before": names[k - 1],
+                "phase_after": names[k],
+                "x_axis": x,
+                "tau": tau,
+                "tau_clock": tau_clock,
+                "pre_window": window,
+                "smooth_window": smooth,
+                **metrics,
+                "forgetting": _forgetting(evals, phase=k - 1, phase_end_clock=tau_clock),
+            }
+        )
     return rows
 
 
-def first_crossing(times: np.ndarray, curve: np.ndarray, threshold: float,
-                   time_available: float) -> tuple[float, bool, bool]:
+def first_crossing(
+    times: np.ndarray, curve: np.ndarray, threshold: float, time_available: float
+) -> tuple[float, bool, bool]:
     """When a curve first reaches ``threshold``, measured from the start of its phase.
 
     Args:
@@ -234,10 +321,21 @@ def first_crossing(times: np.ndarray, curve: np.ndarray, threshold: float,
     return float(time_available), False, True
 
 
-def shift_metrics(xs: np.ndarray, rewards: np.ndarray, oracle: np.ndarray,
-                  smoothed: np.ndarray, *, phase: np.ndarray, pre: np.ndarray, tau: float,
-                  time_available: float, horizon: float, rho: float, min_pre_level: float,
-                  oracle_fraction: float) -> dict:
+def shift_metrics(
+    xs: np.ndarray,
+    rewards: np.ndarray,
+    oracle: np.ndarray,
+    smoothed: np.ndarray,
+    *,
+    phase: np.ndarray,
+    pre: np.ndarray,
+    tau: float,
+    time_available: float,
+    horizon: float,
+    rho: float,
+    min_pre_level: float,
+    oracle_fraction: float,
+) -> dict:
     """The metrics of one shift of one run from its episode arrays (module docstring).
 
     Args:
@@ -257,8 +355,10 @@ def shift_metrics(xs: np.ndarray, rewards: np.ndarray, oracle: np.ndarray,
     if not np.isfinite(pre_level):
         notes.append("no episodes in the pre-shift window")
     elif not pre_ok:
-        notes.append(f"pre_level <= min_pre_level ({min_pre_level:g}): nothing learned "
-                     f"before the shift, relative metrics undefined")
+        notes.append(
+            f"pre_level <= min_pre_level ({min_pre_level:g}): nothing learned "
+            f"before the shift, relative metrics undefined"
+        )
 
     phase_times, phase_curve = xs[phase] - tau, smoothed[phase]
     defined = np.isfinite(phase_curve)
@@ -270,12 +370,14 @@ def shift_metrics(xs: np.ndarray, rewards: np.ndarray, oracle: np.ndarray,
     time_to_recovery, recovered, censored = np.nan, False, False
     if pre_ok:
         time_to_recovery, recovered, censored = first_crossing(
-            phase_times, phase_curve, rho * pre_level, time_available)
+            phase_times, phase_curve, rho * pre_level, time_available
+        )
     ceiling = float(np.nanmean(oracle[phase])) if np.isfinite(oracle[phase]).any() else np.nan
     time_to_oracle, oracle_censored = np.nan, False
     if np.isfinite(ceiling) and ceiling > 0:
         time_to_oracle, _, oracle_censored = first_crossing(
-            phase_times, phase_curve, oracle_fraction * ceiling, time_available)
+            phase_times, phase_curve, oracle_fraction * ceiling, time_available
+        )
 
     auc_horizon = min(horizon, time_available) if time_available > 0 else horizon
     in_horizon = phase & (xs < tau + horizon)
@@ -283,15 +385,23 @@ def shift_metrics(xs: np.ndarray, rewards: np.ndarray, oracle: np.ndarray,
     horizon_oracle = float(oracle[in_horizon].mean()) if in_horizon.any() else np.nan
     regret = oracle[phase] - rewards[phase]
     return {
-        "pre_level": pre_level, "pre_episodes": int(pre.sum()), "min_level": min_level,
-        "drop": drop, "relative_drop": drop / pre_level if pre_ok else np.nan,
-        "time_to_recovery": time_to_recovery, "recovered": recovered, "censored": censored,
+        "pre_level": pre_level,
+        "pre_episodes": int(pre.sum()),
+        "min_level": min_level,
+        "drop": drop,
+        "relative_drop": drop / pre_level if pre_ok else np.nan,
+        "time_to_recovery": time_to_recovery,
+        "recovered": recovered,
+        "censored": censored,
         "time_available": time_available,
-        "time_to_oracle_fraction": time_to_oracle, "oracle_fraction_censored": oracle_censored,
+        "time_to_oracle_fraction": time_to_oracle,
+        "oracle_fraction_censored": oracle_censored,
         "recovery_auc": horizon_reward / pre_level if pre_ok else np.nan,
-        "recovery_auc_oracle": (horizon_reward / horizon_oracle
-                                if np.isfinite(horizon_oracle) and horizon_oracle > 0
-                                else np.nan),
+        "recovery_auc_oracle": (
+            horizon_reward / horizon_oracle
+            if np.isfinite(horizon_oracle) and horizon_oracle > 0
+            else np.nan
+        ),
         "auc_horizon": auc_horizon,
         "dynamic_regret": float(regret.sum()) if len(regret) else np.nan,
         "dynamic_regret_per_episode": float(regret.mean()) if len(regret) else np.nan,
@@ -307,8 +417,7 @@ def _evals_of_run(evals: pd.DataFrame | None, key: tuple) -> pd.DataFrame | None
     missing = [column for column in needed if column not in evals.columns]
     if missing:
         raise ValueError(f"evals lacks the column(s) {', '.join(missing)}")
-    mask = ((evals["experiment"] == key[0]) & (evals["method"] == key[1])
-            & (evals["seed"] == key[2]))
+    mask = (evals["experiment"] == key[0]) & (evals["method"] == key[1]) & (evals["seed"] == key[2])
     return evals[mask]
 
 
@@ -321,7 +430,8 @@ def _forgetting(evals: pd.DataFrame | None, *, phase: int, phase_end_clock: floa
     if not len(during) or not (of_phase["world_time"] >= phase_end_clock).any():
         return np.nan
     return _eval_reward_at(during, during["world_time"].max()) - _eval_reward_at(
-        of_phase, of_phase["world_time"].max())
+        of_phase, of_phase["world_time"].max()
+    )
 
 
 def _eval_reward_at(evals: pd.DataFrame, time: float) -> float:

@@ -47,19 +47,28 @@ TABLE_METRICS = {
 # Metrics compared pairwise with the probability of improvement.
 COMPARED_METRICS = ["time_to_recovery", "recovery_auc", "dynamic_regret_per_episode"]
 LEARNER_PLOTS = [
-    ("zero_variance", ["charts/zero_variance_group_fraction"],
-     "Share of groups whose rewards were all equal (no learning signal for group baselines)."),
-    ("masked_fractions", ["charts/masked_below_fraction", "charts/masked_above_fraction"],
-     "Share of action tokens masked out of the policy loss below / above the importance-ratio "
-     "band."),
-    ("explained_variance", ["charts/explained_variance"],
-     "Critic explained variance of the returns (1 is perfect, 0 no better than a constant)."),
+    (
+        "zero_variance",
+        ["charts/zero_variance_group_fraction"],
+        "Share of groups whose rewards were all equal (no learning signal for group baselines).",
+    ),
+    (
+        "masked_fractions",
+        ["charts/masked_below_fraction", "charts/masked_above_fraction"],
+        "Share of action tokens masked out of the policy loss below / above the importance-ratio "
+        "band.",
+    ),
+    (
+        "explained_variance",
+        ["charts/explained_variance"],
+        "Critic explained variance of the returns (1 is perfect, 0 no better than a constant).",
+    ),
 ]
 # Said instead of drawing a figure whose every value is 0.
 ALL_ZERO_NOTES = {
     "zero_variance": "Every group had some reward variance (zero-variance share 0 throughout).",
     "masked_fractions": "No action token was masked out of the policy loss (both masked "
-                        "fractions 0 throughout): every importance ratio stayed inside the band.",
+    "fractions 0 throughout): every importance ratio stayed inside the band.",
 }
 
 
@@ -102,9 +111,12 @@ def _metrics_table(aggregated: pd.DataFrame) -> pd.DataFrame:
     for (method, change_point), group in aggregated.groupby(["method", "change_point"]):
         by_metric = group.set_index("metric")
         first = group.iloc[0]
-        row = {"method": method, "shift": f"{change_point}: {first.get('phase_before', '')} -> "
-                                          f"{first.get('phase_after', '')}",
-               "seeds": int(by_metric["n_seeds"].max())}
+        row = {
+            "method": method,
+            "shift": f"{change_point}: {first.get('phase_before', '')} -> "
+            f"{first.get('phase_after', '')}",
+            "seeds": int(by_metric["n_seeds"].max()),
+        }
         for metric, title in TABLE_METRICS.items():
             if metric in by_metric.index:
                 row[title] = _interval(by_metric.loc[metric])
@@ -112,8 +124,9 @@ def _metrics_table(aggregated: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _improvement_rows(per_seed: pd.DataFrame, experiment: str, *, reps: int,
-                      confidence: float, seed: int) -> pd.DataFrame:
+def _improvement_rows(
+    per_seed: pd.DataFrame, experiment: str, *, reps: int, confidence: float, seed: int
+) -> pd.DataFrame:
     """P(improvement) for every pair of methods of one experiment and each compared metric."""
     rows = []
     methods = sorted(per_seed["method"].unique()) if len(per_seed) else []
@@ -121,18 +134,44 @@ def _improvement_rows(per_seed: pd.DataFrame, experiment: str, *, reps: int,
         for metric in COMPARED_METRICS:
             try:
                 estimate = probability_of_improvement(
-                    per_seed, metric, method_x, method_y,
-                    lower_is_better=LOWER_IS_BETTER[metric], reps=reps, confidence=confidence,
-                    seed=seed)
+                    per_seed,
+                    metric,
+                    method_x,
+                    method_y,
+                    lower_is_better=LOWER_IS_BETTER[metric],
+                    reps=reps,
+                    confidence=confidence,
+                    seed=seed,
+                )
             except ValueError:
                 continue  # no shift where both methods have a finite value of this metric
-            rows.append({"experiment": experiment, "method_x": method_x, "method_y": method_y, "metric": metric,
-                         "better_when": "lower" if estimate.lower_is_better else "higher",
-                         "probability": estimate.probability, "lower": estimate.lower,
-                         "upper": estimate.upper, "n_strata": estimate.n_strata})
-    return pd.DataFrame(rows, columns=["experiment", "method_x", "method_y", "metric",
-                                       "better_when",
-                                       "probability", "lower", "upper", "n_strata"])
+            rows.append(
+                {
+                    "experiment": experiment,
+                    "method_x": method_x,
+                    "method_y": method_y,
+                    "metric": metric,
+                    "better_when": "lower" if estimate.lower_is_better else "higher",
+                    "probability": estimate.probability,
+                    "lower": estimate.lower,
+                    "upper": estimate.upper,
+                    "n_strata": estimate.n_strata,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "experiment",
+            "method_x",
+            "method_y",
+            "metric",
+            "better_when",
+            "probability",
+            "lower",
+            "upper",
+            "n_strata",
+        ],
+    )
 
 
 def _runs_table(episodes: pd.DataFrame) -> pd.DataFrame:
@@ -140,83 +179,165 @@ def _runs_table(episodes: pd.DataFrame) -> pd.DataFrame:
     for (experiment, method), group in episodes.groupby(["experiment", "method"]):
         per_seed = group.groupby("seed").size()
         dropped = float(group["dropped"].mean()) if "dropped" in group else 0.0
-        rows.append({"experiment": experiment, "method": method, "seeds": len(per_seed),
-                     "episodes per seed": int(per_seed.median()),
-                     "mean reward": float(group["reward"].mean()),
-                     "dropped": f"{dropped:.1%}"})
+        rows.append(
+            {
+                "experiment": experiment,
+                "method": method,
+                "seeds": len(per_seed),
+                "episodes per seed": int(per_seed.median()),
+                "mean reward": float(group["reward"].mean()),
+                "dropped": f"{dropped:.1%}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def _clock_unit(episodes: pd.DataFrame, experiment: str) -> str:
-    clocks = {info.get("clock") for key, info in episodes.attrs.get("runs", {}).items()
-              if key[0] == experiment}
+    clocks = {
+        info.get("clock")
+        for key, info in episodes.attrs.get("runs", {}).items()
+        if key[0] == experiment
+    }
     clock = clocks.pop() if len(clocks) == 1 else None
-    return {"episodes": "episodes started", "steps": "environment steps",
-            "versions": "learner versions", "seconds": "seconds"}.get(clock, "clock units")
+    return {
+        "episodes": "episodes started",
+        "steps": "environment steps",
+        "versions": "learner versions",
+        "seconds": "seconds",
+    }.get(clock, "clock units")
 
 
-def _experiment_blocks(experiment: str, episodes: pd.DataFrame, updates: pd.DataFrame | None,
-                       per_seed: pd.DataFrame, aggregated: pd.DataFrame,
-                       improvement: pd.DataFrame, figures: Path, *, reps: int,
-                       confidence: float, seed: int, smooth: float | None) -> list[Block]:
+def _experiment_blocks(
+    experiment: str,
+    episodes: pd.DataFrame,
+    updates: pd.DataFrame | None,
+    per_seed: pd.DataFrame,
+    aggregated: pd.DataFrame,
+    improvement: pd.DataFrame,
+    figures: Path,
+    *,
+    reps: int,
+    confidence: float,
+    seed: int,
+    smooth: float | None,
+) -> list[Block]:
     blocks: list[Block] = [Heading(f"Experiment: {experiment}")]
     prefix = _slug(experiment)
     unit = _clock_unit(episodes, experiment)
-    for x, description in (("world_time", unit),
-                           ("tokens", "action tokens generated"), ("seconds", "wall-clock seconds")):
+    for x, description in (
+        ("world_time", unit),
+        ("tokens", "action tokens generated"),
+        ("seconds", "wall-clock seconds"),
+    ):
         needed = {"tokens": "num_action_tokens", "seconds": "wall_time"}.get(x, "world_time")
         if needed not in episodes or not np.isfinite(episodes[needed].to_numpy(float)).any():
             continue
         name = f"{prefix}_recovery_{x}.png"
-        plot_recovery(episodes, x=x, smooth=smooth if x == "world_time" else None,
-                      path=figures / name, reps=min(reps, 500), confidence=confidence, seed=seed)
-        blocks.append(Image(f"figures/{name}", f"Reward against {description}: IQM across seeds "
-                                               f"with a {confidence:.0%} bootstrap band."))
+        plot_recovery(
+            episodes,
+            x=x,
+            smooth=smooth if x == "world_time" else None,
+            path=figures / name,
+            reps=min(reps, 500),
+            confidence=confidence,
+            seed=seed,
+        )
+        blocks.append(
+            Image(
+                f"figures/{name}",
+                f"Reward against {description}: IQM across seeds "
+                f"with a {confidence:.0%} bootstrap band.",
+            )
+        )
 
     if len(per_seed):
         blocks.append(Heading("Recovery after each shift", 3))
-        blocks.append(Table(_metrics_table(aggregated),
-                            f"IQM [{confidence:.0%} CI] across seeds; times in {unit}."))
+        blocks.append(
+            Table(
+                _metrics_table(aggregated),
+                f"IQM [{confidence:.0%} CI] across seeds; times in {unit}.",
+            )
+        )
         name = f"{prefix}_time_to_recovery.png"
         if (aggregated["metric"] == "time_to_recovery").any():
             plot_metric_intervals(aggregated, "time_to_recovery", path=figures / name, unit=unit)
-            blocks.append(Image(f"figures/{name}", "Time to recovery per method and shift (hollow "
-                                                   "points: some runs censored)."))
+            blocks.append(
+                Image(
+                    f"figures/{name}",
+                    "Time to recovery per method and shift (hollow points: some runs censored).",
+                )
+            )
         else:
-            blocks.append(Paragraph("Time to recovery is undefined for every run and shift (see "
-                                    "the notes below): nothing was learned before the shifts."))
+            blocks.append(
+                Paragraph(
+                    "Time to recovery is undefined for every run and shift (see "
+                    "the notes below): nothing was learned before the shifts."
+                )
+            )
         notes = per_seed.loc[per_seed["note"] != "", "note"].value_counts()
         for note, count in notes.items():
-            blocks.append(Paragraph(f"Note ({count} run-shift pair{'s' if count > 1 else ''}): "
-                                    f"{note}."))
+            blocks.append(
+                Paragraph(f"Note ({count} run-shift pair{'s' if count > 1 else ''}): {note}.")
+            )
     else:
         blocks.append(Paragraph("No shift with data on both sides: no recovery metrics."))
 
     if len(improvement):
         blocks.append(Heading("Probability of improvement", 3))
         shown = improvement.assign(
-            **{"P(x better than y)": [f"{p:.2f} [{lo:.2f}, {hi:.2f}]" for p, lo, hi in zip(
-                improvement["probability"], improvement["lower"], improvement["upper"])]})
-        blocks.append(Table(shown[["method_x", "method_y", "metric", "better_when",
-                                   "P(x better than y)", "n_strata"]],
-                            "Pooled over shifts (each shift one stratum)."))
+            **{
+                "P(x better than y)": [
+                    f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+                    for p, lo, hi in zip(
+                        improvement["probability"], improvement["lower"], improvement["upper"]
+                    )
+                ]
+            }
+        )
+        blocks.append(
+            Table(
+                shown[
+                    [
+                        "method_x",
+                        "method_y",
+                        "metric",
+                        "better_when",
+                        "P(x better than y)",
+                        "n_strata",
+                    ]
+                ],
+                "Pooled over shifts (each shift one stratum).",
+            )
+        )
 
     if "behavior" in episodes and episodes["behavior"].nunique() > 0:
         name = f"{prefix}_behavior_shares.png"
         plot_behavior_shares(episodes, smooth=smooth, path=figures / name)
-        blocks.append(Image(f"figures/{name}", "Share of each behaviour label over time, mean "
-                                               "across seeds: the policy switching behaviour."))
+        blocks.append(
+            Image(
+                f"figures/{name}",
+                "Share of each behaviour label over time, mean "
+                "across seeds: the policy switching behaviour.",
+            )
+        )
     trained = episodes["staleness"] >= 0 if "staleness" in episodes else None
     if trained is not None and trained.any() and (episodes.loc[trained, "staleness"] == 0).all():
-        blocks.append(Paragraph("Every trained episode had staleness 0 (sampled by the policy "
-                                "version that trained on it, as with the sync backend)."))
+        blocks.append(
+            Paragraph(
+                "Every trained episode had staleness 0 (sampled by the policy "
+                "version that trained on it, as with the sync backend)."
+            )
+        )
     elif trained is not None and trained.any():
         name = f"{prefix}_staleness.png"
         plot_staleness_histogram(episodes, path=figures / name)
         blocks.append(Image(f"figures/{name}", "Staleness of the episodes trained on."))
     if updates is not None and len(updates):
-        blocks.extend(_learner_blocks(updates, episodes, prefix, figures, reps=reps,
-                                      confidence=confidence, seed=seed))
+        blocks.extend(
+            _learner_blocks(
+                updates, episodes, prefix, figures, reps=reps, confidence=confidence, seed=seed
+            )
+        )
     return blocks
 
 
@@ -226,55 +347,97 @@ def _verdict_blocks(aggregated: pd.DataFrame, unit: str, confidence: float) -> l
         return [Paragraph("Verdict: no shift has a defined time to recovery (see below).")]
     if verdict["experiment"].nunique() == 1:
         verdict = verdict.drop(columns="experiment")
-    return [Heading("Verdict", 2), Table(verdict, (
-        "Per shift, the method whose smoothed reward got back to the recovery threshold "
-        f"first (IQM over seeds) and the runner-up, with {confidence:.0%} intervals; overlapping "
-        "intervals mean these runs do not separate the two. Details and the other metrics "
-        "below."))]
+    return [
+        Heading("Verdict", 2),
+        Table(
+            verdict,
+            (
+                "Per shift, the method whose smoothed reward got back to the recovery threshold "
+                f"first (IQM over seeds) and the runner-up, with {confidence:.0%} intervals; "
+                "overlapping "
+                "intervals mean these runs do not separate the two. Details and the other metrics "
+                "below."
+            ),
+        ),
+    ]
 
 
-def _learner_blocks(updates: pd.DataFrame, episodes: pd.DataFrame, prefix: str, figures: Path,
-                    *, reps: int, confidence: float, seed: int) -> list[Block]:
+def _learner_blocks(
+    updates: pd.DataFrame,
+    episodes: pd.DataFrame,
+    prefix: str,
+    figures: Path,
+    *,
+    reps: int,
+    confidence: float,
+    seed: int,
+) -> list[Block]:
     x = "episodes_seen" if "episodes_seen" in updates else "version"
     markers = None
     if x == "episodes_seen":
-        configs = [info for key, info in episodes.attrs.get("runs", {}).items()
-                   if key[0] == episodes["experiment"].iloc[0]]
+        configs = [
+            info
+            for key, info in episodes.attrs.get("runs", {}).items()
+            if key[0] == episodes["experiment"].iloc[0]
+        ]
         if configs and all(info.get("clock") == "episodes" for info in configs):
             markers = configs[0].get("change_points") or None
     blocks: list[Block] = []
     drawn = False
     for name, metrics, caption in LEARNER_PLOTS:
-        present = [metric for metric in metrics if metric in updates
-                   and np.isfinite(updates[metric].to_numpy(dtype=float)).any()]
+        present = [
+            metric
+            for metric in metrics
+            if metric in updates and np.isfinite(updates[metric].to_numpy(dtype=float)).any()
+        ]
         if not present:
             continue  # e.g. GRPO-only runs log no explained variance: skip quietly
         if name in ALL_ZERO_NOTES and all(
-                (updates[metric].dropna() == 0).all() for metric in present):
+            (updates[metric].dropna() == 0).all() for metric in present
+        ):
             blocks.append(Paragraph(ALL_ZERO_NOTES[name]))  # an all-zero figure says nothing
             continue
         file_name = f"{prefix}_{name}.png"
-        plot_update_metric(updates, present if len(present) > 1 else present[0], x=x,
-                           path=figures / file_name, change_points=markers,
-                           reps=min(reps, 500), confidence=confidence, seed=seed)
+        plot_update_metric(
+            updates,
+            present if len(present) > 1 else present[0],
+            x=x,
+            path=figures / file_name,
+            change_points=markers,
+            reps=min(reps, 500),
+            confidence=confidence,
+            seed=seed,
+        )
         blocks.append(Image(f"figures/{file_name}", caption))
         drawn = True
     if not blocks:
         return []
     header: list[Block] = [Heading("Learner diagnostics", 3)]
     if drawn and markers:
-        header.append(Paragraph(
-            "Dashed lines mark the shifts at episodes trained on = the shift's clock "
-            "reading; the learner lags the clock by the episodes in flight."))
+        header.append(
+            Paragraph(
+                "Dashed lines mark the shifts at episodes trained on = the shift's clock "
+                "reading; the learner lags the clock by the episodes in flight."
+            )
+        )
     return header + blocks
 
 
-def write_report(paths_or_df: PathsLike | pd.DataFrame, out_dir: str | Path, *,
-                 title: str | None = None, updates: pd.DataFrame | None = None,
-                 evals: pd.DataFrame | None = None, rho: float = 0.9,
-                 window: float | None = None, smooth: float | None = None,
-                 horizon: float | None = None, reps: int = 2000, confidence: float = 0.95,
-                 seed: int = 0) -> Path:
+def write_report(
+    paths_or_df: PathsLike | pd.DataFrame,
+    out_dir: str | Path,
+    *,
+    title: str | None = None,
+    updates: pd.DataFrame | None = None,
+    evals: pd.DataFrame | None = None,
+    rho: float = 0.9,
+    window: float | None = None,
+    smooth: float | None = None,
+    horizon: float | None = None,
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Path:
     """Write ``report.md``, ``report.html``, CSV tables and figures for a set of runs.
 
     Args:
@@ -312,22 +475,32 @@ def write_report(paths_or_df: PathsLike | pd.DataFrame, out_dir: str | Path, *,
     figures = out_dir / "figures"
     figures.mkdir(parents=True, exist_ok=True)
 
-    per_seed = recovery_metrics(episodes, window=window, rho=rho, horizon=horizon,
-                                smooth=smooth, evals=evals)
+    per_seed = recovery_metrics(
+        episodes, window=window, rho=rho, horizon=horizon, smooth=smooth, evals=evals
+    )
     aggregated = aggregate_recovery(per_seed, reps=reps, confidence=confidence, seed=seed)
     improvement = pd.concat(
-        [_improvement_rows(per_seed[per_seed["experiment"] == experiment], experiment,
-                           reps=reps, confidence=confidence, seed=seed)
-         for experiment in sorted(per_seed["experiment"].unique())]
+        [
+            _improvement_rows(
+                per_seed[per_seed["experiment"] == experiment],
+                experiment,
+                reps=reps,
+                confidence=confidence,
+                seed=seed,
+            )
+            for experiment in sorted(per_seed["experiment"].unique())
+        ]
         or [_improvement_rows(per_seed, "", reps=reps, confidence=confidence, seed=seed)],
-        ignore_index=True)
+        ignore_index=True,
+    )
 
     title = title or "Recovery after distribution shifts"
     unit_note = _clock_unit(episodes, str(episodes["experiment"].iloc[0]))
     blocks: list[Block] = [
         Heading(title, 1),
-        Paragraph(f"{episodes.groupby(['experiment', 'method', 'seed']).ngroups} runs from "
-                  f"{sources}."),
+        Paragraph(
+            f"{episodes.groupby(['experiment', 'method', 'seed']).ngroups} runs from {sources}."
+        ),
         *(Paragraph(f"Warning: {warning}") for warning in seed_warnings(episodes)),
         *_verdict_blocks(aggregated, unit_note, confidence),
         Table(_runs_table(episodes)),
@@ -337,17 +510,28 @@ def write_report(paths_or_df: PathsLike | pd.DataFrame, out_dir: str | Path, *,
     for experiment in sorted(episodes["experiment"].unique()):
         mask = episodes["experiment"] == experiment
         blocks += _experiment_blocks(
-            experiment, episodes[mask],
-            updates[updates["experiment"] == experiment] if updates is not None
-            and "experiment" in updates else None,
+            experiment,
+            episodes[mask],
+            updates[updates["experiment"] == experiment]
+            if updates is not None and "experiment" in updates
+            else None,
             per_seed[per_seed["experiment"] == experiment],
             aggregated[aggregated["experiment"] == experiment],
             improvement[improvement["experiment"] == experiment],
-            figures, reps=reps, confidence=confidence, seed=seed, smooth=smooth)
-    blocks += [Heading("Files", 2), Paragraph(
-        "`metrics.csv`: IQM and interval per experiment, method, shift and metric. "
-        "`recovery_per_seed.csv`: every metric per run and shift (with a `note` when a metric "
-        "is undefined). `improvement.csv`: the pairwise comparisons. `figures/`: the PNGs.")]
+            figures,
+            reps=reps,
+            confidence=confidence,
+            seed=seed,
+            smooth=smooth,
+        )
+    blocks += [
+        Heading("Files", 2),
+        Paragraph(
+            "`metrics.csv`: IQM and interval per experiment, method, shift and metric. "
+            "`recovery_per_seed.csv`: every metric per run and shift (with a `note` when a metric "
+            "is undefined). `improvement.csv`: the pairwise comparisons. `figures/`: the PNGs."
+        ),
+    ]
 
     write_csv(aggregated, out_dir / "metrics.csv")
     write_csv(per_seed, out_dir / "recovery_per_seed.csv")
@@ -355,6 +539,3 @@ def write_report(paths_or_df: PathsLike | pd.DataFrame, out_dir: str | Path, *,
     (out_dir / "report.md").write_text(to_markdown(blocks))
     (out_dir / "report.html").write_text(to_html(blocks, title))
     return out_dir / "report.md"
-
-
-

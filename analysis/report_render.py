@@ -95,8 +95,9 @@ def _md_text(text: str) -> str:
     if not plain:
         return html.escape(text, quote=False).replace("`", "\\`")
     parts = text.split("`")
-    return "`".join(part if index % 2 else html.escape(part, quote=False)
-                    for index, part in enumerate(parts))
+    return "`".join(
+        part if index % 2 else html.escape(part, quote=False) for index, part in enumerate(parts)
+    )
 
 
 def to_markdown(blocks: list[Block]) -> str:
@@ -130,8 +131,9 @@ def _md_cell(value: object) -> str:
 def _inline(text: str) -> str:
     """Escape, then turn `code` spans into <code> (the only Markdown the paragraphs use)."""
     parts = html.escape(text).split("`")
-    return "".join(f"<code>{part}</code>" if index % 2 else part
-                   for index, part in enumerate(parts))
+    return "".join(
+        f"<code>{part}</code>" if index % 2 else part for index, part in enumerate(parts)
+    )
 
 
 def to_html(blocks: list[Block], title: str) -> str:
@@ -147,12 +149,18 @@ def to_html(blocks: list[Block], title: str) -> str:
             header = "".join(f"<th>{html.escape(str(c))}</th>" for c in block.frame.columns)
             rows = "".join(
                 "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-                for row in block.frame.itertuples(index=False))
+                for row in block.frame.itertuples(index=False)
+            )
             body.append(f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>")
         elif isinstance(block, Image):
             caption = html.escape(block.caption)
-            body.append(f'<figure><img src="{html.escape(block.path)}" alt="{caption}">'
-                        f"<figcaption>{caption}</figcaption></figure>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+            body.append(
+                f'<figure><img src="{html.escape(block.path)}" alt="{caption}">'
+                f"<figcaption>{caption}</figcaption></figure>"
+            )
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )

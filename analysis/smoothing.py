@@ -18,10 +18,15 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def trailing_mean(times: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray,
-                  width: float, *, query_times: Sequence[float] | np.ndarray | None = None,
-                  phase_starts: Sequence[float] = (), min_window_fraction: float = 0.5,
-                  ) -> np.ndarray:
+def trailing_mean(
+    times: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
+    width: float,
+    *,
+    query_times: Sequence[float] | np.ndarray | None = None,
+    phase_starts: Sequence[float] = (),
+    min_window_fraction: float = 0.5,
+) -> np.ndarray:
     """Trailing moving average over a window of ``width`` clock units, restarted at shifts.
 
     Args:
@@ -45,8 +50,10 @@ def trailing_mean(times: Sequence[float] | np.ndarray, values: Sequence[float] |
     times = np.asarray(times, dtype=float)
     values = np.asarray(values, dtype=float)
     if times.shape != values.shape or times.ndim != 1:
-        raise ValueError(f"times and values must be 1-d and the same length, got shapes "
-                         f"{times.shape} and {values.shape}")
+        raise ValueError(
+            f"times and values must be 1-d and the same length, got shapes "
+            f"{times.shape} and {values.shape}"
+        )
     if not np.isfinite(width) or width <= 0:
         raise ValueError(f"width must be a positive number of clock units, got {width}")
     if not 0.0 <= min_window_fraction <= 1.0:

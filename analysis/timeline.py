@@ -32,15 +32,22 @@ X_UNITS = {"world_time": "clock units", "tokens": "tokens", "seconds": "seconds"
 ChangePointsArg = Sequence[float] | Mapping[str, Sequence[float]] | None
 
 # What the clock counts, by the schedule's clock name, for axis labels and units.
-CLOCK_AXES = {"episodes": "episodes started", "steps": "environment steps",
-              "versions": "learner versions", "seconds": "seconds (schedule clock)"}
+CLOCK_AXES = {
+    "episodes": "episodes started",
+    "steps": "environment steps",
+    "versions": "learner versions",
+    "seconds": "seconds (schedule clock)",
+}
 
 
 def run_clock(frame: pd.DataFrame) -> str | None:
     """The schedule clock shared by every run of ``frame`` (from ``load_runs``), else None."""
     experiments = set(frame["experiment"].unique()) if "experiment" in frame else None
-    clocks = {info.get("clock") for key, info in frame.attrs.get("runs", {}).items()
-              if experiments is None or key[0] in experiments}
+    clocks = {
+        info.get("clock")
+        for key, info in frame.attrs.get("runs", {}).items()
+        if experiments is None or key[0] in experiments
+    }
     return clocks.pop() if len(clocks) == 1 else None
 
 
@@ -62,8 +69,11 @@ def check_x_axis(x: str, frame: pd.DataFrame) -> None:
     """Raise a ValueError naming ``x`` when it is unknown or its columns are missing."""
     if x not in X_AXES:
         raise ValueError(f"x={x!r} is not an axis; choose one of {', '.join(X_AXES)}")
-    needed = {"world_time": ["world_time"], "tokens": ["episode", "num_action_tokens", "world_time"],
-              "seconds": ["wall_time", "world_time"]}[x]
+    needed = {
+        "world_time": ["world_time"],
+        "tokens": ["episode", "num_action_tokens", "world_time"],
+        "seconds": ["wall_time", "world_time"],
+    }[x]
     missing = [column for column in needed if column not in frame.columns]
     if missing:
         raise ValueError(f"x={x!r} needs the episode column(s) {', '.join(missing)}")
@@ -82,8 +92,9 @@ def x_values(run: pd.DataFrame, x: str) -> np.ndarray:
     return cumulative
 
 
-def change_points_for_run(frame: pd.DataFrame, run: pd.DataFrame, key: tuple,
-                          explicit: ChangePointsArg = None) -> list[float]:
+def change_points_for_run(
+    frame: pd.DataFrame, run: pd.DataFrame, key: tuple, explicit: ChangePointsArg = None
+) -> list[float]:
     """The shift times (clock units) of one run, sorted, shifts only.
 
     Priority: ``explicit`` (one list for every run, or experiment name -> list), then the
@@ -113,22 +124,25 @@ def change_points_for_run(frame: pd.DataFrame, run: pd.DataFrame, key: tuple,
             points = []
     points = [float(point) for point in points]
     if any(later <= earlier for earlier, later in zip(points, points[1:])):
-        raise ValueError(f"change points must be strictly increasing, got {points} "
-                         f"for run {key}")
+        raise ValueError(f"change points must be strictly increasing, got {points} for run {key}")
     return [point for point in points if point > 0]
 
 
-def phase_names_for_run(frame: pd.DataFrame, key: tuple, count: int,
-                        explicit: Sequence[str] | None = None) -> list[str]:
+def phase_names_for_run(
+    frame: pd.DataFrame, key: tuple, count: int, explicit: Sequence[str] | None = None
+) -> list[str]:
     """``count`` phase names: ``explicit``, else the run config's, padded with ``phase <k>``."""
-    names = list(explicit) if explicit is not None else list(
-        frame.attrs.get("runs", {}).get(tuple(key), {}).get("phase_names") or [])
-    return [str(names[index]) if index < len(names) else f"phase {index}"
-            for index in range(count)]
+    names = (
+        list(explicit)
+        if explicit is not None
+        else list(frame.attrs.get("runs", {}).get(tuple(key), {}).get("phase_names") or [])
+    )
+    return [str(names[index]) if index < len(names) else f"phase {index}" for index in range(count)]
 
 
-def shift_positions(world_times: np.ndarray, xs: np.ndarray, change_points: Sequence[float],
-                    x: str) -> list[float]:
+def shift_positions(
+    world_times: np.ndarray, xs: np.ndarray, change_points: Sequence[float], x: str
+) -> list[float]:
     """Each change point on axis ``x``; NaN when no episode started at or after it.
 
     On the world_time axis a shift sits at its own clock time; on the tokens and seconds axes at
@@ -148,8 +162,9 @@ def iter_runs(frame: pd.DataFrame) -> Any:
     """Yield ``((experiment, method, seed), rows)`` for each run in a load_runs frame."""
     missing = [column for column in ("experiment", "method", "seed") if column not in frame]
     if missing:
-        raise ValueError(f"the frame lacks the run column(s) {', '.join(missing)}; "
-                         f"load it with load_runs")
+        raise ValueError(
+            f"the frame lacks the run column(s) {', '.join(missing)}; load it with load_runs"
+        )
     yield from frame.groupby(["experiment", "method", "seed"], sort=True)
 
 
@@ -160,6 +175,7 @@ def shortest_phase_length(start: float, positions: Sequence[float], end: float) 
     shift has a phase of positive length before it.
     """
     boundaries = [start, *[position for position in positions if np.isfinite(position)]]
-    lengths = [later - earlier for earlier, later in zip(boundaries, boundaries[1:])
-               if later > earlier]
+    lengths = [
+        later - earlier for earlier, later in zip(boundaries, boundaries[1:]) if later > earlier
+    ]
     return min(lengths) if lengths else max(end - start, 1.0)

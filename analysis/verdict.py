@@ -39,16 +39,24 @@ def verdict_table(aggregated: pd.DataFrame, unit: str = "clock units") -> pd.Dat
         censored never recovered; it can still be the runner-up (it is slower than its
         censoring time).
     """
-    rows = aggregated[(aggregated["metric"] == "time_to_recovery")
-                      & np.isfinite(aggregated["iqm"].to_numpy(dtype=float))]
+    rows = aggregated[
+        (aggregated["metric"] == "time_to_recovery")
+        & np.isfinite(aggregated["iqm"].to_numpy(dtype=float))
+    ]
     verdicts = []
     for (experiment, change_point), group in rows.groupby(["experiment", "change_point"]):
         ranked = group.sort_values(["iqm", "upper"]).reset_index(drop=True)
         first = ranked.iloc[0]
         shift = f"{change_point}: {first.get('phase_before', '')} -> {first.get('phase_after', '')}"
-        row = {"experiment": experiment, "shift": shift, "recovered first": first["method"],
-               f"time ({unit})": _time(first), "runner-up": "", "runner-up time": "",
-               "intervals overlap": ""}
+        row = {
+            "experiment": experiment,
+            "shift": shift,
+            "recovered first": first["method"],
+            f"time ({unit})": _time(first),
+            "runner-up": "",
+            "runner-up time": "",
+            "intervals overlap": "",
+        }
         if first.get("censored_fraction", 0) >= 1:
             row["recovered first"] = ""
             row["verdict"] = "no method recovered before the next shift"
@@ -57,10 +65,18 @@ def verdict_table(aggregated: pd.DataFrame, unit: str = "clock units") -> pd.Dat
         else:
             second = ranked.iloc[1]
             overlap = bool(first["upper"] >= second["lower"])
-            row.update({"runner-up": second["method"], "runner-up time": _time(second),
-                        "intervals overlap": "yes" if overlap else "no"})
-            row["verdict"] = (f"not separated from {second['method']}" if overlap else
-                              f"{first['method']} first, intervals apart")
+            row.update(
+                {
+                    "runner-up": second["method"],
+                    "runner-up time": _time(second),
+                    "intervals overlap": "yes" if overlap else "no",
+                }
+            )
+            row["verdict"] = (
+                f"not separated from {second['method']}"
+                if overlap
+                else f"{first['method']} first, intervals apart"
+            )
         verdicts.append(row)
     return pd.DataFrame(verdicts)
 
@@ -74,7 +90,9 @@ def seed_warnings(episodes: pd.DataFrame) -> list[str]:
     if not len(few):
         return []
     listed = ", ".join(f"{method} ({count})" for (_, method), count in few.items())
-    return [f"Too few seeds for the intervals: {listed}. With n seeds the bootstrap can only "
-            "resample those n runs, so an interval (and a probability of improvement such as "
-            "0.00 [0.00, 0.00]) says how these runs differ, not how the methods do; use at "
-            f"least {RECOMMENDED_SEEDS} seeds per method before reading them as a result."]
+    return [
+        f"Too few seeds for the intervals: {listed}. With n seeds the bootstrap can only "
+        "resample those n runs, so an interval (and a probability of improvement such as "
+        "0.00 [0.00, 0.00]) says how these runs differ, not how the methods do; use at "
+        f"least {RECOMMENDED_SEEDS} seeds per method before reading them as a result."
+    ]

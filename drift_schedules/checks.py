@@ -25,8 +25,9 @@ def is_number(value: Any) -> bool:
     return math.isfinite(value)
 
 
-def check_number(value: Any, field: str, *, minimum: float | None = None,
-                 positive: bool = False) -> int | float:
+def check_number(
+    value: Any, field: str, *, minimum: float | None = None, positive: bool = False
+) -> int | float:
     """Check that ``value`` is a finite number, optionally ``>= minimum`` or ``> 0``."""
     if not is_number(value):
         raise ScheduleError(field, f"expected a finite number, got {value!r} ({type_name(value)})")

@@ -86,7 +86,9 @@ class Clock(ABC):
         """
         if not isinstance(state, Mapping) or state.get("clock") != self.name:
             found = state.get("clock") if isinstance(state, Mapping) else state
-            raise ValueError(f"state_dict.clock: expected a {self.name!r} clock state, got {found!r}")
+            raise ValueError(
+                f"state_dict.clock: expected a {self.name!r} clock state, got {found!r}"
+            )
         with self._lock:
             self._load_state(state)
 
@@ -172,7 +174,8 @@ class VersionClock(Clock):
         with self._lock:
             if version < self._version:
                 raise ValueError(
-                    f"version must not go backwards: at {self._version}, got {version}")
+                    f"version must not go backwards: at {self._version}, got {version}"
+                )
             self._version = version
 
     def _state(self) -> dict[str, Any]:
@@ -269,6 +272,7 @@ def make_clock(name: str = "episodes") -> Clock:
             seconds.
     """
     if not isinstance(name, str) or name not in _CLOCKS_BY_NAME:
-        raise ScheduleError("clock", f"unknown clock {name!r}; expected one of "
-                                     f"{', '.join(CLOCK_NAMES)}")
+        raise ScheduleError(
+            "clock", f"unknown clock {name!r}; expected one of {', '.join(CLOCK_NAMES)}"
+        )
     return _CLOCKS_BY_NAME[name]()

@@ -22,8 +22,11 @@ class ScheduleError(ValueError):
         self.field = field
         # Problems quote the offending value; a huge one is cut so the message stays one line.
         problem = " ".join(str(problem).split("\n"))
-        self.problem = problem if len(problem) <= MAX_PROBLEM else (
-            problem[:MAX_PROBLEM - 30] + f"... ({len(problem)} characters)")
+        self.problem = (
+            problem
+            if len(problem) <= MAX_PROBLEM
+            else (problem[: MAX_PROBLEM - 30] + f"... ({len(problem)} characters)")
+        )
         super().__init__(f"{field}: {problem}" if field else problem)
 
     def within(self, prefix: str) -> ScheduleError:

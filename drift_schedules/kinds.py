@@ -228,8 +228,13 @@ class Linear(ParameterSchedule):
         return [float(self.start)] if self.start > 0 else []
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "from": self.from_value, "to": self.to_value,
-                "start": self.start, "end": self.end}
+        return {
+            "kind": self.kind,
+            "from": self.from_value,
+            "to": self.to_value,
+            "start": self.start,
+            "end": self.end,
+        }
 
     def validate(self, space_entry: Choice | Range, where: str) -> None:
         require_range(space_entry, self.kind, where)
@@ -282,8 +287,11 @@ class Cyclic(ParameterSchedule):
             raise ScheduleError("", "kind cyclic has infinitely many change points; pass until")
         count = self.changes_until(until)
         if count > MAX_CHANGE_POINTS:
-            raise ScheduleError("period", f"{count} change points up to t={until:g} with period "
-                                          f"{self.period!r}; is the period in the clock's unit?")
+            raise ScheduleError(
+                "period",
+                f"{count} change points up to t={until:g} with period "
+                f"{self.period!r}; is the period in the clock's unit?",
+            )
         return [index * float(self.period) for index in range(1, count + 1)]
 
     def to_dict(self) -> dict[str, Any]:

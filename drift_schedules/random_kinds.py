@@ -100,8 +100,13 @@ class Gradual(ParameterSchedule):
         return 1.5 * (self.start + self.width)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "from": self.from_value, "to": self.to_value,
-                "start": self.start, "width": self.width}
+        return {
+            "kind": self.kind,
+            "from": self.from_value,
+            "to": self.to_value,
+            "start": self.start,
+            "width": self.width,
+        }
 
     def possible_values(self) -> list[Any]:
         return unique_in_order([self.from_value, self.to_value])
@@ -116,13 +121,14 @@ class Gradual(ParameterSchedule):
             return format_value(self.from_value)
         if first > 0.99:
             return format_value(self.to_value)
-        return (f"{format_value(self.from_value)}|{format_value(self.to_value)} "
-                f"(p({format_value(self.to_value)}) {first:.2f}->{last:.2f})")
+        return (
+            f"{format_value(self.from_value)}|{format_value(self.to_value)} "
+            f"(p({format_value(self.to_value)}) {first:.2f}->{last:.2f})"
+        )
 
     def short_label(self, start: float) -> str | None:
         # The regime more likely at the phase's start; the phase boundary is where p = 0.5.
-        return format_value(self.to_value if self.probability_to(start) >= 0.5
-                            else self.from_value)
+        return format_value(self.to_value if self.probability_to(start) >= 0.5 else self.from_value)
 
 
 class RandomWalk(ParameterSchedule):
@@ -150,7 +156,8 @@ class RandomWalk(ParameterSchedule):
             raise ScheduleError("high", f"must be >= low ({self.low!r}), got {self.high!r}")
         if not self.low <= self.start <= self.high:
             raise ScheduleError(
-                "start", f"must lie in [low, high] = [{self.low!r}, {self.high!r}], got {self.start!r}"
+                "start",
+                f"must lie in [low, high] = [{self.low!r}, {self.high!r}], got {self.start!r}",
             )
         self._lock = threading.Lock()
         self._block_starts: list[float] = [float(self.start)]
@@ -173,8 +180,11 @@ class RandomWalk(ParameterSchedule):
                 self._blocks.move_to_end(block)
                 return self._blocks[block]
             if block * self.block_size > MAX_CHANGE_POINTS * 10:
-                raise ScheduleError("", f"random walk asked for step {block * self.block_size}, "
-                                        "too far to compute; is the clock in the right unit?")
+                raise ScheduleError(
+                    "",
+                    f"random walk asked for step {block * self.block_size}, "
+                    "too far to compute; is the clock in the right unit?",
+                )
             # Block starts are only known sequentially: walk forward to the one asked for.
             while len(self._block_starts) <= block:
                 _, next_start = self._walk_block(len(self._block_starts) - 1)
@@ -190,8 +200,13 @@ class RandomWalk(ParameterSchedule):
         return self._block(index // self.block_size)[index % self.block_size]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "start": self.start, "step": self.step,
-                "low": self.low, "high": self.high}
+        return {
+            "kind": self.kind,
+            "start": self.start,
+            "step": self.step,
+            "low": self.low,
+            "high": self.high,
+        }
 
     def validate(self, space_entry: Choice | Range, where: str) -> None:
         require_range(space_entry, self.kind, where)
@@ -230,10 +245,13 @@ class ChangePoints(ParameterSchedule):
             while not self._times or self._times[-1] <= until:
                 if len(self._times) > MAX_CHANGE_POINTS:
                     raise ScheduleError(
-                        "rate", f"more than {MAX_CHANGE_POINTS} change points up to t={until:g} "
-                                f"at rate {self.rate!r}; is the rate in the clock's unit?")
+                        "rate",
+                        f"more than {MAX_CHANGE_POINTS} change points up to t={until:g} "
+                        f"at rate {self.rate!r}; is the rate in the clock's unit?",
+                    )
                 gaps = block_generator(self.entropy, self._generated_blocks).exponential(
-                    1.0 / self.rate, self.gaps_per_block)
+                    1.0 / self.rate, self.gaps_per_block
+                )
                 last = self._times[-1] if self._times else 0.0
                 for gap in gaps.tolist():
                     last += gap
@@ -251,7 +269,8 @@ class ChangePoints(ParameterSchedule):
     def change_points(self, until: float | None = None) -> list[float]:
         if until is None:
             raise ScheduleError(
-                "", "kind change_points has infinitely many change points; pass until")
+                "", "kind change_points has infinitely many change points; pass until"
+            )
         times = self._times_until(until)
         return times[: bisect_right(times, until)]
 

@@ -95,36 +95,48 @@ class Schedule:
     Example:
         >>> schedule = Schedule({"preferred": {"kind": "abrupt", "values": ["cute", "classical"],
         ...                                    "at": [0, 5]}})
-        >>> schedule.at(4), schedule.at(5)
-        (DriftState(phase=0, theta={'preferred': 'cute'}), DriftState(phase=1, theta={'preferred': 'classical'}))
+        >>> schedule.at(4)
+        DriftState(phase=0, theta={'preferred': 'cute'})
+        >>> schedule.at(5)
+        DriftState(phase=1, theta={'preferred': 'classical'})
     """
 
-    def __init__(self, parameters: Mapping[str, Mapping[str, Any]], *, clock: str = "episodes",
-                 seed: int = 0) -> None:
+    def __init__(
+        self, parameters: Mapping[str, Mapping[str, Any]], *, clock: str = "episodes", seed: int = 0
+    ) -> None:
         if not isinstance(clock, str) or clock not in CLOCK_NAMES:
             raise ScheduleError(
-                "clock", f"unknown clock {clock!r}; expected one of {', '.join(CLOCK_NAMES)}")
+                "clock", f"unknown clock {clock!r}; expected one of {', '.join(CLOCK_NAMES)}"
+            )
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ScheduleError("seed", f"expected an integer >= 0, got {seed!r}")
         if not isinstance(parameters, Mapping):
-            raise ScheduleError("parameters", "expected a mapping of parameter name -> schedule, "
-                                              f"got {parameters!r} ({type_name(parameters)})")
+            raise ScheduleError(
+                "parameters",
+                "expected a mapping of parameter name -> schedule, "
+                f"got {parameters!r} ({type_name(parameters)})",
+            )
         self._clock = clock
         self._seed = int(seed)
         schedulers: dict[str, ParameterSchedule] = {}
         for name, spec in parameters.items():
             if not isinstance(name, str) or not name:
-                raise ScheduleError("parameters", f"parameter names must be non-empty strings, "
-                                                  f"got {name!r}")
+                raise ScheduleError(
+                    "parameters", f"parameter names must be non-empty strings, got {name!r}"
+                )
             try:
                 schedulers[name] = parse_parameter(spec, parameter_entropy(self._seed, name))
             except ScheduleError as error:
                 raise error.within(f"parameters.{name}") from None
         self._parameters = MappingProxyType(schedulers)
-        self._finite_points = sorted({
-            point for scheduler in schedulers.values() if not scheduler.unbounded
-            for point in scheduler.change_points()
-        })
+        self._finite_points = sorted(
+            {
+                point
+                for scheduler in schedulers.values()
+                if not scheduler.unbounded
+                for point in scheduler.change_points()
+            }
+        )
         self._unbounded = [name for name, scheduler in schedulers.items() if scheduler.unbounded]
         # Change points of all parameters up to ``_union_horizon``, grown geometrically on
         # demand so reading the phase at increasing t stays cheap.
@@ -136,26 +148,37 @@ class Schedule:
     def from_dict(cls, data: Mapping[str, Any]) -> Schedule:
         """Build from the YAML form; unknown top-level fields are errors."""
         if not isinstance(data, Mapping):
-            raise ScheduleError("", f"expected a mapping with clock, seed, parameters, "
-                                    f"got {data!r} ({type_name(data)})")
+            raise ScheduleError(
+                "",
+                f"expected a mapping with clock, seed, parameters, "
+                f"got {data!r} ({type_name(data)})",
+            )
         for name in data:
             if name not in _TOP_LEVEL_FIELDS:
-                raise ScheduleError(str(name), "unknown field; a schedule has "
-                                               f"{', '.join(_TOP_LEVEL_FIELDS)}")
+                raise ScheduleError(
+                    str(name), f"unknown field; a schedule has {', '.join(_TOP_LEVEL_FIELDS)}"
+                )
         if "parameters" not in data:
             raise ScheduleError("parameters", "missing field (a mapping of parameter -> schedule)")
-        return cls(data["parameters"], clock=data.get("clock", "episodes"),
-                   seed=data.get("seed", 0))
+        return cls(
+            data["parameters"], clock=data.get("clock", "episodes"), seed=data.get("seed", 0)
+        )
 
     @classmethod
-    def stationary(cls, theta: Mapping[str, Any], *, clock: str = "episodes",
-                   seed: int = 0) -> Schedule:
+    def stationary(
+        cls, theta: Mapping[str, Any], *, clock: str = "episodes", seed: int = 0
+    ) -> Schedule:
         """A schedule that holds ``theta`` forever (a single phase)."""
         if not isinstance(theta, Mapping):
-            raise ScheduleError("parameters", f"expected a mapping of parameter -> value, "
-                                              f"got {theta!r} ({type_name(theta)})")
-        return cls({name: {"kind": "stationary", "value": value} for name, value in theta.items()},
-                   clock=clock, seed=seed)
+            raise ScheduleError(
+                "parameters",
+                f"expected a mapping of parameter -> value, got {theta!r} ({type_name(theta)})",
+            )
+        return cls(
+            {name: {"kind": "stationary", "value": value} for name, value in theta.items()},
+            clock=clock,
+            seed=seed,
+        )
 
     @property
     def clock(self) -> str:
@@ -220,8 +243,10 @@ class Schedule:
             if self._unbounded:
                 name = self._unbounded[0]
                 raise ScheduleError(
-                    "until", f"parameter {name!r} ({self._parameters[name].kind}) has infinitely "
-                             "many change points; pass until=")
+                    "until",
+                    f"parameter {name!r} ({self._parameters[name].kind}) has infinitely "
+                    "many change points; pass until=",
+                )
             return list(self._finite_points)
         until = check_time(until, "until")
         points = self._points_through(until) if self._unbounded else self._finite_points
@@ -255,14 +280,18 @@ class Schedule:
             DriftValueError: naming ``parameters.<name>`` (and the field) at fault.
         """
         if not isinstance(drift_space, Mapping):
-            raise DriftValueError(f"drift_space: expected a mapping of parameter name -> Choice "
-                                  f"or Range, got {type_name(drift_space)}")
+            raise DriftValueError(
+                f"drift_space: expected a mapping of parameter name -> Choice "
+                f"or Range, got {type_name(drift_space)}"
+            )
         drift_space = normalize_space(drift_space)  # plain lists and (low, high) tuples too
         for name, scheduler in self._parameters.items():
             where = f"parameters.{name}"
             if name not in drift_space:
-                raise DriftValueError(f"{where}: unknown drift parameter; the environment has "
-                                      f"{', '.join(sorted(drift_space)) or 'none'}")
+                raise DriftValueError(
+                    f"{where}: unknown drift parameter; the environment has "
+                    f"{', '.join(sorted(drift_space)) or 'none'}"
+                )
             scheduler.validate(drift_space[name], where)
         return self
 
@@ -271,8 +300,9 @@ class Schedule:
         return {
             "clock": self._clock,
             "seed": self._seed,
-            "parameters": {name: scheduler.to_dict()
-                           for name, scheduler in self._parameters.items()},
+            "parameters": {
+                name: scheduler.to_dict() for name, scheduler in self._parameters.items()
+            },
         }
 
     def to_yaml(self, path: str | Path | None = None) -> str:
@@ -281,8 +311,9 @@ class Schedule:
         if self._parameters:
             lines.append("parameters:")
             for name, scheduler in self._parameters.items():
-                spec = yaml.safe_dump(scheduler.to_dict(), default_flow_style=True,
-                                      sort_keys=False, width=math.inf).strip()
+                spec = yaml.safe_dump(
+                    scheduler.to_dict(), default_flow_style=True, sort_keys=False, width=math.inf
+                ).strip()
                 lines.append(f"  {yaml.safe_dump(name).splitlines()[0]}: {spec}")
         else:
             lines.append("parameters: {}")
@@ -303,8 +334,9 @@ class Schedule:
         return (Schedule.from_dict, (self.to_dict(),))
 
     def __repr__(self) -> str:
-        kinds = ", ".join(f"{name}: {scheduler.kind}"
-                          for name, scheduler in self._parameters.items())
+        kinds = ", ".join(
+            f"{name}: {scheduler.kind}" for name, scheduler in self._parameters.items()
+        )
         return f"Schedule(clock={self._clock!r}, seed={self._seed}, parameters={{{kinds}}})"
 
 
@@ -320,8 +352,10 @@ def load_schedule(source: str | Path | Mapping[str, Any] | Schedule) -> Schedule
     if isinstance(source, Mapping):
         return Schedule.from_dict(source)
     if not isinstance(source, str | Path):
-        raise ScheduleError("", "load_schedule expects a file path, a mapping or a Schedule, "
-                                f"got {type_name(source)}")
+        raise ScheduleError(
+            "",
+            f"load_schedule expects a file path, a mapping or a Schedule, got {type_name(source)}",
+        )
     path = Path(source)
     if not path.is_file():
         raise ScheduleError(str(path), "no such schedule file")

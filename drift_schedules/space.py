@@ -107,13 +107,17 @@ def as_spec(name: str, value: Any) -> Choice | Range:
         return Choice(value)
     if isinstance(value, tuple):
         if len(value) != 2 or not all(_is_number(v) for v in value):
-            raise DriftValueError(f"{where}: a tuple means a (low, high) range of two numbers, got "
-                                  f"{value!r}; write choices as a list")
+            raise DriftValueError(
+                f"{where}: a tuple means a (low, high) range of two numbers, got "
+                f"{value!r}; write choices as a list"
+            )
         if not value[0] <= value[1]:
             raise DriftValueError(f"{where}: range needs low <= high, got {value!r}")
         return Range(float(value[0]), float(value[1]))
-    raise DriftValueError(f"{where}: expected a list (choices), a (low, high) tuple, a Choice or "
-                          f"a Range, got {type(value).__name__} {value!r}")
+    raise DriftValueError(
+        f"{where}: expected a list (choices), a (low, high) tuple, a Choice or "
+        f"a Range, got {type(value).__name__} {value!r}"
+    )
 
 
 def normalize_space(space: Any) -> dict[str, Choice | Range]:
@@ -123,8 +127,10 @@ def normalize_space(space: Any) -> dict[str, Choice | Range]:
         DriftValueError: ``space`` is not a mapping, or names the parameter that is not valid.
     """
     if not isinstance(space, Mapping):
-        raise DriftValueError(f"drift_space: expected a mapping of parameter name -> choices or "
-                              f"range, got {type(space).__name__}")
+        raise DriftValueError(
+            f"drift_space: expected a mapping of parameter name -> choices or "
+            f"range, got {type(space).__name__}"
+        )
     return {str(name): as_spec(str(name), value) for name, value in space.items()}
 
 
@@ -133,8 +139,9 @@ def default_theta(space: DriftSpace) -> dict[str, Any]:
     return {name: spec.default for name, spec in normalize_space(space).items()}
 
 
-def complete_theta(space: DriftSpace, theta: Mapping[str, Any] | None,
-                   where: str = "drift") -> dict[str, Any]:
+def complete_theta(
+    space: DriftSpace, theta: Mapping[str, Any] | None, where: str = "drift"
+) -> dict[str, Any]:
     """:func:`validate_theta` with defaults filled in and range values as floats.
 
     This is the ``theta`` an environment reports in ``info``: every parameter, ranges as floats
@@ -142,12 +149,15 @@ def complete_theta(space: DriftSpace, theta: Mapping[str, Any] | None,
     """
     space = normalize_space(space)
     resolved = validate_theta(space, theta or {}, where=where)
-    return {name: float(value) if isinstance(space[name], Range) else value
-            for name, value in resolved.items()}
+    return {
+        name: float(value) if isinstance(space[name], Range) else value
+        for name, value in resolved.items()
+    }
 
 
-def validate_theta(space: DriftSpace, theta: Mapping[str, Any], *, partial: bool = True,
-                   where: str = "drift") -> dict[str, Any]:
+def validate_theta(
+    space: DriftSpace, theta: Mapping[str, Any], *, partial: bool = True, where: str = "drift"
+) -> dict[str, Any]:
     """Check ``theta`` against ``space`` and return it completed with defaults.
 
     Args:
@@ -160,7 +170,9 @@ def validate_theta(space: DriftSpace, theta: Mapping[str, Any], *, partial: bool
         DriftValueError: naming the unknown parameter or the value out of its space.
     """
     if not isinstance(theta, Mapping):
-        raise DriftValueError(f"{where}: expected a mapping of parameter -> value, got {type(theta).__name__}")
+        raise DriftValueError(
+            f"{where}: expected a mapping of parameter -> value, got {type(theta).__name__}"
+        )
     space = normalize_space(space)
     unknown = sorted(set(theta) - set(space))
     if unknown:
@@ -177,6 +189,8 @@ def validate_theta(space: DriftSpace, theta: Mapping[str, Any], *, partial: bool
             continue
         value = theta[name]
         if not spec.contains(value):
-            raise DriftValueError(f"{where}.{name}: value {value!r} is not allowed; expected {spec.describe()}")
+            raise DriftValueError(
+                f"{where}.{name}: value {value!r} is not allowed; expected {spec.describe()}"
+            )
         resolved[name] = value
     return resolved

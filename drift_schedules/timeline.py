@@ -34,8 +34,11 @@ def default_horizon(schedule: Schedule) -> float:
     window), two full cycles of a cyclic parameter, about five changes of a change_points
     one; :data:`FALLBACK_HORIZON` when nothing drifts.
     """
-    hints = [hint for scheduler in schedule.parameters.values()
-             if (hint := scheduler.horizon_hint()) is not None and hint > 0]
+    hints = [
+        hint
+        for scheduler in schedule.parameters.values()
+        if (hint := scheduler.horizon_hint()) is not None and hint > 0
+    ]
     return max(hints, default=FALLBACK_HORIZON)
 
 
@@ -68,14 +71,18 @@ def format_timeline(schedule: Schedule, until: float | None = None) -> str:
     ends = [*starts[1:], until]
     rows = []
     for index, (start, end) in enumerate(zip(starts, ends)):
-        theta = "  ".join(f"{name}={scheduler.describe(start, end)}"
-                          for name, scheduler in schedule.parameters.items())
+        theta = "  ".join(
+            f"{name}={scheduler.describe(start, end)}"
+            for name, scheduler in schedule.parameters.items()
+        )
         end_text = "..." if index == len(starts) - 1 else _format_time(end)
         rows.append((str(index), _format_time(start), end_text, theta))
     header = ("phase", "start", "end", "theta")
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(3)]
-    lines = [f"clock: {schedule.clock}  seed: {schedule.seed}  "
-             f"{len(rows)} phase(s) up to t = {_format_time(until)}"]
+    lines = [
+        f"clock: {schedule.clock}  seed: {schedule.seed}  "
+        f"{len(rows)} phase(s) up to t = {_format_time(until)}"
+    ]
     for row in [header, *rows]:
         cells = [cell.rjust(width) for cell, width in zip(row[:3], widths)]
         lines.append("  ".join([*cells, row[3]]).rstrip())
@@ -118,8 +125,9 @@ def _draw_gradual(axes, scheduler: Gradual, times: np.ndarray) -> None:
     else:
         axes.plot(times, probability, color="black", label="p(to)")
         axes.scatter(times, drawn_to, s=4, alpha=0.4, label="drawn")
-        axes.set_yticks([0, 1], [format_value(scheduler.from_value),
-                                 format_value(scheduler.to_value)])
+        axes.set_yticks(
+            [0, 1], [format_value(scheduler.from_value), format_value(scheduler.to_value)]
+        )
         axes.set_ylim(-0.15, 1.15)
     axes.legend(loc="center left", fontsize="x-small", frameon=False)
 
@@ -152,8 +160,15 @@ def plot_timeline(schedule: Schedule, path: str | Path, until: float | None = No
     for axes, name in zip(rows, names):
         axes.set_title(name, loc="left", fontsize="medium", fontweight="bold")
         if change_points:
-            axes.vlines(change_points, 0, 1, transform=axes.get_xaxis_transform(),
-                        colors="grey", linestyles="dashed", linewidth=0.8)
+            axes.vlines(
+                change_points,
+                0,
+                1,
+                transform=axes.get_xaxis_transform(),
+                colors="grey",
+                linestyles="dashed",
+                linewidth=0.8,
+            )
         scheduler = schedule.parameters.get(name)
         if scheduler is None:
             continue
@@ -165,7 +180,9 @@ def plot_timeline(schedule: Schedule, path: str | Path, until: float | None = No
             axes.plot(times, [scheduler.value(t) for t in times], color="black")
     rows[-1].set_xlim(0, until)
     rows[-1].set_xlabel(f"t ({schedule.clock})")
-    figure.suptitle(f"drift schedule (seed {schedule.seed}): "
-                    f"{len(change_points)} change point(s) up to t = {_format_time(until)}")
+    figure.suptitle(
+        f"drift schedule (seed {schedule.seed}): "
+        f"{len(change_points)} change point(s) up to t = {_format_time(until)}"
+    )
     figure.savefig(path, dpi=100)
     return path

@@ -112,8 +112,12 @@ class Task:
         return "x" if not self.operator else f"x {self.operator} {self.operand}"
 
     def inner(self, x: int) -> int:
-        return {"": x, "+": x + self.operand, "*": x * self.operand,
-                "//": x // max(self.operand, 1)}[self.operator]
+        return {
+            "": x,
+            "+": x + self.operand,
+            "*": x * self.operand,
+            "//": x // max(self.operand, 1),
+        }[self.operator]
 
     def expected(self, x: int, boundary: str) -> int:
         high = self.high if boundary == "inclusive" else self.high - 1
@@ -181,31 +185,46 @@ class CodeShiftEnv(DriftingTextEnv):
 
     description: ClassVar[str] = (
         "Write a small Python function run against hidden tests in a sandbox; the spec's "
-        "boundary rule and the helper module's API drift.")
+        "boundary rule and the helper module's API drift."
+    )
     drift_space: ClassVar[dict[str, Choice | Range]] = {
         "boundary": Choice(BOUNDARIES, help="does the range LO..HI include HI (prompt is silent)"),
-        "helper_version": Choice(HELPER_VERSIONS,
-                                 help="the live kit module (the prompt documents v1)"),
+        "helper_version": Choice(
+            HELPER_VERSIONS, help="the live kit module (the prompt documents v1)"
+        ),
     }
     max_action_length: ClassVar[int] = 256
 
-    def __init__(self, sandbox: str | Sandbox = "auto", max_turns: int = 3,
-                 retry_cost: float = 0.1, reward_mode: str = "fraction",
-                 limits: Mapping[str, Any] | None = None,
-                 max_program_chars: int = 20_000) -> None:
+    def __init__(
+        self,
+        sandbox: str | Sandbox = "auto",
+        max_turns: int = 3,
+        retry_cost: float = 0.1,
+        reward_mode: str = "fraction",
+        limits: Mapping[str, Any] | None = None,
+        max_program_chars: int = 20_000,
+    ) -> None:
         super().__init__()
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"max_turns: expected an int >= 1, got {max_turns!r}")
-        if isinstance(retry_cost, bool) or not isinstance(retry_cost, int | float) or not (
-                0 <= retry_cost < 1):
+        if (
+            isinstance(retry_cost, bool)
+            or not isinstance(retry_cost, int | float)
+            or not (0 <= retry_cost < 1)
+        ):
             raise ValueError(f"retry_cost: expected a number in [0, 1), got {retry_cost!r}")
         if reward_mode not in REWARD_MODES:
-            raise ValueError(f"reward_mode: expected one of {', '.join(REWARD_MODES)}, got "
-                             f"{reward_mode!r}")
-        if isinstance(max_program_chars, bool) or not isinstance(max_program_chars, int) or (
-                max_program_chars < 1):
-            raise ValueError(f"max_program_chars: expected a positive int, got "
-                             f"{max_program_chars!r}")
+            raise ValueError(
+                f"reward_mode: expected one of {', '.join(REWARD_MODES)}, got {reward_mode!r}"
+            )
+        if (
+            isinstance(max_program_chars, bool)
+            or not isinstance(max_program_chars, int)
+            or (max_program_chars < 1)
+        ):
+            raise ValueError(
+                f"max_program_chars: expected a positive int, got {max_program_chars!r}"
+            )
         if limits is not None and not isinstance(limits, Mapping):
             raise ValueError(f"limits: expected a mapping of Limits fields, got {limits!r}")
         try:
@@ -234,8 +253,9 @@ class CodeShiftEnv(DriftingTextEnv):
         rng = self.np_random
         name = list(TASK_KINDS)[int(rng.integers(len(TASK_KINDS)))]
         low = int(rng.integers(0, 6))
-        self._task = Task(name, TASK_KINDS[name], int(rng.integers(2, 5)), low,
-                          low + int(rng.integers(4, 10)))
+        self._task = Task(
+            name, TASK_KINDS[name], int(rng.integers(2, 5)), low, low + int(rng.integers(4, 10))
+        )
         self._tests = self._draw_tests()
         self._first_submission = None
         task = self._task
@@ -248,17 +268,25 @@ class CodeShiftEnv(DriftingTextEnv):
             "You may import kit (kit 1.0): kit.clamp(x, lo, hi) is x limited to lo..hi.\n"
             "Reply with Python source."
         )
-        return prompt, {"task": task.name, "sandbox": self.sandbox.name,
-                        "turns_left": self.max_turns}
+        return prompt, {
+            "task": task.name,
+            "sandbox": self.sandbox.name,
+            "turns_left": self.max_turns,
+        }
 
     def _draw_tests(self) -> list[TestCase]:
         """Six tests aimed below the range, inside it, at HI - 1 and at three values from HI up
         (where the boundary readings differ), each input the one nearest its target.
         Rounding (``x * k`` moves in steps of k) can push more of them to HI or above."""
         task, rng = self._task, self.np_random
-        targets = [task.low - int(rng.integers(1, 6)), task.low + 1, task.high - 1, task.high,
-                   task.high + 1 + int(rng.integers(0, 3)),
-                   task.high + 5 + int(rng.integers(0, 10))]
+        targets = [
+            task.low - int(rng.integers(1, 6)),
+            task.low + 1,
+            task.high - 1,
+            task.high,
+            task.high + 1 + int(rng.integers(0, 3)),
+            task.high + 5 + int(rng.integers(0, 10)),
+        ]
         inputs: list[int] = [task.largest_input_below(targets[0])]
         for target in targets[1:]:
             x = task.smallest_input_reaching(target)
@@ -282,14 +310,22 @@ class CodeShiftEnv(DriftingTextEnv):
     def _respond(self, action: str) -> TurnResult:
         program = extract_program(action).encode("utf-8", "replace").decode("utf-8")
         if not program.strip():
-            return self._score(None, "empty program: reply with Python source defining "
-                               f"{self._task.name}(x)")
+            return self._score(
+                None, f"empty program: reply with Python source defining {self._task.name}(x)"
+            )
         if len(program) > self.max_program_chars:
-            return self._score(None, f"program too long ({len(program)} characters; the limit "
-                               f"is {self.max_program_chars})")
-        result = self.sandbox.run(program, self._task.name, self._tests,
-                                  files={"kit.py": KIT_SOURCES[self._theta["helper_version"]]},
-                                  limits=self.limits)
+            return self._score(
+                None,
+                f"program too long ({len(program)} characters; the limit "
+                f"is {self.max_program_chars})",
+            )
+        result = self.sandbox.run(
+            program,
+            self._task.name,
+            self._tests,
+            files={"kit.py": KIT_SOURCES[self._theta["helper_version"]]},
+            limits=self.limits,
+        )
         return self._score(result, "")
 
     def _score(self, result: SandboxResult | None, refusal: str) -> TurnResult:
@@ -297,33 +333,48 @@ class CodeShiftEnv(DriftingTextEnv):
         passed = result.num_passed if result is not None else 0
         submitted = self._label(result)
         if self._first_submission is None:
-            self._first_submission = (f"{submitted['api']}/{submitted['boundary']}"
-                                      if submitted["ran"] else "invalid")
+            self._first_submission = (
+                f"{submitted['api']}/{submitted['boundary']}" if submitted["ran"] else "invalid"
+            )
         turns_left = self.max_turns - self._turn
         info: dict[str, Any] = {
-            "task": self._task.name, "turns_left": turns_left, "tests_passed": passed,
-            "tests_total": total, "sandbox": result.backend if result else self.sandbox.name,
+            "task": self._task.name,
+            "turns_left": turns_left,
+            "tests_passed": passed,
+            "tests_total": total,
+            "sandbox": result.backend if result else self.sandbox.name,
             "status": result.status if result else "refused",
             "helper_calls": dict(result.helper_calls) if result else {},
             "submitted": {"api": submitted["api"], "boundary": submitted["boundary"]},
         }
         if passed == total:
             info["solved"] = True
-            return TurnResult(f"All {total} tests passed.", 1.0, terminated=True,
-                              behavior=self._first_submission, info=info)
+            return TurnResult(
+                f"All {total} tests passed.",
+                1.0,
+                terminated=True,
+                behavior=self._first_submission,
+                info=info,
+            )
         report = self._report(result, refusal, passed, total)
         if turns_left > 0:
             return TurnResult(report + "\nFix it and resubmit.", -self.retry_cost, info=info)
         info["solved"] = False
         score = passed / total if self.reward_mode == "fraction" else 0.0
-        return TurnResult(report + "\nTurn limit reached.", score, truncated=True,
-                          behavior=self._first_submission, info=info)
+        return TurnResult(
+            report + "\nTurn limit reached.",
+            score,
+            truncated=True,
+            behavior=self._first_submission,
+            info=info,
+        )
 
     def _report(self, result: SandboxResult | None, refusal: str, passed: int, total: int) -> str:
         if result is None:
             return f"0/{total} tests passed: {refusal}."
-        lines = [f"{passed}/{total} tests passed" + (f" ({result.detail})." if result.detail
-                                                     else ".")]
+        lines = [
+            f"{passed}/{total} tests passed" + (f" ({result.detail})." if result.detail else ".")
+        ]
         failures = [outcome for outcome in result.outcomes if not outcome.passed]
         lines += [f"FAIL {outcome.name}: {outcome.reason}" for outcome in failures[:1]]
         return "\n".join(lines)
@@ -339,8 +390,7 @@ class CodeShiftEnv(DriftingTextEnv):
         readings = set()
         for test, outcome in zip(self._tests, result.outcomes):
             if self._task.inner(test.args[0]) >= high and type(outcome.value) is int:
-                readings.add({high: "inclusive", high - 1: "exclusive"}.get(outcome.value,
-                                                                           "other"))
+                readings.add({high: "inclusive", high - 1: "exclusive"}.get(outcome.value, "other"))
         boundary = readings.pop() if len(readings) == 1 else ("other" if readings else "unknown")
         return {"ran": True, "api": api, "boundary": boundary}
 
@@ -364,8 +414,11 @@ class CodeShiftEnv(DriftingTextEnv):
         if "kit 2.0 has no" in observation or "kit 1.0 has no" in observation:
             version = "v2" if "kit 2.0 has no" in observation else "v1"
             # The run stopped at the helper: the boundary it read is not known yet.
-            boundary = boundary if boundary in BOUNDARIES else BOUNDARIES[
-                int(self.np_random.integers(len(BOUNDARIES)))]
+            boundary = (
+                boundary
+                if boundary in BOUNDARIES
+                else BOUNDARIES[int(self.np_random.integers(len(BOUNDARIES)))]
+            )
         elif "wrong answer" in observation and boundary in BOUNDARIES:
             boundary = BOUNDARIES[1 - BOUNDARIES.index(boundary)]
         return program_for(self._task, version, boundary)

@@ -44,7 +44,10 @@ CONVENTIONS: dict[str, dict[str, str]] = {
     "mirrored": {"N": "N", "E": "W", "S": "S", "W": "E"},
 }
 GOALS: tuple[str, ...] = ("shown", "hidden_ne", "hidden_sw")
-HIDDEN_CORNERS: dict[str, tuple[int, int]] = {"hidden_ne": (0, SIZE - 1), "hidden_sw": (SIZE - 1, 0)}
+HIDDEN_CORNERS: dict[str, tuple[int, int]] = {
+    "hidden_ne": (0, SIZE - 1),
+    "hidden_sw": (SIZE - 1, 0),
+}
 DISTANCES: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
 NUM_WALLS = 5
 _PERPENDICULAR = {"N": ("E", "W"), "S": ("E", "W"), "E": ("N", "S"), "W": ("N", "S")}
@@ -144,10 +147,17 @@ class GridShiftEnv(DriftingTextEnv):
 
     def __init__(self, max_turns: int = 10, move_cost: float = 0.02) -> None:
         super().__init__()
-        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < max(DISTANCES):
+        if (
+            isinstance(max_turns, bool)
+            or not isinstance(max_turns, int)
+            or max_turns < max(DISTANCES)
+        ):
             raise ValueError(f"max_turns: expected an int >= {max(DISTANCES)}, got {max_turns!r}")
-        if (isinstance(move_cost, bool) or not isinstance(move_cost, int | float)
-                or not 0 <= move_cost <= 0.1):
+        if (
+            isinstance(move_cost, bool)
+            or not isinstance(move_cost, int | float)
+            or not 0 <= move_cost <= 0.1
+        ):
             raise ValueError(f"move_cost: expected a number in [0, 0.1], got {move_cost!r}")
         self.max_turns = max_turns
         self.move_cost = float(move_cost)
@@ -169,8 +179,7 @@ class GridShiftEnv(DriftingTextEnv):
         self._progress_counts = dict.fromkeys(CONVENTIONS, 0)
         self._moves_made = 0
         self._demo_plan = None
-        prompt = (f"Grid {SIZE}x{SIZE}. Reach the goal. Move with N, E, S or W. "
-                  + self._view())
+        prompt = f"Grid {SIZE}x{SIZE}. Reach the goal. Move with N, E, S or W. " + self._view()
         return prompt, self._status_info()
 
     def _draw_layout(self, difficulty: int) -> tuple[frozenset[Cell], Cell, Cell]:
@@ -182,8 +191,9 @@ class GridShiftEnv(DriftingTextEnv):
             others = [cell for cell in cells if cell != goal]
             picks = rng.choice(len(others), size=NUM_WALLS, replace=False)
             walls = frozenset(others[int(index)] for index in picks)
-            starts = [cell for cell, moves in distances_to(goal, walls).items()
-                      if moves == difficulty]
+            starts = [
+                cell for cell, moves in distances_to(goal, walls).items() if moves == difficulty
+            ]
             if starts:
                 return walls, goal, starts[int(rng.integers(len(starts)))]
         # Reaching this needs 1000 layouts in a row without a cell at that distance.
@@ -191,15 +201,24 @@ class GridShiftEnv(DriftingTextEnv):
 
     def _view(self) -> str:
         row, col = self._position
-        goal = (f"Goal {describe_offset(self._position, self._goal)}."
-                if self._theta["goal"] == "shown" else "Goal ?.")
-        walls = [direction for direction in DIRECTIONS
-                 if step_cell(self._position, direction, self._walls) == self._position]
+        goal = (
+            f"Goal {describe_offset(self._position, self._goal)}."
+            if self._theta["goal"] == "shown"
+            else "Goal ?."
+        )
+        walls = [
+            direction
+            for direction in DIRECTIONS
+            if step_cell(self._position, direction, self._walls) == self._position
+        ]
         return f"At {row},{col}. {goal} Walls: {' '.join(walls) or 'none'}."
 
     def _status_info(self) -> dict[str, Any]:
-        return {"difficulty": self._difficulty, "position": list(self._position),
-                "turns_left": self.max_turns - self._turn}
+        return {
+            "difficulty": self._difficulty,
+            "position": list(self._position),
+            "turns_left": self.max_turns - self._turn,
+        }
 
     def _respond(self, action: str) -> TurnResult:
         letter = action.strip()
@@ -221,18 +240,29 @@ class GridShiftEnv(DriftingTextEnv):
         self._position = landed
         if landed == self._goal:
             info = {**self._status_info(), "outcome": "reached", "reached": True}
-            return TurnResult("Goal reached.", 1.0 - self.move_cost, terminated=True,
-                              behavior=self._behavior(), info=info)
-        return self._after(("Bumped into a wall. " if outcome == "bumped" else "") + self._view(),
-                           outcome)
+            return TurnResult(
+                "Goal reached.",
+                1.0 - self.move_cost,
+                terminated=True,
+                behavior=self._behavior(),
+                info=info,
+            )
+        return self._after(
+            ("Bumped into a wall. " if outcome == "bumped" else "") + self._view(), outcome
+        )
 
     def _after(self, observation: str, outcome: str) -> TurnResult:
         info = {**self._status_info(), "outcome": outcome}
         if info["turns_left"] > 0:
             return TurnResult(observation, -self.move_cost, info=info)
         info["reached"] = False
-        return TurnResult(observation + "\nTurn limit reached.", -self.move_cost, truncated=True,
-                          behavior=self._behavior(), info=info)
+        return TurnResult(
+            observation + "\nTurn limit reached.",
+            -self.move_cost,
+            truncated=True,
+            behavior=self._behavior(),
+            info=info,
+        )
 
     def _label_move(self, letter: str) -> None:
         here = self._distance.get(self._position, 99)
@@ -291,13 +321,15 @@ class GridShiftEnv(DriftingTextEnv):
         resolved = self.complete_theta(theta)
         if resolved["slip"] == 0.0:
             return 1.0 - self.move_cost * float(np.mean(DISTANCES))
-        return _oracle_return_estimate(self.max_turns, self.move_cost,
-                                       tuple(sorted(resolved.items())))
+        return _oracle_return_estimate(
+            self.max_turns, self.move_cost, tuple(sorted(resolved.items()))
+        )
 
 
 @functools.lru_cache(maxsize=256)
-def _oracle_return_estimate(max_turns: int, move_cost: float,
-                            theta_items: tuple[tuple[str, Any], ...], episodes: int = 1000) -> float:
+def _oracle_return_estimate(
+    max_turns: int, move_cost: float, theta_items: tuple[tuple[str, Any], ...], episodes: int = 1000
+) -> float:
     env = GridShiftEnv(max_turns=max_turns, move_cost=move_cost)
     theta = dict(theta_items)
     returns = []
@@ -306,7 +338,8 @@ def _oracle_return_estimate(max_turns: int, move_cost: float,
         total, ended = 0.0, False
         while not ended:
             observation, reward, terminated, truncated, info = env.step(
-                env.oracle_action(observation, info))
+                env.oracle_action(observation, info)
+            )
             total += reward
             ended = terminated or truncated
         returns.append(total)

@@ -142,7 +142,9 @@ class ReasonShiftEnv(DriftingTextEnv):
     drift_space: ClassVar[dict[str, Choice]] = {
         "mix": Choice(tuple(MIXES), help="which tasks are drawn"),
         "difficulty": Choice(tuple(DIFFICULTIES), help="which levels (1-5) are drawn"),
-        "answer_format": Choice(FORMATS, help="the hidden answer format: ANSWER: x, <x>, \\boxed{x}"),
+        "answer_format": Choice(
+            FORMATS, help="the hidden answer format: ANSWER: x, <x>, \\boxed{x}"
+        ),
     }
     max_action_length: ClassVar[int] = 64
 
@@ -150,8 +152,11 @@ class ReasonShiftEnv(DriftingTextEnv):
         super().__init__()
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"max_turns: expected an int >= 1, got {max_turns!r}")
-        if (isinstance(retry_reward, bool) or not isinstance(retry_reward, int | float)
-                or not 0 <= retry_reward <= 1):
+        if (
+            isinstance(retry_reward, bool)
+            or not isinstance(retry_reward, int | float)
+            or not 0 <= retry_reward <= 1
+        ):
             raise ValueError(f"retry_reward: expected a number in [0, 1], got {retry_reward!r}")
         self.max_turns = max_turns
         self.retry_reward = float(retry_reward)
@@ -194,8 +199,11 @@ class ReasonShiftEnv(DriftingTextEnv):
         return f"{left}+{right}"
 
     def _task_info(self) -> dict[str, Any]:
-        return {"task": self._task, "difficulty": self._level,
-                "turns_left": self.max_turns - self._turn}
+        return {
+            "task": self._task,
+            "difficulty": self._level,
+            "turns_left": self.max_turns - self._turn,
+        }
 
     def _respond(self, action: str) -> TurnResult:
         parsed = parse_answer(action)
@@ -210,18 +218,33 @@ class ReasonShiftEnv(DriftingTextEnv):
             return self._continue(f"{problem}; write the answer as {how}", outcome)
         correct = parsed[1] == self._answer
         reward = (1.0 if self._turn == 1 else self.retry_reward) if correct else 0.0
-        info = {**self._task_info(), "outcome": "correct" if correct else "wrong",
-                "answer": self._answer, "correct": correct, "solved": self._solved}
-        return TurnResult("Correct." if correct else "Wrong.", reward, terminated=True,
-                          behavior=self._first_format, info=info)
+        info = {
+            **self._task_info(),
+            "outcome": "correct" if correct else "wrong",
+            "answer": self._answer,
+            "correct": correct,
+            "solved": self._solved,
+        }
+        return TurnResult(
+            "Correct." if correct else "Wrong.",
+            reward,
+            terminated=True,
+            behavior=self._first_format,
+            info=info,
+        )
 
     def _continue(self, observation: str, outcome: str) -> TurnResult:
         info = {**self._task_info(), "outcome": outcome}
         if info["turns_left"] > 0:
             return TurnResult(observation, 0.0, info=info)
         info.update(answer=self._answer, correct=False, solved=self._solved)
-        return TurnResult(observation + "\nTurn limit reached.", 0.0, truncated=True,
-                          behavior=self._first_format or "malformed", info=info)
+        return TurnResult(
+            observation + "\nTurn limit reached.",
+            0.0,
+            truncated=True,
+            behavior=self._first_format or "malformed",
+            info=info,
+        )
 
     def oracle_action(self, observation: str, info: dict[str, Any]) -> str:
         """The exact answer in the live format (read from ``info["theta"]``)."""

@@ -44,7 +44,8 @@ def import_env_module(module: str) -> None:
     except ImportError as error:
         raise EnvNotFoundError(
             f"cannot import module {module!r} ({error}); it is looked up on the Python path and "
-            "in the current directory") from None
+            "in the current directory"
+        ) from None
 
 
 def check_env_id(env_id: str, field: str = "env.id") -> None:
@@ -64,12 +65,16 @@ def check_env_id(env_id: str, field: str = "env.id") -> None:
         import_env_module(module)
     if name in gymnasium.registry:
         return
-    hint = (f"the module {module!r} does not register it" if module else
-            "name the module that registers it in the id, 'MODULE:" + name + "'")
+    hint = (
+        f"the module {module!r} does not register it"
+        if module
+        else "name the module that registers it in the id, 'MODULE:" + name + "'"
+    )
     raise EnvNotFoundError(
         f"{field}: {name!r}: not a registered environment; {hint} (the module calls "
         f"gymnasium.register({name!r}, entry_point=...)); `sao-online envs --import MODULE` "
-        "lists what a module registers")
+        "lists what a module registers"
+    )
 
 
 def drifting_entry_class(spec: Any) -> type | None:
@@ -90,8 +95,9 @@ def drifting_entry_class(spec: Any) -> type | None:
     return None
 
 
-def list_envs(namespace: str | None = NAMESPACE,
-              ids: Iterable[str] | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+def list_envs(
+    namespace: str | None = NAMESPACE, ids: Iterable[str] | None = None
+) -> list[tuple[str, str, dict[str, Any]]]:
     """The drifting environments registered in ``namespace``, or those among ``ids``, by id.
 
     An entry is listed when its entry point is a class that declares a ``drift_space`` (a
@@ -113,6 +119,11 @@ def list_envs(namespace: str | None = NAMESPACE,
         entry = drifting_entry_class(spec)
         if entry is not None:
             description = getattr(entry, "description", "") or (entry.__doc__ or "").strip()
-            listed.append((env_id, description.splitlines()[0] if description else "",
-                           normalize_space(entry.drift_space)))
+            listed.append(
+                (
+                    env_id,
+                    description.splitlines()[0] if description else "",
+                    normalize_space(entry.drift_space),
+                )
+            )
     return listed

@@ -27,8 +27,26 @@ POOLS: dict[str, tuple[str, ...]] = {
 }
 
 TOPICS: tuple[str, ...] = (
-    "rain", "cats", "tea", "moon", "river", "bread", "snow", "music", "trains", "books",
-    "coffee", "gardens", "stars", "clocks", "bees", "ocean", "lamps", "maps", "bells", "foxes",
+    "rain",
+    "cats",
+    "tea",
+    "moon",
+    "river",
+    "bread",
+    "snow",
+    "music",
+    "trains",
+    "books",
+    "coffee",
+    "gardens",
+    "stars",
+    "clocks",
+    "bees",
+    "ocean",
+    "lamps",
+    "maps",
+    "bells",
+    "foxes",
 )
 
 #: Distinctive markers of each style, matched case-insensitively as whole words.
@@ -93,7 +111,8 @@ def detect_style(text: str) -> str:
     """
     lowered = text.lower()
     found = [
-        style for style, markers in STYLE_MARKERS.items()
+        style
+        for style, markers in STYLE_MARKERS.items()
         if any(_holds_marker(lowered, marker) for marker in markers)
     ]
     if not found:
@@ -195,8 +214,13 @@ class StyleShiftEnv(DriftingTextEnv):
             reward=quality * style_score,
             terminated=True,
             behavior=style,
-            info={"topic": self._topic, "pool": pool, "style": style,
-                  "quality": quality, "style_match": style_score},
+            info={
+                "topic": self._topic,
+                "pool": pool,
+                "style": style,
+                "quality": quality,
+                "style_match": style_score,
+            },
         )
 
     def _judge(self, action: str, pool: tuple[str, ...]) -> tuple[float, float]:
@@ -210,8 +234,9 @@ class StyleShiftEnv(DriftingTextEnv):
             checked.append(float(score))
         return checked[0], checked[1]
 
-    def demonstration(self, observation: str, info: Mapping[str, Any], style: str,
-                      variant: int | None = None) -> str:
+    def demonstration(
+        self, observation: str, info: Mapping[str, Any], style: str, variant: int | None = None
+    ) -> str:
         """A competent line in ``style`` about the episode's topic (for the warm start).
 
         Args:

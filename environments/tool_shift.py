@@ -122,8 +122,9 @@ class ToolShiftEnv(DriftingTextEnv):
     }
     max_action_length: ClassVar[int] = 128
 
-    def __init__(self, max_turns: int = 4, call_cost: float = 0.05,
-                 malformed_penalty: float = 0.1) -> None:
+    def __init__(
+        self, max_turns: int = 4, call_cost: float = 0.05, malformed_penalty: float = 0.1
+    ) -> None:
         super().__init__()
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 2:
             raise ValueError(f"max_turns: expected an int >= 2, got {max_turns!r}")
@@ -168,7 +169,8 @@ class ToolShiftEnv(DriftingTextEnv):
             self._saw_malformed = True
             return self._continue(
                 "ERROR: malformed action; reply CALL <tool>(<args>) or ANSWER <integer>",
-                -self.malformed_penalty, "malformed",
+                -self.malformed_penalty,
+                "malformed",
             )
         observation, outcome = self._call_tool(call[1], call[2])
         return self._continue(observation, -self.call_cost, outcome)
@@ -181,7 +183,10 @@ class ToolShiftEnv(DriftingTextEnv):
             self._first_call = f"{label_tool}/{label_schema}"
         live_name, live_schema = self._theta["tool_name"], self._theta["schema"]
         if name != live_name:
-            return f"ERROR: unknown tool '{printable(name, 32)}'; tools: {live_name}", "unknown_tool"
+            return (
+                f"ERROR: unknown tool '{printable(name, 32)}'; tools: {live_name}",
+                "unknown_tool",
+            )
         operands = parsed[live_schema]
         if operands is None:
             usage = SCHEMA_USAGE[live_schema]
@@ -198,16 +203,27 @@ class ToolShiftEnv(DriftingTextEnv):
         if turns_left > 0:
             return TurnResult(observation, reward, info=info)
         info.update(answer=self._answer, correct=False)
-        return TurnResult(observation + "\nTurn limit reached.", reward, truncated=True,
-                          behavior=self._behavior(), info=info)
+        return TurnResult(
+            observation + "\nTurn limit reached.",
+            reward,
+            truncated=True,
+            behavior=self._behavior(),
+            info=info,
+        )
 
     def _finish_with_answer(self, value: int) -> TurnResult:
         correct = value == self._answer
-        info = {"question": self._question, "turns_left": self.max_turns - self._turn,
-                "outcome": "answered", "answer": self._answer, "correct": correct}
+        info = {
+            "question": self._question,
+            "turns_left": self.max_turns - self._turn,
+            "outcome": "answered",
+            "answer": self._answer,
+            "correct": correct,
+        }
         observation = "Correct." if correct else "Wrong."
-        return TurnResult(observation, float(correct), terminated=True,
-                          behavior=self._behavior(), info=info)
+        return TurnResult(
+            observation, float(correct), terminated=True, behavior=self._behavior(), info=info
+        )
 
     def _behavior(self) -> str:
         if self._first_call is not None:

@@ -69,15 +69,14 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
         >>> observation, info = env.reset(seed=0)   # info["phase"], info["world_time"] == 0.0
     """
 
-    def __init__(self, env: gymnasium.Env[str, str], schedule: ScheduleLike,
-                 clock: ClockLike | None = None) -> None:
+    def __init__(
+        self, env: gymnasium.Env[str, str], schedule: ScheduleLike, clock: ClockLike | None = None
+    ) -> None:
         super().__init__(env)
         try:
             drift_space = normalize_space(env.get_wrapper_attr("drift_space"))
         except AttributeError:
-            raise ValueError(
-                f"env: {env} has no drift_space; wrap a DriftingTextEnv"
-            ) from None
+            raise ValueError(f"env: {env} has no drift_space; wrap a DriftingTextEnv") from None
         for method in ("at", "validate"):
             if not callable(getattr(schedule, method, None)):
                 raise ValueError(f"schedule: {type(schedule).__name__} has no {method}() method")
@@ -99,8 +98,9 @@ class DriftWrapper(gymnasium.Wrapper[str, str, str, str]):
         self.drift_state: DriftState | None = None
         self.world_time: float | None = None
 
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """Reset under ``schedule.at(t)``; see the class docstring for the options rule."""
         caller_options = dict(options or {})
         clashing = sorted(key for key in ("drift", "phase") if key in caller_options)
@@ -151,9 +151,15 @@ class LatencyWrapper(gymnasium.Wrapper[str, str, str, str]):
         ValueError: a negative or non-finite mean or sigma, an unknown ``on``, a bad seed.
     """
 
-    def __init__(self, env: gymnasium.Env[str, str], mean: float = 0.05, sigma: float = 1.0,
-                 seed: int | None = None, on: str = "step",
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        env: gymnasium.Env[str, str],
+        mean: float = 0.05,
+        sigma: float = 1.0,
+        seed: int | None = None,
+        on: str = "step",
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         super().__init__(env)
         for name, value in (("mean", mean), ("sigma", sigma)):
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -185,8 +191,9 @@ class LatencyWrapper(gymnasium.Wrapper[str, str, str, str]):
             self._sleep(latency)
         return latency
 
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         latency = self._delay(self.on in ("reset", "both"))
         observation, info = self.env.reset(seed=seed, options=options)
         info["latency"] = latency

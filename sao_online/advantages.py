@@ -15,8 +15,15 @@ from typing import Any, Literal
 import torch
 
 __all__ = [
-    "KeyedRunningMeanBaseline", "RunningMeanBaseline", "broadcast_to_tokens", "check_token_tensors", "group_advantages",
-    "length_adaptive_lambda", "response_span_mask", "rloo_advantages", "skip_observation_gae",
+    "KeyedRunningMeanBaseline",
+    "RunningMeanBaseline",
+    "broadcast_to_tokens",
+    "check_token_tensors",
+    "group_advantages",
+    "length_adaptive_lambda",
+    "response_span_mask",
+    "rloo_advantages",
+    "skip_observation_gae",
     "step_level_values",
     "zero_variance_group_fraction",
 ]
@@ -39,8 +46,10 @@ def check_token_tensors(
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name} must be a tensor, got {type(tensor).__name__}")
         if tensor.shape != action_mask.shape:
-            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, {mask_name} has "
-                             f"{tuple(action_mask.shape)}; they must match")
+            raise ValueError(
+                f"{name} has shape {tuple(tensor.shape)}, {mask_name} has "
+                f"{tuple(action_mask.shape)}; they must match"
+            )
         if not tensor.is_floating_point():
             raise TypeError(f"{name} must be a floating-point tensor, got {tensor.dtype}")
 
@@ -105,8 +114,10 @@ def skip_observation_gae(
     if bool(((lam_per_row < 0) | (lam_per_row > 1) | lam_per_row.isnan()).any()):
         raise ValueError(f"lam must be in [0, 1], got {lam}")
     if bool((rewards.masked_select(~action_mask) != 0).any()):
-        raise ValueError("rewards has non-zero entries on non-action tokens; rewards must sit on "
-                         "action tokens (the last action token of the turn that earned them)")
+        raise ValueError(
+            "rewards has non-zero entries on non-action tokens; rewards must sit on "
+            "action tokens (the last action token of the turn that earned them)"
+        )
 
     rewards = rewards.detach().to(dtype)
     values = values.detach().to(dtype)
@@ -184,8 +195,9 @@ def _check_episode_rewards(rewards: torch.Tensor) -> None:
 def _check_episode_inputs(rewards: torch.Tensor, group_ids: torch.Tensor) -> None:
     _check_episode_rewards(rewards)
     if not isinstance(group_ids, torch.Tensor) or group_ids.shape != rewards.shape:
-        raise ValueError(f"group_ids must be a tensor with the shape of rewards "
-                         f"{tuple(rewards.shape)}")
+        raise ValueError(
+            f"group_ids must be a tensor with the shape of rewards {tuple(rewards.shape)}"
+        )
     if group_ids.is_floating_point() or group_ids.dtype == torch.bool:
         raise TypeError(f"group_ids must be an integer tensor, got {group_ids.dtype}")
 
@@ -269,8 +281,10 @@ def rloo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Ten
     group_index, sizes, means, _, zero_variance = _group_statistics(rewards, group_ids)
     singletons = torch.unique(group_ids)[sizes == 1]
     if singletons.numel():
-        raise ValueError(f"rloo_advantages needs at least 2 episodes per group; group ids "
-                         f"{singletons.tolist()[:5]} have 1")
+        raise ValueError(
+            f"rloo_advantages needs at least 2 episodes per group; group ids "
+            f"{singletons.tolist()[:5]} have 1"
+        )
     member_sizes = sizes[group_index]
     advantages = member_sizes / (member_sizes - 1) * (rewards.to(means.dtype) - means[group_index])
     return advantages.masked_fill(zero_variance[group_index], 0.0)
@@ -385,9 +399,12 @@ class KeyedRunningMeanBaseline:
 
     def state_dict(self) -> dict[str, Any]:
         """A JSON-able snapshot for checkpoints."""
-        return {"window": self.window,
-                "rewards": {key: tracker.state_dict()["rewards"]
-                            for key, tracker in self._per_key.items()}}
+        return {
+            "window": self.window,
+            "rewards": {
+                key: tracker.state_dict()["rewards"] for key, tracker in self._per_key.items()
+            },
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores a :meth:`state_dict` snapshot; ValueError if its window differs."""

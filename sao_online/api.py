@@ -36,9 +36,16 @@ def as_config(config: ConfigSource, overrides: list[str] | None = None) -> Exper
     return load_config(config, overrides)
 
 
-def run(config: ConfigSource, *, out: str | Path | None = None,
-        overrides: list[str] | None = None, resume: bool = False, overwrite: bool = False,
-        progress: bool = False, threads: int | None = None) -> dict[str, Any]:
+def run(
+    config: ConfigSource,
+    *,
+    out: str | Path | None = None,
+    overrides: list[str] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = False,
+    threads: int | None = None,
+) -> dict[str, Any]:
     """Run one method with one seed to its episode budget (``sao-online run``).
 
     Args:
@@ -61,13 +68,28 @@ def run(config: ConfigSource, *, out: str | Path | None = None,
     """
     from sao_online.runtime.launch import run_experiment
 
-    return run_experiment(as_config(config, overrides), out=out, resume=resume,
-                          overwrite=overwrite, progress=progress, threads=threads)
+    return run_experiment(
+        as_config(config, overrides),
+        out=out,
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+        threads=threads,
+    )
 
 
-def compare(config: ConfigSource, *, methods: list[str] | str, seeds: int = 3,
-            out: str | Path, overrides: list[str] | None = None, parallel: int | None = None,
-            overwrite: bool = False, resume: bool = False, progress: bool = True) -> Path:
+def compare(
+    config: ConfigSource,
+    *,
+    methods: list[str] | str,
+    seeds: int = 3,
+    out: str | Path,
+    overrides: list[str] | None = None,
+    parallel: int | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    progress: bool = True,
+) -> Path:
     """Run ``methods`` x seeds 0..seeds-1 at matched budgets (``sao-online compare``).
 
     Runs go in spawned processes, ``parallel`` at a time (default: one per core); call this
@@ -87,16 +109,32 @@ def compare(config: ConfigSource, *, methods: list[str] | str, seeds: int = 3,
     if isinstance(methods, str):
         methods = methods.split(",")
     if isinstance(config, str | Path):  # the runs read the file (its schedule path resolves)
-        return compare_runs(config, methods=list(methods), seeds=seeds, out=out,
-                            overrides=overrides, parallel=parallel, overwrite=overwrite,
-                            resume=resume, progress=progress)
-    return compare_runs(as_config(config, overrides), methods=list(methods), seeds=seeds,
-                        out=out, parallel=parallel, overwrite=overwrite, resume=resume,
-                        progress=progress)
+        return compare_runs(
+            config,
+            methods=list(methods),
+            seeds=seeds,
+            out=out,
+            overrides=overrides,
+            parallel=parallel,
+            overwrite=overwrite,
+            resume=resume,
+            progress=progress,
+        )
+    return compare_runs(
+        as_config(config, overrides),
+        methods=list(methods),
+        seeds=seeds,
+        out=out,
+        parallel=parallel,
+        overwrite=overwrite,
+        resume=resume,
+        progress=progress,
+    )
 
 
-def report(runs: str | Path | list[str | Path], out: str | Path, *,
-           title: str | None = None) -> Path:
+def report(
+    runs: str | Path | list[str | Path], out: str | Path, *, title: str | None = None
+) -> Path:
     """Recovery metrics, figures and ``report.md`` / ``report.html`` / ``metrics.csv``.
 
     Args:

@@ -36,9 +36,13 @@ class Batch:
         """The same batch with every tensor on ``device`` (itself when already there)."""
         if self.tokens.device == torch.device(device):
             return self
-        return dataclasses.replace(self, **{
-            field.name: getattr(self, field.name).to(device) for field in dataclasses.fields(self)
-        })
+        return dataclasses.replace(
+            self,
+            **{
+                field.name: getattr(self, field.name).to(device)
+                for field in dataclasses.fields(self)
+            },
+        )
 
 
 def collate(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:

@@ -72,10 +72,16 @@ def _encode(value: Any, tensors: dict[str, torch.Tensor], seen: set[int], where:
         plain = all(isinstance(k, str) and not k.startswith("$") for k in value)
         if plain:
             return {k: _encode(v, tensors, seen, f"{where}.{k}") for k, v in value.items()}
-        return {_ITEMS: [[_encode(k, tensors, seen, where),
-                          _encode(v, tensors, seen, f"{where}.{k}")] for k, v in value.items()]}
-    raise TypeError(f"checkpoint state {where or '(root)'}: cannot store a "
-                    f"{type(value).__name__} (tensors, numbers, strings, lists, tuples, dicts)")
+        return {
+            _ITEMS: [
+                [_encode(k, tensors, seen, where), _encode(v, tensors, seen, f"{where}.{k}")]
+                for k, v in value.items()
+            ]
+        }
+    raise TypeError(
+        f"checkpoint state {where or '(root)'}: cannot store a "
+        f"{type(value).__name__} (tensors, numbers, strings, lists, tuples, dicts)"
+    )
 
 
 def _decode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
@@ -84,11 +90,13 @@ def _decode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if not isinstance(value, dict):
         return value
     if len(value) == 1:
-        (tag, inner), = value.items()
+        ((tag, inner),) = value.items()
         if tag == _TENSOR:
             if inner not in tensors:
-                raise CheckpointError(f"state.json refers to tensor {str(inner)[:40]!r}, which "
-                                      f"{TENSORS_FILE} does not hold")
+                raise CheckpointError(
+                    f"state.json refers to tensor {str(inner)[:40]!r}, which "
+                    f"{TENSORS_FILE} does not hold"
+                )
             return tensors[inner]
         if tag == _TUPLE:
             return tuple(_decode(v, tensors) for v in inner)
@@ -97,15 +105,20 @@ def _decode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
     return {k: _decode(v, tensors) for k, v in value.items()}
 
 
-def write_checkpoint(folder: Path, state: dict[str, Any],
-                     tables: dict[str, list[dict[str, Any]]]) -> None:
+def write_checkpoint(
+    folder: Path, state: dict[str, Any], tables: dict[str, list[dict[str, Any]]]
+) -> None:
     """Write ``state`` (and the table parts it covers) into the empty folder ``folder``."""
     tensors: dict[str, torch.Tensor] = {}
     skeleton = _encode(state, tensors, set(), "")
     save_file(tensors, str(folder / TENSORS_FILE))
     _, tensors_sha = file_digest(folder / TENSORS_FILE)
-    document = {"format": FORMAT, "tensors_sha256": tensors_sha, "tables": tables,
-                "state": skeleton}
+    document = {
+        "format": FORMAT,
+        "tensors_sha256": tensors_sha,
+        "tables": tables,
+        "state": skeleton,
+    }
     (folder / STATE_FILE).write_text(json.dumps(document, allow_nan=True))
 
 
@@ -121,28 +134,36 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         if (folder / LEGACY_FILE).exists():
             raise CheckpointError(
                 f"{folder.name} is a pickled checkpoint ({LEGACY_FILE}) of an earlier version; "
-                f"it is not loaded because unpickling a file can run code")
+                f"it is not loaded because unpickling a file can run code"
+            )
         raise CheckpointError(f"{folder.name} has no {STATE_FILE}")
     try:
         document = json.loads(state_file.read_text())
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        raise CheckpointError(f"{folder.name}/{STATE_FILE} is not valid JSON "
-                              f"({str(error)[:80]})") from None
+        raise CheckpointError(
+            f"{folder.name}/{STATE_FILE} is not valid JSON ({str(error)[:80]})"
+        ) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         found = document.get("format") if isinstance(document, dict) else None
-        raise CheckpointError(f"{folder.name}/{STATE_FILE}: format {str(found)[:40]!r}, "
-                              f"expected {FORMAT!r}")
+        raise CheckpointError(
+            f"{folder.name}/{STATE_FILE}: format {str(found)[:40]!r}, expected {FORMAT!r}"
+        )
     tables = document.get("tables")
     if not isinstance(tables, dict) or not all(
-            isinstance(parts, list) and all(_is_part_record(p) for p in parts)
-            for parts in tables.values()):
+        isinstance(parts, list) and all(_is_part_record(p) for p in parts)
+        for parts in tables.values()
+    ):
         raise CheckpointError(f"{folder.name}/{STATE_FILE}: malformed table records")
     return document
 
 
 def _is_part_record(record: Any) -> bool:
-    return (isinstance(record, dict) and isinstance(record.get("file"), str)
-            and isinstance(record.get("bytes"), int) and isinstance(record.get("sha256"), str))
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("file"), str)
+        and isinstance(record.get("bytes"), int)
+        and isinstance(record.get("sha256"), str)
+    )
 
 
 def read_checkpoint(folder: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
@@ -156,8 +177,10 @@ def read_checkpoint(folder: Path) -> tuple[dict[str, Any], dict[str, list[dict[s
     if not tensors_file.is_file() or tensors_file.is_symlink():
         raise CheckpointError(f"{folder.name} has no {TENSORS_FILE}")
     if file_digest(tensors_file)[1] != document.get("tensors_sha256"):
-        raise CheckpointError(f"{folder.name}/{TENSORS_FILE} does not match the hash recorded "
-                              f"in {STATE_FILE} (damaged)")
+        raise CheckpointError(
+            f"{folder.name}/{TENSORS_FILE} does not match the hash recorded "
+            f"in {STATE_FILE} (damaged)"
+        )
     try:
         tensors = load_file(str(tensors_file))
     except (SafetensorError, OSError, ValueError) as error:
@@ -171,4 +194,3 @@ def read_checkpoint(folder: Path) -> tuple[dict[str, Any], dict[str, list[dict[s
     if not isinstance(state, dict):
         raise CheckpointError(f"{folder.name}/{STATE_FILE}: the state is not a mapping")
     return state, document["tables"]
-

@@ -1,4 +1,5 @@
-"""The ``sao-online`` command line: environments, schedules, warm start, runs, reports, benchmarks."""
+"""The ``sao-online`` command line: environments, schedules, warm start, runs, reports,
+benchmarks."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ def _cmd_envs(args: argparse.Namespace) -> int:
         import_env_module(module)
     added = set(gymnasium.registry) - before
     if args.imports and not list_envs(ids=added):
-        raise ValueError(f"envs --import: {', '.join(args.imports)} registered no drifting task "
-                         "(an env class with a drift_space, registered with gymnasium.register)")
+        raise ValueError(
+            f"envs --import: {', '.join(args.imports)} registered no drifting task "
+            "(an env class with a drift_space, registered with gymnasium.register)"
+        )
     for env_id, description, drift_space in list_envs() + list_envs(ids=added):
         print(f"{env_id}\n    {description}")
         for name, spec in drift_space.items():
@@ -55,8 +58,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         policy, tokenizer = load_policy(str(path))
         summary = json.loads((path / "warm_start.json").read_text())
         summary.pop("loss_curve", None)
-        summary["behavior"] = behavior_summary(config, policy, tokenizer,
-                                               theta=resolve_schedule(config).at(0).theta)
+        summary["behavior"] = behavior_summary(
+            config, policy, tokenizer, theta=resolve_schedule(config).at(0).theta
+        )
         print(json.dumps(summary, indent=2))
     return 0
 
@@ -67,8 +71,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
     config = load_config(args.config, args.set + threads)
-    summary = run_experiment(config, out=args.out, resume=args.resume, overwrite=args.overwrite,
-                             progress=True)
+    summary = run_experiment(
+        config, out=args.out, resume=args.resume, overwrite=args.overwrite, progress=True
+    )
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -76,9 +81,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from sao_online.commands.compare import compare
 
-    out = compare(args.config, methods=args.methods.split(","), seeds=args.seeds, out=args.out,
-                  overrides=args.set, parallel=args.parallel, overwrite=args.overwrite,
-                  resume=args.resume)
+    out = compare(
+        args.config,
+        methods=args.methods.split(","),
+        seeds=args.seeds,
+        out=args.out,
+        overrides=args.set,
+        parallel=args.parallel,
+        overwrite=args.overwrite,
+        resume=args.resume,
+    )
     print(f"runs in {out}")
     return 0
 
@@ -97,15 +109,25 @@ def _cmd_show(args: argparse.Namespace) -> int:
     root = Path(args.run)
     if not root.is_dir():
         raise FileNotFoundError(f"show: no run directory {root}")
-    files = [root / TRANSCRIPTS_FILE] if (root / TRANSCRIPTS_FILE).exists() else sorted(
-        root.rglob(TRANSCRIPTS_FILE))
+    files = (
+        [root / TRANSCRIPTS_FILE]
+        if (root / TRANSCRIPTS_FILE).exists()
+        else sorted(root.rglob(TRANSCRIPTS_FILE))
+    )
     if not files:
-        raise FileNotFoundError(f"show: no {TRANSCRIPTS_FILE} under {root} (runs keep one when "
-                                "logging.transcripts_every > 0)")
+        raise FileNotFoundError(
+            f"show: no {TRANSCRIPTS_FILE} under {root} (runs keep one when "
+            "logging.transcripts_every > 0)"
+        )
     for path in files:
-        records = [r for r in read_transcripts(path) if args.phase is None or r["phase"] == args.phase]
+        records = [
+            r for r in read_transcripts(path) if args.phase is None or r["phase"] == args.phase
+        ]
         if not records:
-            print(f"== {path.parent}: no transcript" + (f" in phase {args.phase}" if args.phase is not None else ""))
+            print(
+                f"== {path.parent}: no transcript"
+                + (f" in phase {args.phase}" if args.phase is not None else "")
+            )
             continue
         # Spread over the run (first, last and evenly between) so drift shows.
         count = min(args.count, len(records))
@@ -169,14 +191,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sao-online",
         description="SAO (single-rollout asynchronous optimisation) for agentic RL on drifting "
-                    "environments: run, compare, analyse.")
+        "environments: run, compare, analyse.",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     envs = commands.add_parser("envs", help="list environments and their drift parameters")
-    envs.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                      help="import MODULE first (a module that calls gymnasium.register) and list "
-                           "its drifting tasks too; an experiment names it as env.id: "
-                           "MODULE:namespace/Name-v0")
+    envs.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (a module that calls gymnasium.register) and list "
+        "its drifting tasks too; an experiment names it as env.id: "
+        "MODULE:namespace/Name-v0",
+    )
     envs.set_defaults(func=_cmd_envs)
 
     schedules = commands.add_parser("schedules", help="inspect drift schedules")
@@ -191,16 +220,26 @@ def build_parser() -> argparse.ArgumentParser:
         if required:
             sub.add_argument("config", help="experiment YAML (see configs/)")
         else:
-            sub.add_argument("config", nargs="?", default=None, help="experiment YAML (see configs/)")
-        sub.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                         help="override a config field, e.g. --set algorithm.name=grpo")
+            sub.add_argument(
+                "config", nargs="?", default=None, help="experiment YAML (see configs/)"
+            )
+        sub.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a config field, e.g. --set algorithm.name=grpo",
+        )
 
     pretrain = commands.add_parser("pretrain", help="build (or reuse) the SFT warm start")
     add_config_arguments(pretrain, required=False)
     pretrain.add_argument("--force", action="store_true", help="rebuild even if cached")
-    pretrain.add_argument("--summary", action="store_true",
-                          help="also sample the warm start in the schedule's first regime and print "
-                               "reward, quality and behaviour shares")
+    pretrain.add_argument(
+        "--summary",
+        action="store_true",
+        help="also sample the warm start in the schedule's first regime and print "
+        "reward, quality and behaviour shares",
+    )
     pretrain.set_defaults(func=_cmd_pretrain)
 
     run = commands.add_parser("run", help="run one experiment (one method, one seed)")
@@ -208,10 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="run directory (default from logging.out)")
     run.add_argument("--resume", action="store_true", help="continue a killed run")
     run.add_argument("--overwrite", action="store_true", help="replace an existing run")
-    run.add_argument("--threads", default=None, metavar="N|auto",
-                     help="torch threads of the learner process (sets runtime.torch_threads; "
-                          "default auto: the free cores this process may use, less one per "
-                          "rollout worker for local and ray)")
+    run.add_argument(
+        "--threads",
+        default=None,
+        metavar="N|auto",
+        help="torch threads of the learner process (sets runtime.torch_threads; "
+        "default auto: the free cores this process may use, less one per "
+        "rollout worker for local and ray)",
+    )
     run.set_defaults(func=_cmd_run)
 
     compare = commands.add_parser("compare", help="methods x seeds at matched budgets")
@@ -221,35 +264,49 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", required=True, help="root folder of the runs")
     compare.add_argument("--parallel", type=int, default=None, help="runs at once (default: cores)")
     compare.add_argument("--overwrite", action="store_true", help="replace existing runs")
-    compare.add_argument("--resume", action="store_true",
-                         help="continue existing runs from their checkpoints, start missing ones")
+    compare.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue existing runs from their checkpoints, start missing ones",
+    )
     compare.set_defaults(func=_cmd_compare)
 
     report = commands.add_parser("report", help="recovery metrics, plots and a report for runs")
-    report.add_argument("runs", nargs="+", help="run folders (any level of runs/<exp>/<method>/seed-k)")
+    report.add_argument(
+        "runs", nargs="+", help="run folders (any level of runs/<exp>/<method>/seed-k)"
+    )
     report.add_argument("--out", required=True, help="report folder")
     report.add_argument("--title", default=None)
     report.set_defaults(func=_cmd_report)
 
-    show = commands.add_parser("show", help="print episode transcripts a run kept (what the "
-                                            "agent wrote, what the env answered, rewards)")
+    show = commands.add_parser(
+        "show",
+        help="print episode transcripts a run kept (what the "
+        "agent wrote, what the env answered, rewards)",
+    )
     show.add_argument("run", help="a run directory (or a folder of runs)")
-    show.add_argument("-n", "--count", type=int, default=3, help="transcripts per run (spread "
-                                                                 "over the run)")
+    show.add_argument(
+        "-n", "--count", type=int, default=3, help="transcripts per run (spread over the run)"
+    )
     show.add_argument("--phase", type=int, default=None, help="only episodes of this phase")
     show.set_defaults(func=_cmd_show)
 
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
-    bench.add_argument("what", choices=["rollout", "async", "throughput", "contention",
-                                        "sandbox"])
+    bench.add_argument("what", choices=["rollout", "async", "throughput", "contention", "sandbox"])
     bench.add_argument("--quick", action="store_true", help="a shorter run")
-    bench.add_argument("--peer", choices=["trl"], default=None,
-                       help="throughput: also run TRL's GRPOTrainer on the same workload and "
-                            "report the ratio (needs pip install 'sao-online[trl]')")
+    bench.add_argument(
+        "--peer",
+        choices=["trl"],
+        default=None,
+        help="throughput: also run TRL's GRPOTrainer on the same workload and "
+        "report the ratio (needs pip install 'sao-online[trl]')",
+    )
     bench.set_defaults(func=_cmd_bench)
 
-    schema = commands.add_parser("schema", help="the JSON Schema of experiment configs (for "
-                                                "editors that complete and check YAML)")
+    schema = commands.add_parser(
+        "schema",
+        help="the JSON Schema of experiment configs (for editors that complete and check YAML)",
+    )
     schema.add_argument("--out", default=None, help="write it to this file (default: stdout)")
     schema.set_defaults(func=_cmd_schema)
 
@@ -257,12 +314,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="runs/demo", help="output folder")
     demo.add_argument("--seeds", type=int, default=3)
     demo.add_argument("--quick", action="store_true", help="a much shorter protocol")
-    demo.add_argument("--fresh", action="store_true",
-                      help="start every run again (default: continue runs already in --out)")
+    demo.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start every run again (default: continue runs already in --out)",
+    )
     demo.set_defaults(func=_cmd_demo)
     return parser
-
-
 
 
 def main(argv: list[str] | None = None) -> int:

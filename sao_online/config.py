@@ -61,12 +61,14 @@ def short_repr(value: Any, limit: int = 60) -> str:
     bounded.maxlevel, bounded.maxstring, bounded.maxother, bounded.maxlong = 3, limit, limit, limit
     bounded.maxlist = bounded.maxdict = bounded.maxtuple = bounded.maxset = 6
     text = bounded.repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _f(default: Any, help: str, **kwargs: Any) -> Any:
     if isinstance(default, list | dict):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kwargs)
+        return field(
+            default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kwargs
+        )
     return field(default=default, metadata={"help": help}, **kwargs)
 
 
@@ -93,17 +95,31 @@ class EnvConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = _f("tiny", "'tiny' (the embedded byte-level Llama), a packaged model "
-                   "('smollm2-135m'), or a local HF model folder. Never downloaded.")
-    gguf_file: str | None = _f(None, "GGUF file inside the folder `name` (transformers gguf_file=).")
-    device: str = _f("auto", "auto (CUDA when available), cpu, cuda or cuda:N; learner and "
-                     "rollout workers run there.")
-    dtype: ModelDtype = _f("auto", "auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 "
-                           "or float16.")
-    system_prompt: str | None = _f(None, "System message before the first observation (None: "
-                                   "the chat template's own default, if any).")
-    observation_role: ObservationRole = _f("user", "Chat role of environment observations after "
-                                           "the first: user or tool (the template must know it).")
+    name: str = _f(
+        "tiny",
+        "'tiny' (the embedded byte-level Llama), a packaged model "
+        "('smollm2-135m'), or a local HF model folder. Never downloaded.",
+    )
+    gguf_file: str | None = _f(
+        None, "GGUF file inside the folder `name` (transformers gguf_file=)."
+    )
+    device: str = _f(
+        "auto",
+        "auto (CUDA when available), cpu, cuda or cuda:N; learner and rollout workers run there.",
+    )
+    dtype: ModelDtype = _f(
+        "auto", "auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16."
+    )
+    system_prompt: str | None = _f(
+        None,
+        "System message before the first observation (None: "
+        "the chat template's own default, if any).",
+    )
+    observation_role: ObservationRole = _f(
+        "user",
+        "Chat role of environment observations after "
+        "the first: user or tool (the template must know it).",
+    )
     num_layers: int = _f(4, "Tiny model: transformer layers.")
     hidden_size: int = _f(128, "Tiny model: hidden size.")
     warm_start: bool = _f(True, "Start from the cached SFT warm start on oracle demonstrations.")
@@ -112,22 +128,36 @@ class ModelConfig:
     warm_start_lr: float = _f(5e-3, "SFT learning rate for the warm start.")
     warm_start_batch_size: int = _f(64, "SFT batch size (demonstrations) for the warm start.")
     warm_start_regimes: WarmStartRegimes = _f(
-        "space", "Regimes of the warm-start demonstrations: 'space' draws theta uniformly from "
-                 "the env's drift space, 'schedule' from the phases the run's schedule visits "
-                 "within the budget.")
+        "space",
+        "Regimes of the warm-start demonstrations: 'space' draws theta uniformly from "
+        "the env's drift space, 'schedule' from the phases the run's schedule visits "
+        "within the budget.",
+    )
 
 
 @dataclass
 class AlgorithmConfig:
-    name: str = _f("sao", "Method: sao, sao_running_mean, sao_prompt_mean, sao_lambda1, "
-                   "sao_no_skip_obs, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo.")
-    group_size: int | None = _f(None, "Rollouts per prompt (1 for SAO; default 8 for group methods).")
+    name: str = _f(
+        "sao",
+        "Method: sao, sao_running_mean, sao_prompt_mean, sao_lambda1, "
+        "sao_no_skip_obs, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo.",
+    )
+    group_size: int | None = _f(
+        None, "Rollouts per prompt (1 for SAO; default 8 for group methods)."
+    )
     dis_eps_low: float = _f(0.3, "DIS band: tokens with ratio <= 1 - dis_eps_low get no gradient.")
-    dis_eps_high: float = _f(5.0, "DIS band: tokens with ratio >= 1 + dis_eps_high get no gradient "
-                                  "(coding tasks in the paper: 0.8 / 3.0).")
+    dis_eps_high: float = _f(
+        5.0,
+        "DIS band: tokens with ratio >= 1 + dis_eps_high get no gradient "
+        "(coding tasks in the paper: 0.8 / 3.0).",
+    )
     clip_eps_low: float | None = _f(None, "PPO/GSPO lower clip (default 0.2; GSPO 3e-4).")
-    clip_eps_high: float | None = _f(None, "PPO/GSPO upper clip (default 0.2; DAPO 0.28; GSPO 4e-4).")
-    dual_clip: float | None = _f(None, "Dual-clip constant c for negative advantages (PPO objectives).")
+    clip_eps_high: float | None = _f(
+        None, "PPO/GSPO upper clip (default 0.2; DAPO 0.28; GSPO 4e-4)."
+    )
+    dual_clip: float | None = _f(
+        None, "Dual-clip constant c for negative advantages (PPO objectives)."
+    )
     critic_updates: int = _f(2, "SAO: critic updates per policy update (K).")
     critic_lr_multiple: float = _f(5.0, "SAO: critic LR as a multiple of the policy LR.")
     critic_warmup_steps: int = _f(10, "SAO: critic-only learner steps before the policy trains.")
@@ -135,14 +165,25 @@ class AlgorithmConfig:
     lambda_alpha: float = _f(1.5, "SAO: policy lambda = 1 - 1/(alpha * action tokens).")
     critic_lambda: float = _f(1.0, "SAO: GAE lambda for critic targets.")
     gamma: float = _f(1.0, "Discount over action tokens.")
-    advantage_level: AdvantageLevel = _f("token", "SAO: token, last_token or average (step-level ablations).")
+    advantage_level: AdvantageLevel = _f(
+        "token", "SAO: token, last_token or average (step-level ablations)."
+    )
     baseline_window: int = _f(128, "sao_running_mean: rewards in the running-mean baseline.")
-    policy_lambda: float | None = _f(None, "SAO: fixed policy GAE lambda in [0, 1] (sao_lambda1: 1); "
-                                     "null = length adaptive, 1 - 1/(lambda_alpha * l).")
-    skip_observations: bool = _f(True, "SAO: GAE skips observation tokens (sao_no_skip_obs: false, "
-                                 "observation tokens are ordinary steps).")
-    baseline_keys: list = _f(["difficulty"], "sao_prompt_mean: env info keys whose values name an "
-                             "episode's prompt class (e.g. [task, difficulty]).")
+    policy_lambda: float | None = _f(
+        None,
+        "SAO: fixed policy GAE lambda in [0, 1] (sao_lambda1: 1); "
+        "null = length adaptive, 1 - 1/(lambda_alpha * l).",
+    )
+    skip_observations: bool = _f(
+        True,
+        "SAO: GAE skips observation tokens (sao_no_skip_obs: false, "
+        "observation tokens are ordinary steps).",
+    )
+    baseline_keys: list = _f(
+        ["difficulty"],
+        "sao_prompt_mean: env info keys whose values name an "
+        "episode's prompt class (e.g. [task, difficulty]).",
+    )
     prompt_baseline_window: int = _f(32, "sao_prompt_mean: rewards kept per prompt class.")
 
 
@@ -169,29 +210,48 @@ class RolloutConfig:
     top_p: float = _f(1.0, "Nucleus sampling threshold.")
     max_turns: int = _f(4, "Turn cap per episode (truncates).")
     max_action_tokens: int = _f(64, "Token cap per action (turn).")
-    on_action_cap: ActionCapPolicy = _f("truncate", "An action reaching max_action_tokens: truncate (ends the "
-                            "episode, no env step) or submit (the env gets the cut action).")
+    on_action_cap: ActionCapPolicy = _f(
+        "truncate",
+        "An action reaching max_action_tokens: truncate (ends the "
+        "episode, no env step) or submit (the env gets the cut action).",
+    )
     max_episode_tokens: int = _f(384, "Token cap per episode (truncates).")
-    lean_forward: bool | None = _f(None, "Decode with the hand-written Llama/Qwen2 forward (same "
-                                   "logits, less overhead): null = where supported, true = "
-                                   "require it, false = the Hugging Face forward.")
+    lean_forward: bool | None = _f(
+        None,
+        "Decode with the hand-written Llama/Qwen2 forward (same "
+        "logits, less overhead): null = where supported, true = "
+        "require it, false = the Hugging Face forward.",
+    )
 
 
 @dataclass
 class RuntimeConfig:
     backend: Backend = _f("local", "sync, local (rollout-worker processes) or ray (Ray actors).")
-    num_workers: int = _f(2, "Rollout workers (processes or Ray actors) of the asynchronous backends.")
-    max_staleness: int = _f(4, "Bound on learner version minus a trajectory's oldest token version.")
+    num_workers: int = _f(
+        2, "Rollout workers (processes or Ray actors) of the asynchronous backends."
+    )
+    max_staleness: int = _f(
+        4, "Bound on learner version minus a trajectory's oldest token version."
+    )
     in_flight_updates: bool = _f(True, "Workers take new weights between decoding steps.")
-    torch_threads: int | Literal["auto"] = _f("auto", "Torch threads of the learner process: 'auto' counts the "
-                                  "cores this process may use (affinity) minus those busy with "
-                                  "other work (sampled from /proc/stat) and, for local/ray, minus "
-                                  "one per rollout worker (at least 1); a number is used as is.")
-    ray_worker_resources: dict = _f({}, "Ray custom resources each rollout actor requests, e.g. "
-                                    "{rollout_node: 1} to place the actors on the nodes that "
-                                    "offer it (started with --resources).")
-    ray_address: str | None = _f(None, "Ray cluster to join ('auto', 'ray://host:port'); unset starts a "
-                                 "private local Ray with num_workers CPUs.")
+    torch_threads: int | Literal["auto"] = _f(
+        "auto",
+        "Torch threads of the learner process: 'auto' counts the "
+        "cores this process may use (affinity) minus those busy with "
+        "other work (sampled from /proc/stat) and, for local/ray, minus "
+        "one per rollout worker (at least 1); a number is used as is.",
+    )
+    ray_worker_resources: dict = _f(
+        {},
+        "Ray custom resources each rollout actor requests, e.g. "
+        "{rollout_node: 1} to place the actors on the nodes that "
+        "offer it (started with --resources).",
+    )
+    ray_address: str | None = _f(
+        None,
+        "Ray cluster to join ('auto', 'ray://host:port'); unset starts a "
+        "private local Ray with num_workers CPUs.",
+    )
 
 
 @dataclass
@@ -210,10 +270,16 @@ class LoggingConfig:
     out: str = _f("runs", "Root of run directories: <out>/<experiment>/<method>/seed-<k>/.")
     flush_every: int = _f(256, "Episode records buffered before a parquet chunk is written.")
     checkpoint_every: int = _f(50, "Checkpoint every N updates (0 = only at the end).")
-    tensorboard: bool = _f(False, "Write TensorBoard event files under <run>/tensorboard/ (needs "
-                                  "the tensorboard package: pip install 'sao-online[tensorboard]').")
-    transcripts_every: int = _f(50, "Keep every N-th episode as text in <run>/transcripts.jsonl "
-                                    "(`sao-online show RUN` prints them; 0 = none).")
+    tensorboard: bool = _f(
+        False,
+        "Write TensorBoard event files under <run>/tensorboard/ (needs "
+        "the tensorboard package: pip install 'sao-online[tensorboard]').",
+    )
+    transcripts_every: int = _f(
+        50,
+        "Keep every N-th episode as text in <run>/transcripts.jsonl "
+        "(`sao-online show RUN` prints them; 0 = none).",
+    )
 
 
 @dataclass
@@ -223,15 +289,20 @@ class ExperimentConfig:
     schedule: Any = _f(None, "Drift schedule: a dict in the YAML form, or a path to one.")
     env: EnvConfig = field(default_factory=EnvConfig, metadata={"help": "Environment."})
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "Policy model."})
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig, metadata={"help": "Method."})
+    algorithm: AlgorithmConfig = field(
+        default_factory=AlgorithmConfig, metadata={"help": "Method."}
+    )
     optim: OptimConfig = field(default_factory=OptimConfig, metadata={"help": "Optimiser."})
-    regularizers: RegularizerConfig = field(default_factory=RegularizerConfig,
-                                            metadata={"help": "KL and entropy terms."})
+    regularizers: RegularizerConfig = field(
+        default_factory=RegularizerConfig, metadata={"help": "KL and entropy terms."}
+    )
     rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Sampling."})
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig, metadata={"help": "Runtime."})
     budget: BudgetConfig = field(default_factory=BudgetConfig, metadata={"help": "Budget."})
     eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Evaluation."})
-    logging: LoggingConfig = field(default_factory=LoggingConfig, metadata={"help": "Run directory."})
+    logging: LoggingConfig = field(
+        default_factory=LoggingConfig, metadata={"help": "Run directory."}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -248,15 +319,23 @@ class ExperimentConfig:
         for name, why in range_problems(lambda dotted: _get_path(self, dotted)):
             raise ConfigError(f"{name}: {why}")
         resources = self.runtime.ray_worker_resources
-        if not all(isinstance(name, str) and not isinstance(amount, bool)
-                   and isinstance(amount, int | float) and 0 < amount < math.inf
-                   for name, amount in resources.items()):
-            raise ConfigError(f"runtime.ray_worker_resources: must map resource names to "
-                              f"positive amounts, got {short_repr(resources)}")
+        if not all(
+            isinstance(name, str)
+            and not isinstance(amount, bool)
+            and isinstance(amount, int | float)
+            and 0 < amount < math.inf
+            for name, amount in resources.items()
+        ):
+            raise ConfigError(
+                f"runtime.ray_worker_resources: must map resource names to "
+                f"positive amounts, got {short_repr(resources)}"
+            )
         if not SAFE_NAME.match(self.experiment):
-            raise ConfigError(f"experiment: {short_repr(self.experiment)} cannot name a folder "
-                              f"(letters, digits, '_', '-' and '.', starting with a letter or "
-                              f"digit; at most 128 characters)")
+            raise ConfigError(
+                f"experiment: {short_repr(self.experiment)} cannot name a folder "
+                f"(letters, digits, '_', '-' and '.', starting with a letter or "
+                f"digit; at most 128 characters)"
+            )
         choices = [
             ("rollout.on_action_cap", ("truncate", "submit")),
             ("runtime.backend", ("sync", "local", "ray")),
@@ -267,27 +346,39 @@ class ExperimentConfig:
         ]
         for name, allowed in choices:
             if _get_path(self, name) not in allowed:
-                raise ConfigError(f"{name}: must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
-                                  f"got {short_repr(_get_path(self, name))}")
+                raise ConfigError(
+                    f"{name}: must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
+                    f"got {short_repr(_get_path(self, name))}"
+                )
         keys = self.algorithm.baseline_keys
         if not keys or not all(isinstance(key, str) and key for key in keys):
-            raise ConfigError(f"algorithm.baseline_keys: must be a non-empty list of info key "
-                              f"names, got {short_repr(keys)}")
+            raise ConfigError(
+                f"algorithm.baseline_keys: must be a non-empty list of info key "
+                f"names, got {short_repr(keys)}"
+            )
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.model.device):
-            raise ConfigError(f"model.device: must be auto, cpu, cuda or cuda:N, "
-                              f"got {short_repr(self.model.device)}")
+            raise ConfigError(
+                f"model.device: must be auto, cpu, cuda or cuda:N, "
+                f"got {short_repr(self.model.device)}"
+            )
         group_size = self.algorithm.group_size
         if group_size is not None and self.rollout.batch_size % group_size:
             raise ConfigError(
                 f"algorithm.group_size: must be >= 1 and divide rollout.batch_size "
-                f"({self.rollout.batch_size}), got {group_size}")
+                f"({self.rollout.batch_size}), got {group_size}"
+            )
         updates = -(-self.budget.episodes // self.rollout.batch_size)
         if self.runtime.max_staleness > updates:
             if self.runtime.backend != "sync":  # sync never reads it
-                warnings.warn(ConfigWarning(
-                    f"runtime.max_staleness={self.runtime.max_staleness} is more than the "
-                    f"{updates} update(s) the budget allows; using {updates} (no trajectory can "
-                    f"be staler, so the schedule is the same)"), stacklevel=2)
+                warnings.warn(
+                    ConfigWarning(
+                        f"runtime.max_staleness={self.runtime.max_staleness} is more than the "
+                        f"{updates} update(s) the budget allows; using {updates} "
+                        "(no trajectory can "
+                        f"be staler, so the schedule is the same)"
+                    ),
+                    stacklevel=2,
+                )
             self.runtime.max_staleness = updates
         return self
 
@@ -362,21 +453,28 @@ def _build(cls: type, data: Any, path: str) -> Any:
     for key in data:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
+            hint = (
+                f"; did you mean {close[0]!r}?"
+                if close
+                else f"; known keys: {', '.join(sorted(known))}"
+            )
             name = str(key) if len(str(key)) <= 60 else short_repr(str(key))
             raise ConfigError(f"{path + '.' if path else ''}{name}: unknown key{hint}")
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name in data:
-            kwargs[f.name] = _check_type(f"{path + '.' if path else ''}{f.name}", data[f.name], hints[f.name])
+            kwargs[f.name] = _check_type(
+                f"{path + '.' if path else ''}{f.name}", data[f.name], hints[f.name]
+            )
     return cls(**kwargs)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``a.b.c=value`` (value read as YAML) into (["a", "b", "c"], value)."""
     if "=" not in text:
-        raise ConfigError(f"--set {short_repr(text)}: expected key=value, e.g. "
-                          f"algorithm.dis_eps_low=0.2")
+        raise ConfigError(
+            f"--set {short_repr(text)}: expected key=value, e.g. algorithm.dis_eps_low=0.2"
+        )
     key, raw = text.split("=", 1)
     if not key.strip():
         raise ConfigError(f"--set {short_repr(text)}: empty key")
@@ -402,8 +500,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def load_config(source: str | Path | dict[str, Any] | None = None,
-                overrides: list[str] | None = None) -> ExperimentConfig:
+def load_config(
+    source: str | Path | dict[str, Any] | None = None, overrides: list[str] | None = None
+) -> ExperimentConfig:
     """Load, override and validate an experiment config.
 
     Args:
@@ -416,8 +515,7 @@ def load_config(source: str | Path | dict[str, Any] | None = None,
     if source is None:
         data: dict[str, Any] = {}
     elif not isinstance(source, str | Path | dict):
-        raise ConfigError(f"config: expected a mapping or a file path, got "
-                          f"{type(source).__name__}")
+        raise ConfigError(f"config: expected a mapping or a file path, got {type(source).__name__}")
     elif isinstance(source, dict):
         data = source
     else:
@@ -431,8 +529,9 @@ def load_config(source: str | Path | dict[str, Any] | None = None,
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of config sections, got a "
-                              f"{type(data).__name__}")
+            raise ConfigError(
+                f"{path}: expected a mapping of config sections, got a {type(data).__name__}"
+            )
         if isinstance(data.get("schedule"), str):
             schedule_path = Path(data["schedule"])
             if not schedule_path.is_absolute() and not schedule_path.exists():
@@ -448,10 +547,15 @@ def describe_fields(cls: type = ExperimentConfig, prefix: str = "") -> list[tupl
     rows = []
     for f in dataclasses.fields(cls):
         name = prefix + f.name
-        if dataclasses.is_dataclass(f.default_factory if f.default_factory is not dataclasses.MISSING else None):
+        if dataclasses.is_dataclass(
+            f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        ):
             rows.extend(describe_fields(f.default_factory, name + "."))
             continue
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        )
         rows.append((name, default, f.metadata.get("help", "")))
     return rows

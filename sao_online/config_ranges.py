@@ -120,8 +120,9 @@ def range_problems(get: Any) -> list[tuple[str, str]]:
             continue
         for index, value in enumerate(values):
             if isinstance(value, bool) or not isinstance(value, int | float):
-                problems.append((f"{name}[{index}]", f"expected a number, got "
-                                 f"{type(value).__name__}"))
+                problems.append(
+                    (f"{name}[{index}]", f"expected a number, got {type(value).__name__}")
+                )
             elif why := allowed.problem(value):
                 problems.append((f"{name}[{index}]", why))
     return problems

@@ -28,8 +28,14 @@ def _type_schema(annotation: Any) -> dict[str, Any]:
         return {"enum": list(typing.get_args(annotation))}
     if annotation is type(None):
         return {"type": "null"}
-    simple = {bool: "boolean", int: "integer", float: "number", str: "string",
-              dict: "object", list: "array"}
+    simple = {
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        str: "string",
+        dict: "object",
+        list: "array",
+    }
     if annotation in simple:
         return {"type": simple[annotation]}
     if origin in simple:
@@ -52,21 +58,30 @@ def _section_schema(cls: type, prefix: str = "") -> dict[str, Any]:
     properties = {}
     for spec in dataclasses.fields(cls):
         dotted = prefix + spec.name
-        schema = (_section_schema(hints[spec.name], dotted + ".")
-                  if dataclasses.is_dataclass(hints[spec.name]) else _type_schema(hints[spec.name]))
+        schema = (
+            _section_schema(hints[spec.name], dotted + ".")
+            if dataclasses.is_dataclass(hints[spec.name])
+            else _type_schema(hints[spec.name])
+        )
         if dotted in RANGES:
             schema.update(_range_schema(RANGES[dotted]))
         if dotted in LIST_RANGES:
             allowed, length = LIST_RANGES[dotted]
-            schema.update({"items": {"type": "number", **_range_schema(allowed)},
-                           "minItems": length, "maxItems": length})
+            schema.update(
+                {
+                    "items": {"type": "number", **_range_schema(allowed)},
+                    "minItems": length,
+                    "maxItems": length,
+                }
+            )
         help_text = spec.metadata.get("help")
         if help_text:
             schema["description"] = help_text
         if spec.default is not dataclasses.MISSING:
             schema["default"] = spec.default
         elif spec.default_factory is not dataclasses.MISSING and not dataclasses.is_dataclass(
-                hints[spec.name]):
+            hints[spec.name]
+        ):
             schema["default"] = spec.default_factory()
         properties[spec.name] = schema
     return {"type": "object", "properties": properties, "additionalProperties": False}

@@ -41,8 +41,11 @@ def _shift_to_tokens(per_position: torch.Tensor) -> torch.Tensor:
 
 
 def _token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """log p(token t | tokens < t) at position t (the logits at t - 1 predict token t); 0 at t = 0."""
-    next_logprobs = torch.gather(F.log_softmax(logits[:, :-1], dim=-1), 2, tokens[:, 1:].unsqueeze(-1))
+    """log p(token t | tokens < t) at position t (the logits at t - 1 predict token t); 0 at
+    t = 0."""
+    next_logprobs = torch.gather(
+        F.log_softmax(logits[:, :-1], dim=-1), 2, tokens[:, 1:].unsqueeze(-1)
+    )
     return F.pad(next_logprobs.squeeze(-1), (1, 0))
 
 
@@ -63,9 +66,17 @@ class Learner:
             return a Hugging Face key/value cache.
     """
 
-    def __init__(self, policy: torch.nn.Module, method: Method, config: ExperimentConfig,
-                 pad_token_id: int, critic: torch.nn.Module | None = None,
-                 reference: torch.nn.Module | None = None, *, share_prefixes: bool = True) -> None:
+    def __init__(
+        self,
+        policy: torch.nn.Module,
+        method: Method,
+        config: ExperimentConfig,
+        pad_token_id: int,
+        critic: torch.nn.Module | None = None,
+        reference: torch.nn.Module | None = None,
+        *,
+        share_prefixes: bool = True,
+    ) -> None:
         if method.uses_critic and critic is None:
             raise ValueError(f"method {method.name!r} needs a critic")
         if config.regularizers.kl_coef > 0 and reference is None:
@@ -83,14 +94,21 @@ class Learner:
         # foreach: one multi-tensor op per Adam stage instead of a Python loop over parameters
         # (the default on CPU); the arithmetic is the same.
         self.policy_optimizer = torch.optim.AdamW(
-            [p for p in policy.parameters() if p.requires_grad], lr=optim.lr,
-            betas=tuple(optim.betas), weight_decay=optim.weight_decay, foreach=True)
+            [p for p in policy.parameters() if p.requires_grad],
+            lr=optim.lr,
+            betas=tuple(optim.betas),
+            weight_decay=optim.weight_decay,
+            foreach=True,
+        )
         self.critic_optimizer = None
         if critic is not None:
             self.critic_optimizer = torch.optim.AdamW(
                 [p for p in critic.parameters() if p.requires_grad],
                 lr=optim.lr * config.algorithm.critic_lr_multiple,
-                betas=tuple(optim.betas), weight_decay=optim.weight_decay, foreach=True)
+                betas=tuple(optim.betas),
+                weight_decay=optim.weight_decay,
+                foreach=True,
+            )
 
     # -- the update -------------------------------------------------------------------------
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -98,10 +116,15 @@ class Learner:
         # Trajectories arrive on the CPU; the update runs where the policy is (a GPU, say).
         batch = collate(trajectories, self.pad_token_id).to(self.device)
         # Members of a group share their prompt: each forward pass runs it once (None: no sharing).
-        plan = (plan_prefix_sharing(batch.tokens, batch.attention_mask, batch.group_ids)
-                if self.share_prefixes else None)
-        metrics: dict[str, float] = {"charts/reward_mean": float(batch.episode_rewards.mean()),
-                                     "charts/action_tokens": float(batch.num_action_tokens.sum())}
+        plan = (
+            plan_prefix_sharing(batch.tokens, batch.attention_mask, batch.group_ids)
+            if self.share_prefixes
+            else None
+        )
+        metrics: dict[str, float] = {
+            "charts/reward_mean": float(batch.episode_rewards.mean()),
+            "charts/action_tokens": float(batch.num_action_tokens.sum()),
+        }
         # The first critic update reuses this forward pass (same weights), so it keeps its graph.
         values = self._critic_values(batch, plan) if self.method.uses_critic else None
         result = self.method.estimator(batch, None if values is None else values.detach())
@@ -109,9 +132,18 @@ class Learner:
         if self.method.uses_critic:
             value_mask = batch.action_mask if result.value_mask is None else result.value_mask
             for update in range(self.config.algorithm.critic_updates):
-                metrics.update(self._critic_update(batch, plan, result.critic_returns, value_mask,
-                                                   values if update == 0 else None))
-        critic_only = self.method.uses_critic and self.version < self.config.algorithm.critic_warmup_steps
+                metrics.update(
+                    self._critic_update(
+                        batch,
+                        plan,
+                        result.critic_returns,
+                        value_mask,
+                        values if update == 0 else None,
+                    )
+                )
+        critic_only = (
+            self.method.uses_critic and self.version < self.config.algorithm.critic_warmup_steps
+        )
         if not critic_only:
             metrics.update(self._policy_update(batch, plan, result.advantages))
         metrics["charts/critic_only_step"] = float(critic_only)
@@ -123,22 +155,32 @@ class Learner:
         if plan is None:
             values = self.critic(batch.tokens, attention_mask=batch.attention_mask)
         else:
-            values = shared_prefix_forward(value_model_forward(self.critic), batch.tokens, plan,
-                                           self.pad_token_id)
+            values = shared_prefix_forward(
+                value_model_forward(self.critic), batch.tokens, plan, self.pad_token_id
+            )
         return _shift_to_tokens(values)
 
-    def _critic_update(self, batch: Batch, plan: PrefixPlan | None, returns: torch.Tensor,
-                       value_mask: torch.Tensor, values: torch.Tensor | None = None
-                       ) -> dict[str, float]:
+    def _critic_update(
+        self,
+        batch: Batch,
+        plan: PrefixPlan | None,
+        returns: torch.Tensor,
+        value_mask: torch.Tensor,
+        values: torch.Tensor | None = None,
+    ) -> dict[str, float]:
         if values is None:
             values = self._critic_values(batch, plan)
         loss, stats = value_loss(values, returns, value_mask)
         grad_norm = self._apply(loss, self.critic, self.critic_optimizer)
-        return {"losses/value": loss.item(), "charts/grad_norm_critic": grad_norm,
-                **_namespaced("charts", {k: v for k, v in stats.items() if k != "loss"})}
+        return {
+            "losses/value": loss.item(),
+            "charts/grad_norm_critic": grad_norm,
+            **_namespaced("charts", {k: v for k, v in stats.items() if k != "loss"}),
+        }
 
-    def _policy_update(self, batch: Batch, plan: PrefixPlan | None,
-                       advantages: torch.Tensor) -> dict[str, float]:
+    def _policy_update(
+        self, batch: Batch, plan: PrefixPlan | None, advantages: torch.Tensor
+    ) -> dict[str, float]:
         regs = self.config.regularizers
         logits = self._logits(self.policy, batch, plan)
         logprobs = _token_logprobs(logits, batch.tokens)
@@ -163,22 +205,31 @@ class Learner:
             loss = loss + regs.kl_coef * kl
         metrics["losses/total"] = loss.item()
         metrics["charts/grad_norm_policy"] = self._apply(loss, self.policy, self.policy_optimizer)
-        metrics["losses/skipped_nonfinite"] = float(not math.isfinite(metrics["charts/grad_norm_policy"]))
+        metrics["losses/skipped_nonfinite"] = float(
+            not math.isfinite(metrics["charts/grad_norm_policy"])
+        )
         return metrics
 
-    def _logits(self, model: torch.nn.Module, batch: Batch, plan: PrefixPlan | None) -> torch.Tensor:
+    def _logits(
+        self, model: torch.nn.Module, batch: Batch, plan: PrefixPlan | None
+    ) -> torch.Tensor:
         if plan is None:
-            logits = model(input_ids=batch.tokens, attention_mask=batch.attention_mask.long()).logits
+            logits = model(
+                input_ids=batch.tokens, attention_mask=batch.attention_mask.long()
+            ).logits
         else:
-            logits = shared_prefix_forward(causal_lm_forward(model), batch.tokens, plan,
-                                           self.pad_token_id)
+            logits = shared_prefix_forward(
+                causal_lm_forward(model), batch.tokens, plan, self.pad_token_id
+            )
         # Skipping the no-op conversions saves a [B, T, V] copy and its backward.
         if logits.dtype != torch.float32:
             logits = logits.float()
         temperature = self.config.rollout.temperature
         return logits if temperature == 1.0 else logits / temperature
 
-    def _apply(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
+    def _apply(
+        self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> float:
         """Backward, clip, step — unless the loss or gradient is not finite (then nothing moves)."""
         optimizer.zero_grad(set_to_none=True)
         if not torch.isfinite(loss):

@@ -86,11 +86,15 @@ def aggregate_token_losses(
         return row_means.sum() / (tokens_per_row > 0).sum().clamp(min=1)
     if aggregation == "constant_normalizer":
         if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-            raise ValueError(f"aggregation='constant_normalizer' needs max_length, a positive "
-                             f"int, got {max_length!r}")
+            raise ValueError(
+                f"aggregation='constant_normalizer' needs max_length, a positive "
+                f"int, got {max_length!r}"
+            )
         return masked.sum() / (max(action_mask.shape[0], 1) * max_length)
-    raise ValueError(f"aggregation must be 'token_mean', 'sequence_mean' or "
-                     f"'constant_normalizer', got {aggregation!r}")
+    raise ValueError(
+        f"aggregation must be 'token_mean', 'sequence_mean' or "
+        f"'constant_normalizer', got {aggregation!r}"
+    )
 
 
 def dis_policy_loss(
@@ -127,14 +131,16 @@ def dis_policy_loss(
         ``ratio_mean``, ``ratio_max``, ``approx_kl`` (k3 estimate of KL(behaviour || current)),
         ``num_action_tokens``.
     """
-    check_token_tensors(action_mask, logprobs=logprobs, behavior_logprobs=behavior_logprobs,
-                        advantages=advantages)
+    check_token_tensors(
+        action_mask, logprobs=logprobs, behavior_logprobs=behavior_logprobs, advantages=advantages
+    )
     _check_band(eps_low, eps_high)
     _check_finite_on_actions("behavior_logprobs", behavior_logprobs, action_mask)
     _check_finite_on_actions("advantages", advantages, action_mask)
 
-    log_ratio = torch.where(action_mask, logprobs.detach() - behavior_logprobs,
-                            torch.zeros_like(logprobs))
+    log_ratio = torch.where(
+        action_mask, logprobs.detach() - behavior_logprobs, torch.zeros_like(logprobs)
+    )
     ratio = log_ratio.exp()
     below = action_mask & (ratio <= 1.0 - eps_low)
     above = action_mask & (ratio >= 1.0 + eps_high)
@@ -191,8 +197,9 @@ def ppo_clip_loss(
         ``clip_fraction`` (their sum), ``dual_clip_fraction``, ``ratio_mean``, ``approx_kl``
         (k3 estimate of KL(old || current)), ``num_action_tokens``.
     """
-    check_token_tensors(action_mask, logprobs=logprobs, old_logprobs=old_logprobs,
-                        advantages=advantages)
+    check_token_tensors(
+        action_mask, logprobs=logprobs, old_logprobs=old_logprobs, advantages=advantages
+    )
     _check_band(eps_low, eps_high)
     if dual_clip is not None and not dual_clip > 1.0:
         raise ValueError(f"dual_clip must be > 1 (or None), got {dual_clip}")
@@ -222,8 +229,7 @@ def ppo_clip_loss(
         "clip_fraction_high": _fraction(clipped_high, num_action_tokens),
         "clip_fraction": _fraction(clipped_low | clipped_high, num_action_tokens),
         "dual_clip_fraction": _fraction(dual_clipped, num_action_tokens),
-        "ratio_mean": float(masked_mean(detached_ratio, action_mask)) if num_action_tokens
-        else 1.0,
+        "ratio_mean": float(masked_mean(detached_ratio, action_mask)) if num_action_tokens else 1.0,
         "approx_kl": float(masked_mean(_k3(log_ratio.detach()), action_mask)),
         "num_action_tokens": float(num_action_tokens),
     }
@@ -274,8 +280,9 @@ def gspo_loss(
     sequence_advantages = sequence_advantages.to(sequence_ratio.dtype)
     unclipped = -sequence_ratio * sequence_advantages
     clipped = -sequence_ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * sequence_advantages
-    sequence_losses = torch.where(has_tokens, torch.maximum(unclipped, clipped),
-                                  torch.zeros_like(unclipped))
+    sequence_losses = torch.where(
+        has_tokens, torch.maximum(unclipped, clipped), torch.zeros_like(unclipped)
+    )
     num_sequences = int(has_tokens.sum())
     loss = sequence_losses.sum() / max(num_sequences, 1)
 
@@ -286,8 +293,7 @@ def gspo_loss(
         "clip_fraction_low": _fraction(clipped_low, num_sequences),
         "clip_fraction_high": _fraction(clipped_high, num_sequences),
         "clip_fraction": _fraction(clipped_low | clipped_high, num_sequences),
-        "sequence_ratio_mean": float(detached_ratio[has_tokens].mean()) if num_sequences
-        else 1.0,
+        "sequence_ratio_mean": float(detached_ratio[has_tokens].mean()) if num_sequences else 1.0,
         "approx_kl": float(masked_mean(_k3(log_ratio.detach()), action_mask)),
         "num_sequences": float(num_sequences),
     }
@@ -300,11 +306,14 @@ def _sequence_advantages(
     """``[batch]`` advantages from ``[batch]`` ones or from ``[batch, time]`` token ones."""
     batch_size = action_mask.shape[0]
     if not isinstance(advantages, torch.Tensor) or advantages.shape not in (
-        (batch_size,), action_mask.shape
+        (batch_size,),
+        action_mask.shape,
     ):
         found = tuple(advantages.shape) if isinstance(advantages, torch.Tensor) else None
-        raise ValueError(f"advantages must have shape [batch]=({batch_size},) or [batch, time]="
-                         f"{tuple(action_mask.shape)}, got {found}")
+        raise ValueError(
+            f"advantages must have shape [batch]=({batch_size},) or [batch, time]="
+            f"{tuple(action_mask.shape)}, got {found}"
+        )
     advantages = advantages.detach()
     if advantages.dim() == 2:
         _check_finite_on_actions("advantages", advantages, action_mask)
@@ -361,7 +370,8 @@ def value_loss(
         clipped_values = old + (safe_values - old).clamp(-clip_range, clip_range)
         clipped_losses = 0.5 * (clipped_values - targets) ** 2
         stats["value_clip_fraction"] = _fraction(
-            action_mask & (clipped_losses > token_losses).detach(), int(action_mask.sum()))
+            action_mask & (clipped_losses > token_losses).detach(), int(action_mask.sum())
+        )
         token_losses = torch.maximum(token_losses, clipped_losses)
     loss = aggregate_token_losses(token_losses, action_mask)
 
@@ -376,8 +386,9 @@ def value_loss(
         scale = max(1.0, float(action_returns.abs().max()))
         varies = return_variance > (1e-6 * scale) ** 2
         explained = 1.0 - residual_variance / return_variance if varies else float("nan")
-        stats.update(value_mean=float(action_values.mean()),
-                     return_mean=float(action_returns.mean()))
+        stats.update(
+            value_mean=float(action_values.mean()), return_mean=float(action_returns.mean())
+        )
     else:
         explained = float("nan")
         stats.update(value_mean=float("nan"), return_mean=float("nan"))

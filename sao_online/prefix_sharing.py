@@ -68,7 +68,9 @@ class PrefixPlan:
 
     def token_positions(self) -> int:
         """Token positions the two passes run (the plain pass runs ``B * T``)."""
-        return self.num_groups * self.prefix_width + int(self.row_group.shape[0]) * self.suffix_width
+        return (
+            self.num_groups * self.prefix_width + int(self.row_group.shape[0]) * self.suffix_width
+        )
 
 
 def _common_prefix_length(tokens: torch.Tensor, attention_mask: torch.Tensor) -> int:
@@ -77,9 +79,12 @@ def _common_prefix_length(tokens: torch.Tensor, attention_mask: torch.Tensor) ->
     return int(same.long().cumprod(dim=0).sum())
 
 
-def plan_prefix_sharing(tokens: torch.Tensor, attention_mask: torch.Tensor,
-                        group_ids: torch.Tensor,
-                        min_saving: float = MIN_TOKEN_SAVING) -> PrefixPlan | None:
+def plan_prefix_sharing(
+    tokens: torch.Tensor,
+    attention_mask: torch.Tensor,
+    group_ids: torch.Tensor,
+    min_saving: float = MIN_TOKEN_SAVING,
+) -> PrefixPlan | None:
     """Plans prefix sharing for a right-padded batch, or returns None when it would not pay.
 
     Rows with equal ``group_ids`` are candidates; their shared prefix is the longest common
@@ -101,11 +106,15 @@ def plan_prefix_sharing(tokens: torch.Tensor, attention_mask: torch.Tensor,
         ValueError: shapes disagree, or a row is empty or not right-padded.
     """
     if tokens.dim() != 2 or attention_mask.shape != tokens.shape:
-        raise ValueError(f"plan_prefix_sharing: tokens {tuple(tokens.shape)} and attention_mask "
-                         f"{tuple(attention_mask.shape)} must both be [batch, time]")
+        raise ValueError(
+            f"plan_prefix_sharing: tokens {tuple(tokens.shape)} and attention_mask "
+            f"{tuple(attention_mask.shape)} must both be [batch, time]"
+        )
     if group_ids.shape != tokens.shape[:1]:
-        raise ValueError(f"plan_prefix_sharing: group_ids must be [batch] = [{tokens.shape[0]}], "
-                         f"got {tuple(group_ids.shape)}")
+        raise ValueError(
+            f"plan_prefix_sharing: group_ids must be [batch] = [{tokens.shape[0]}], "
+            f"got {tuple(group_ids.shape)}"
+        )
     real = attention_mask.bool()
     row_lengths = real.sum(dim=1)
     if not bool(row_lengths.gt(0).all()):
@@ -113,8 +122,10 @@ def plan_prefix_sharing(tokens: torch.Tensor, attention_mask: torch.Tensor,
     device = tokens.device
     positions = torch.arange(tokens.shape[1], device=device)
     if not torch.equal(real, positions.unsqueeze(0) < row_lengths.unsqueeze(1)):
-        raise ValueError("plan_prefix_sharing: attention_mask must be right-padded "
-                         "(real tokens first, then padding)")
+        raise ValueError(
+            "plan_prefix_sharing: attention_mask must be right-padded "
+            "(real tokens first, then padding)"
+        )
     batch_size, width = tokens.shape
     distinct, row_group = torch.unique(group_ids, return_inverse=True)
     prefix_lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
@@ -134,17 +145,22 @@ def plan_prefix_sharing(tokens: torch.Tensor, attention_mask: torch.Tensor,
     for row in singletons:
         prefix_lengths[row] = min(prefix_width, int(row_lengths[row]) - 1)
     suffix_width = int((row_lengths - prefix_lengths).max())
-    plan = PrefixPlan(row_group=row_group,
-                      group_representative=torch.tensor(representatives, device=device),
-                      prefix_lengths=prefix_lengths, row_lengths=row_lengths,
-                      prefix_width=prefix_width, suffix_width=suffix_width)
+    plan = PrefixPlan(
+        row_group=row_group,
+        group_representative=torch.tensor(representatives, device=device),
+        prefix_lengths=prefix_lengths,
+        row_lengths=row_lengths,
+        prefix_width=prefix_width,
+        suffix_width=suffix_width,
+    )
     if plan.token_positions() > (1.0 - min_saving) * batch_size * width:
         return None
     return plan
 
 
-def shared_prefix_forward(forward: PrefixForward, tokens: torch.Tensor, plan: PrefixPlan,
-                          pad_token_id: int = 0) -> torch.Tensor:
+def shared_prefix_forward(
+    forward: PrefixForward, tokens: torch.Tensor, plan: PrefixPlan, pad_token_id: int = 0
+) -> torch.Tensor:
     """Runs ``forward`` with shared prefixes; returns what the plain pass returns, [B, T, ...].
 
     Args:
@@ -171,8 +187,9 @@ def shared_prefix_forward(forward: PrefixForward, tokens: torch.Tensor, plan: Pr
     prefix_mask[:, 0] = True
     prefix_tokens = tokens[plan.group_representative, : plan.prefix_width]
     prefix_tokens = torch.where(prefix_mask, prefix_tokens, pad_token_id)
-    prefix_outputs, cache = forward(prefix_tokens, prefix_mask.long(),
-                                    positions_p.expand(plan.num_groups, -1), None)
+    prefix_outputs, cache = forward(
+        prefix_tokens, prefix_mask.long(), positions_p.expand(plan.num_groups, -1), None
+    )
     # Every member reads its group's keys and values; indexing keeps them in the graph, so the
     # members' gradients add up on the shared prefix.
     cache.batch_select_indices(plan.row_group)
@@ -190,21 +207,26 @@ def shared_prefix_forward(forward: PrefixForward, tokens: torch.Tensor, plan: Pr
     # Reassemble [B, T]: position t of row b comes from its group's prefix row (t < prefix),
     # its suffix row (t < length) or a zero row (padding), via one gather over stacked rows.
     trailing = prefix_outputs.shape[2:]
-    stacked = torch.cat([
-        prefix_outputs.reshape(-1, *trailing),
-        suffix_outputs.reshape(-1, *trailing),
-        prefix_outputs.new_zeros(1, *trailing),
-    ])
+    stacked = torch.cat(
+        [
+            prefix_outputs.reshape(-1, *trailing),
+            suffix_outputs.reshape(-1, *trailing),
+            prefix_outputs.new_zeros(1, *trailing),
+        ]
+    )
     columns = torch.arange(width, device=device).unsqueeze(0)
     prefix_index = plan.row_group.unsqueeze(1) * plan.prefix_width + columns
-    suffix_index = (plan.num_groups * plan.prefix_width
-                    + torch.arange(batch_size, device=device).unsqueeze(1) * plan.suffix_width
-                    + (columns - plan.prefix_lengths.unsqueeze(1)))
+    suffix_index = (
+        plan.num_groups * plan.prefix_width
+        + torch.arange(batch_size, device=device).unsqueeze(1) * plan.suffix_width
+        + (columns - plan.prefix_lengths.unsqueeze(1))
+    )
     padding_index = stacked.shape[0] - 1
     in_prefix = columns < plan.prefix_lengths.unsqueeze(1)
     in_suffix = ~in_prefix & (columns < plan.row_lengths.unsqueeze(1))
-    index = torch.where(in_prefix, prefix_index,
-                        torch.where(in_suffix, suffix_index, padding_index))
+    index = torch.where(
+        in_prefix, prefix_index, torch.where(in_suffix, suffix_index, padding_index)
+    )
     return stacked.index_select(0, index.reshape(-1)).reshape(batch_size, width, *trailing)
 
 
@@ -218,10 +240,19 @@ def _model_call(model: torch.nn.Module) -> Callable[..., tuple[Any, Any]]:
     """``call(input_ids, attention_mask, position_ids, cache) -> (output, cache)`` for ``model``."""
     argument = _cache_argument(model)
 
-    def call(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-             cache: Any) -> tuple[Any, Any]:
-        output = model(input_ids=input_ids, attention_mask=attention_mask,
-                       position_ids=position_ids, use_cache=True, **{argument: cache})
+    def call(
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+    ) -> tuple[Any, Any]:
+        output = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            **{argument: cache},
+        )
         return output, getattr(output, argument)
 
     return call
@@ -231,8 +262,12 @@ def causal_lm_forward(model: torch.nn.Module) -> PrefixForward:
     """A :data:`PrefixForward` returning a Hugging Face causal LM's logits."""
     call = _model_call(model)
 
-    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-            cache: Any) -> tuple[torch.Tensor, Any]:
+    def run(
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+    ) -> tuple[torch.Tensor, Any]:
         output, cache = call(input_ids, attention_mask, position_ids, cache)
         return output.logits, cache
 
@@ -243,8 +278,12 @@ def value_model_forward(critic: torch.nn.Module) -> PrefixForward:
     """A :data:`PrefixForward` returning a ``ValueModel``'s per-token values."""
     call = _model_call(critic.backbone)
 
-    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-            cache: Any) -> tuple[torch.Tensor, Any]:
+    def run(
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+    ) -> tuple[torch.Tensor, Any]:
         output, cache = call(input_ids, attention_mask, position_ids, cache)
         return critic.value_head(output.last_hidden_state.float()).squeeze(-1), cache
 

@@ -56,8 +56,9 @@ def cache_root() -> Path:
     return base / "sao-online"
 
 
-def base_policy(config: ExperimentConfig, seed: int | None = None,
-                dtype: torch.dtype | None = None):
+def base_policy(
+    config: ExperimentConfig, seed: int | None = None, dtype: torch.dtype | None = None
+):
     """The untrained (or pretrained, for a real model) policy and tokenizer the config names.
 
     The model is placed on ``model.device`` in ``model.dtype`` (``dtype`` overrides the latter).
@@ -67,8 +68,11 @@ def base_policy(config: ExperimentConfig, seed: int | None = None,
     dtype = dtype or resolve_dtype(model_cfg.dtype, device)
     if model_cfg.name == "tiny":
         policy, tokenizer = build_tiny_policy(
-            num_layers=model_cfg.num_layers, hidden_size=model_cfg.hidden_size,
-            seed=config.seed if seed is None else seed, dtype=dtype)
+            num_layers=model_cfg.num_layers,
+            hidden_size=model_cfg.hidden_size,
+            seed=config.seed if seed is None else seed,
+            dtype=dtype,
+        )
     else:
         policy, tokenizer = load_policy(model_cfg.name, gguf_file=model_cfg.gguf_file, dtype=dtype)
     return policy.to(device), tokenizer
@@ -76,8 +80,11 @@ def base_policy(config: ExperimentConfig, seed: int | None = None,
 
 def chat_layout(config: ExperimentConfig, tokenizer: Any) -> ChatLayout:
     """The episode layout the config asks for (system prompt, role of observations)."""
-    return ChatLayout(tokenizer, system_prompt=config.model.system_prompt,
-                      observation_role=config.model.observation_role)
+    return ChatLayout(
+        tokenizer,
+        system_prompt=config.model.system_prompt,
+        observation_role=config.model.observation_role,
+    )
 
 
 def _sample_from_space(drift_space: Any, rng: np.random.Generator) -> dict[str, Any]:
@@ -103,13 +110,16 @@ def schedule_phases(config: ExperimentConfig) -> list[tuple[float, float]]:
     if horizon is None:
         raise ConfigError(
             "model.warm_start_regimes: 'schedule' needs a schedule whose clock has a known end "
-            f"(episodes, steps or versions), not {schedule.clock}")
+            f"(episodes, steps or versions), not {schedule.clock}"
+        )
     points = [t for t in schedule.change_points(until=horizon) if 0 < t < horizon]
     bounds = [0.0, *points, horizon]
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def regime_sampler(config: ExperimentConfig, env: Any) -> Callable[[np.random.Generator], dict[str, Any]]:
+def regime_sampler(
+    config: ExperimentConfig, env: Any
+) -> Callable[[np.random.Generator], dict[str, Any]]:
     """How the warm start draws the regime of each demonstration (``model.warm_start_regimes``).
 
     ``space``: every parameter uniformly from the env's drift space. ``schedule``: a phase of
@@ -131,9 +141,14 @@ def regime_sampler(config: ExperimentConfig, env: Any) -> Callable[[np.random.Ge
     return sample
 
 
-def demonstration_episode(env: Any, layout: ChatLayout, seed: int, rng: np.random.Generator,
-                          max_turns: int, theta: dict[str, Any] | None = None,
-                          ) -> tuple[list[int], list[bool], str]:
+def demonstration_episode(
+    env: Any,
+    layout: ChatLayout,
+    seed: int,
+    rng: np.random.Generator,
+    max_turns: int,
+    theta: dict[str, Any] | None = None,
+) -> tuple[list[int], list[bool], str]:
     """One demonstration as (tokens, action_mask, behavior) in the rollout engine's layout.
 
     ``theta`` is the regime; None draws one uniformly from the env's drift space.
@@ -187,21 +202,39 @@ def _cache_key(config: ExperimentConfig) -> str:
     # classes (base included), and the model package (tokenizer, chat layout, policy).
     # A user's env module counts too, so editing a task rebuilds its warm start.
     modules = {__name__, *(cls.__module__ for cls in env_class.__mro__)}
-    sources = [_module_source(name) for name in sorted(modules)
-               if name.startswith("sao_online") or name == env_class.__module__]
-    sources += [path.read_text() for path in sorted(Path(models_package.__file__).parent.glob("*.py"))]
+    sources = [
+        _module_source(name)
+        for name in sorted(modules)
+        if name.startswith("sao_online") or name == env_class.__module__
+    ]
+    sources += [
+        path.read_text() for path in sorted(Path(models_package.__file__).parent.glob("*.py"))
+    ]
     payload = {
         "format": WARM_START_FORMAT,
-        "model": {k: getattr(config.model, k) for k in (
-            "name", "gguf_file", "num_layers", "hidden_size", "warm_start_steps", "warm_start_lr",
-            "warm_start_batch_size", "system_prompt", "observation_role")},
+        "model": {
+            k: getattr(config.model, k)
+            for k in (
+                "name",
+                "gguf_file",
+                "num_layers",
+                "hidden_size",
+                "warm_start_steps",
+                "warm_start_lr",
+                "warm_start_batch_size",
+                "system_prompt",
+                "observation_role",
+            )
+        },
         "env": {"id": config.env.id, "kwargs": config.env.kwargs},
         "max_turns": config.rollout.max_turns,
         "seed": config.model.warm_start_seed,
         "regimes": _regimes_key(config),
         "sources": [hashlib.sha256(s.encode()).hexdigest() for s in sources],
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[
+        :16
+    ]
 
 
 def warm_start_path(config: ExperimentConfig) -> Path:
@@ -229,15 +262,24 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
     started = time.time()
     num_demos = max(2048, model_cfg.warm_start_batch_size * 16)
     draw_regime = regime_sampler(config, env)
-    demos = [demonstration_episode(env, layout, int(rng.integers(2**31 - 1)), rng,
-                                   config.rollout.max_turns, theta=draw_regime(rng))
-             for _ in range(num_demos)]
+    demos = [
+        demonstration_episode(
+            env,
+            layout,
+            int(rng.integers(2**31 - 1)),
+            rng,
+            config.rollout.max_turns,
+            theta=draw_regime(rng),
+        )
+        for _ in range(num_demos)
+    ]
     env.close()
     policy.train()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=model_cfg.warm_start_lr, weight_decay=0.0)
     steps = model_cfg.warm_start_steps
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / max(steps, 1)))
+        optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / max(steps, 1))
+    )
     pad = tokenizer.pad_token_id
     losses = []
     bar = tqdm(range(steps), desc="warm start (SFT)", disable=not progress, unit="step")
@@ -249,13 +291,14 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         loss_mask = torch.zeros((len(batch), length), dtype=torch.bool)
         attention = torch.zeros((len(batch), length), dtype=torch.long)
         for row, (tokens, mask, _) in enumerate(batch):
-            input_ids[row, :len(tokens)] = torch.tensor(tokens)
-            loss_mask[row, :len(mask)] = torch.tensor(mask)
-            attention[row, :len(tokens)] = 1
+            input_ids[row, : len(tokens)] = torch.tensor(tokens)
+            loss_mask[row, : len(mask)] = torch.tensor(mask)
+            attention[row, : len(tokens)] = 1
         input_ids, loss_mask = input_ids.to(device), loss_mask.to(device)
         logits = policy(input_ids=input_ids, attention_mask=attention.to(device)).logits[:, :-1]
-        token_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1),
-                                     reduction="none").view_as(loss_mask[:, 1:])
+        token_loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1), reduction="none"
+        ).view_as(loss_mask[:, 1:])
         loss = (token_loss * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -266,7 +309,9 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     policy.eval()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))  # private to this process
+    tmp = Path(
+        tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)
+    )  # private to this process
     policy.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     summary = {
@@ -294,11 +339,11 @@ def load_warm_start(config: ExperimentConfig, *, progress: bool = False):
     path = warm_start(config, progress=progress)
     device = resolve_device(config.model.device)
     try:
-        policy, tokenizer = load_policy(str(path),
-                                        dtype=resolve_dtype(config.model.dtype, device))
+        policy, tokenizer = load_policy(str(path), dtype=resolve_dtype(config.model.dtype, device))
     except Exception as error:  # noqa: BLE001  (transformers and safetensors raise many types)
         message = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
-        raise ValueError(f"warm start cache {path} cannot be loaded ({type(error).__name__}: "
-                         f"{message}); rebuild it with `sao-online pretrain CONFIG --force`") \
-            from None
+        raise ValueError(
+            f"warm start cache {path} cannot be loaded ({type(error).__name__}: "
+            f"{message}); rebuild it with `sao-online pretrain CONFIG --force`"
+        ) from None
     return policy.to(device), tokenizer

@@ -23,8 +23,10 @@ def _check_logits(action_mask: torch.Tensor, **logits: torch.Tensor) -> None:
         if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
             raise TypeError(f"{name} must be a floating-point tensor")
         if tensor.dim() != 3 or tensor.shape[:2] != action_mask.shape:
-            raise ValueError(f"{name} must have shape [batch, time, vocab] with [batch, time] = "
-                             f"{tuple(action_mask.shape)}, got {tuple(tensor.shape)}")
+            raise ValueError(
+                f"{name} must have shape [batch, time, vocab] with [batch, time] = "
+                f"{tuple(action_mask.shape)}, got {tuple(tensor.shape)}"
+            )
         shapes.add(tuple(tensor.shape))
     if len(shapes) > 1:
         raise ValueError(f"logits shapes differ: {sorted(shapes)}")
@@ -43,8 +45,7 @@ def token_exact_kl(logits: torch.Tensor, ref_logits: torch.Tensor) -> torch.Tens
     policy = log_policy.exp()
     support = policy > 0
     # Masking the log difference (not the product) keeps gradients finite off the support.
-    log_difference = torch.where(support, log_policy - log_reference,
-                                 torch.zeros_like(log_policy))
+    log_difference = torch.where(support, log_policy - log_reference, torch.zeros_like(log_policy))
     return (policy * log_difference).sum(dim=-1)
 
 

@@ -81,8 +81,9 @@ class RunLock:
             run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as error:  # not writable, or the lock file is a link (never followed)
-            raise RunLockError(f"{path}: cannot open the run's lock file "
-                               f"({error.strerror or error})") from None
+            raise RunLockError(
+                f"{path}: cannot open the run's lock file ({error.strerror or error})"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -90,7 +91,8 @@ class RunLock:
             os.close(fd)
             raise RunDirLockedError(
                 f"{run_dir} is in use by {_describe(holder)}; wait for that run to finish or "
-                f"stop it first") from None
+                f"stop it first"
+            ) from None
         except BaseException:
             os.close(fd)
             raise
@@ -98,12 +100,19 @@ class RunLock:
         took_over = None
         if previous:
             same_host = previous.get("host") == socket.gethostname()
-            gone = "is no longer running" if same_host and not _pid_alive(previous.get("pid")) \
+            gone = (
+                "is no longer running"
+                if same_host and not _pid_alive(previous.get("pid"))
                 else "no longer holds it"
-            took_over = (f"took over the lock of {run_dir} left by {_describe(previous)}, which "
-                         f"{gone}")
-        me = {"pid": os.getpid(), "host": socket.gethostname(),
-              "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+            )
+            took_over = (
+                f"took over the lock of {run_dir} left by {_describe(previous)}, which {gone}"
+            )
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, json.dumps(me).encode())

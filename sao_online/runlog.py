@@ -63,10 +63,11 @@ def run_directory(root: str | Path, experiment: str, method: str, seed: int) -> 
     """``<root>/<experiment>/<method>/seed-<seed>``, refusing names that would leave ``root``."""
     for label, name in (("experiment", experiment), ("algorithm.name", method)):
         if not isinstance(name, str) or not SAFE_NAME.match(name):
-            raise RunDirError(f"{label}: {short_repr(name)} cannot name a folder (use letters, "
-                              f"digits, '_', '-' and '.', starting with a letter or digit)")
+            raise RunDirError(
+                f"{label}: {short_repr(name)} cannot name a folder (use letters, "
+                f"digits, '_', '-' and '.', starting with a letter or digit)"
+            )
     return Path(root) / experiment / method / f"seed-{seed}"
-
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -80,8 +81,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except YamlInputError as error:
         raise RunDirError(f"{error} (the run directory's config is damaged)") from None
     if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected a YAML mapping, got {type(data).__name__} (the "
-                          f"run directory's config is damaged)")
+        raise RunDirError(
+            f"{path}: expected a YAML mapping, got {type(data).__name__} (the "
+            f"run directory's config is damaged)"
+        )
     return data
 
 
@@ -94,8 +97,9 @@ class RunLog:
         lock: the run directory's lock, held by this writer (released by ``close``).
     """
 
-    def __init__(self, path: str | Path, flush_every: int = 256,
-                 lock: RunLock | None = None) -> None:
+    def __init__(
+        self, path: str | Path, flush_every: int = 256, lock: RunLock | None = None
+    ) -> None:
         self.path = Path(path)
         self.flush_every = flush_every
         self.lock = lock
@@ -110,8 +114,15 @@ class RunLog:
 
     # -- creation and resume -----------------------------------------------------------------
     @classmethod
-    def create(cls, path: str | Path, config: dict[str, Any], *, resume: bool = False,
-               overwrite: bool = False, flush_every: int = 256) -> RunLog:
+    def create(
+        cls,
+        path: str | Path,
+        config: dict[str, Any],
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        flush_every: int = 256,
+    ) -> RunLog:
         """Lock a run directory and open it for writing.
 
         Raises:
@@ -122,28 +133,34 @@ class RunLog:
         """
         path = Path(path)
         if (path / "config.yaml").exists() and not (resume or overwrite):
-            raise RunDirError(f"{path} already holds a run; pass --resume to continue it or "
-                              f"--overwrite to start again")
+            raise RunDirError(
+                f"{path} already holds a run; pass --resume to continue it or "
+                f"--overwrite to start again"
+            )
         if resume and not (path / "config.yaml").exists():
             raise RunDirError(f"--resume: no run in {path}")
         lock = RunLock.acquire(path)
         try:
             existing = (path / "config.yaml").exists()
             if existing and not (resume or overwrite):  # another process created it meanwhile
-                raise RunDirError(f"{path} already holds a run; pass --resume to continue it or "
-                                  f"--overwrite to start again")
+                raise RunDirError(
+                    f"{path} already holds a run; pass --resume to continue it or "
+                    f"--overwrite to start again"
+                )
             if existing and overwrite:
                 for entry in path.iterdir():  # everything but the lock this process holds
                     if entry.name != lock.path.name:
-                        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
-                            else entry.unlink()
+                        shutil.rmtree(
+                            entry
+                        ) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
             if resume:
                 saved = read_config_file(path / "config.yaml")
                 changed = _differences(saved, yaml.safe_load(yaml.safe_dump(config)))
                 if changed:
                     raise RunDirError(
                         f"--resume: {path} was started with another config; differs in "
-                        f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}")
+                        f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}"
+                    )
             if not existing or overwrite:
                 write_text_atomically(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         except BaseException:
@@ -205,7 +222,7 @@ class RunLog:
 
     def _part_records(self, table: str) -> list[dict[str, Any]]:
         records = []
-        for part in self._part_files(table)[:self._parts[table]]:
+        for part in self._part_files(table)[: self._parts[table]]:
             if part.name not in self._records[table]:
                 size, sha = file_digest(part)
                 self._records[table][part.name] = {"file": part.name, "bytes": size, "sha256": sha}
@@ -219,8 +236,11 @@ class RunLog:
         folder = self.path / "checkpoints"
         folder.mkdir(exist_ok=True)
         name = f"step-{version:06d}"
-        taken = [order[1] for order in map(_order, (p.name for p in folder.iterdir()))
-                 if order and order[0] == version]
+        taken = [
+            order[1]
+            for order in map(_order, (p.name for p in folder.iterdir()))
+            if order and order[0] == version
+        ]
         if taken:  # never rewrite a checkpoint in place: `latest` may point at it
             name = f"{name}.{max(taken) + 1}"
         tmp = folder / f".{name}.tmp"
@@ -231,7 +251,7 @@ class RunLog:
         os.replace(tmp, folder / name)
         write_text_atomically(folder / "latest", name)
         older = [p for p in checkpoint_folders(self.path) if p.name != name]
-        for old in older[keep - 1:] if keep >= 1 else older:
+        for old in older[keep - 1 :] if keep >= 1 else older:
             shutil.rmtree(old, ignore_errors=True)
         return folder / name
 
@@ -261,37 +281,48 @@ class RunLog:
         if rejected:
             reasons = "; ".join(reason for _, reason in rejected[:3])
             legacy = any((folder / LEGACY_FILE).exists() for folder, _ in rejected)
-            advice = ("this run was written by an earlier version: start it again with "
-                      "--overwrite" if legacy else
-                      "start it again with --overwrite, or restore the files named")
-            raise RunDirError(f"--resume: no checkpoint of {self.path} can be verified "
-                              f"({reasons}); nothing was changed; {advice}")
+            advice = (
+                "this run was written by an earlier version: start it again with --overwrite"
+                if legacy
+                else "start it again with --overwrite, or restore the files named"
+            )
+            raise RunDirError(
+                f"--resume: no checkpoint of {self.path} can be verified "
+                f"({reasons}); nothing was changed; {advice}"
+            )
         # No checkpoint at all: the parts (if any) cannot be checked against one. They are set
         # aside, not deleted (most likely a session killed before its first checkpoint).
         written = sum(len(self._part_files(table)) for table in TABLES)
         if written:
             aside = self._set_aside_after({table: 0 for table in TABLES})
-            self.messages.append(f"no checkpoint: moved {written} table part(s) to {aside}; "
-                                 f"starting from the beginning")
+            self.messages.append(
+                f"no checkpoint: moved {written} table part(s) to {aside}; "
+                f"starting from the beginning"
+            )
         return None
 
     def _check_latest(self, candidates: list[Path]) -> None:
         latest = self.path / "checkpoints" / "latest"
         if not latest.exists() and not latest.is_symlink():
             if candidates:
-                self.messages.append("checkpoints/latest is missing; using the newest step "
-                                     "folder that verifies")
+                self.messages.append(
+                    "checkpoints/latest is missing; using the newest step folder that verifies"
+                )
             return
         name = ""
         if latest.is_file() and not latest.is_symlink():  # a link is never followed
             with open(latest, "rb") as handle:
                 name = handle.read(200).decode(errors="replace").strip()
         if not CHECKPOINT_NAME.match(name):
-            self.messages.append(f"checkpoints/latest names {short_repr(name)}, which is not a "
-                                 f"checkpoint of this run; ignored")
+            self.messages.append(
+                f"checkpoints/latest names {short_repr(name)}, which is not a "
+                f"checkpoint of this run; ignored"
+            )
         elif not any(folder.name == name for folder in candidates):
-            self.messages.append(f"checkpoints/latest names {name}, which is missing; using the "
-                                 f"newest step folder that verifies")
+            self.messages.append(
+                f"checkpoints/latest names {name}, which is missing; using the "
+                f"newest step folder that verifies"
+            )
 
     def _verify_parts(self, tables: dict[str, list[dict[str, Any]]]) -> None:
         for table in TABLES:
@@ -303,35 +334,49 @@ class RunLog:
                 if not part.is_file() or part.is_symlink():
                     raise CheckpointError(f"{where} is missing")
                 if not verify_part(part, record):
-                    raise CheckpointError(f"{where} differs from what the checkpoint recorded "
-                                          f"(damaged after it was written)")
+                    raise CheckpointError(
+                        f"{where} differs from what the checkpoint recorded "
+                        f"(damaged after it was written)"
+                    )
 
-    def _restore(self, folder: Path, state: dict[str, Any],
-                 tables: dict[str, list[dict[str, Any]]], rejected: list[tuple[Path, str]]) -> None:
+    def _restore(
+        self,
+        folder: Path,
+        state: dict[str, Any],
+        tables: dict[str, list[dict[str, Any]]],
+        rejected: list[tuple[Path, str]],
+    ) -> None:
         """Keep exactly the parts ``folder`` covers; set aside (or, routinely, remove) the rest."""
         fallback = bool(rejected)
         aside = self.path / DISCARDED / _stamp()
         for old, reason in rejected:
             (aside / "checkpoints").mkdir(parents=True, exist_ok=True)
             os.replace(old, aside / "checkpoints" / old.name)
-            self.messages.append(f"skipped checkpoint {old.name} ({reason}); moved it to "
-                                 f"{aside.relative_to(self.path)}/checkpoints")
+            self.messages.append(
+                f"skipped checkpoint {old.name} ({reason}); moved it to "
+                f"{aside.relative_to(self.path)}/checkpoints"
+            )
         keep = {table: len(tables.get(table, [])) for table in TABLES}
-        removed = sum(len(self._part_files(table)[keep[table]:]) for table in TABLES)
+        removed = sum(len(self._part_files(table)[keep[table] :]) for table in TABLES)
         if fallback:
             self._set_aside_after(keep, aside)
         else:
             for table in TABLES:
-                for part in self._part_files(table)[keep[table]:]:
+                for part in self._part_files(table)[keep[table] :]:
                     part.unlink()
         for table in TABLES:
             self._parts[table] = keep[table]
             self._buffers[table] = []
             self._records[table] = {record["file"]: record for record in tables.get(table, [])}
-        what = (f"moved {removed} table part(s) written after it to {aside.relative_to(self.path)}"
-                if fallback else f"removed {removed} table part(s) written after it")
-        self.messages.append(f"resuming from checkpoints/{folder.name}"
-                             + (f"; {what} (their episodes are run again)" if removed else ""))
+        what = (
+            f"moved {removed} table part(s) written after it to {aside.relative_to(self.path)}"
+            if fallback
+            else f"removed {removed} table part(s) written after it"
+        )
+        self.messages.append(
+            f"resuming from checkpoints/{folder.name}"
+            + (f"; {what} (their episodes are run again)" if removed else "")
+        )
         latest = self.path / "checkpoints" / "latest"
         if latest.is_symlink() or not latest.is_dir():
             latest.unlink(missing_ok=True)
@@ -345,7 +390,7 @@ class RunLog:
         if aside is None:
             aside = self.path / DISCARDED / _stamp()
         for table in TABLES:
-            for part in self._part_files(table)[keep[table]:]:
+            for part in self._part_files(table)[keep[table] :]:
                 (aside / f"{table}.parquet").mkdir(parents=True, exist_ok=True)
                 os.replace(part, aside / f"{table}.parquet" / part.name)
             self._parts[table] = min(self._parts[table], keep[table])
@@ -365,7 +410,8 @@ def read_part(part: Path) -> pd.DataFrame:
         raise RunDirError(
             f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); resume the run "
             f"with --resume to set it aside and run its episodes again from a checkpoint that "
-            f"precedes it") from None
+            f"precedes it"
+        ) from None
 
 
 def recorded_parts(run_dir: Path) -> tuple[str, dict[str, dict[str, dict[str, Any]]]] | None:
@@ -379,8 +425,10 @@ def recorded_parts(run_dir: Path) -> tuple[str, dict[str, dict[str, dict[str, An
             tables = read_manifest(folder)["tables"]
         except CheckpointError:
             continue
-        return folder.name, {table: {record["file"]: record for record in records}
-                             for table, records in tables.items()}
+        return folder.name, {
+            table: {record["file"]: record for record in records}
+            for table, records in tables.items()
+        }
     return None
 
 
@@ -403,8 +451,7 @@ def checkpoint_folders(run_dir: Path) -> list[Path]:
     folder = run_dir / "checkpoints"
     if not folder.is_dir():
         return []
-    found = [p for p in folder.iterdir()
-             if _order(p.name) and p.is_dir() and not p.is_symlink()]
+    found = [p for p in folder.iterdir() if _order(p.name) and p.is_dir() and not p.is_symlink()]
     return sorted(found, key=lambda p: _order(p.name), reverse=True)
 
 

@@ -25,7 +25,8 @@ class _NoAliasLoader(yaml.SafeLoader):
             event = self.peek_event()
             raise YamlInputError(
                 f"line {event.start_mark.line + 1}: YAML aliases (*{str(event.anchor)[:40]}) "
-                f"are not allowed here; write the value out")
+                f"are not allowed here; write the value out"
+            )
         return super().compose_node(parent, index)
 
 
@@ -36,8 +37,9 @@ def load_yaml_text(text: str, source: str = "<text>") -> Any:
         YamlInputError: one line naming ``source``, and the line at fault where known.
     """
     if len(text) > MAX_YAML_BYTES:
-        raise YamlInputError(f"{source}: {len(text)} characters, more than the "
-                             f"{MAX_YAML_BYTES} allowed for a config")
+        raise YamlInputError(
+            f"{source}: {len(text)} characters, more than the {MAX_YAML_BYTES} allowed for a config"
+        )
     loader = _NoAliasLoader(text)
     try:
         return loader.get_single_data()
@@ -49,8 +51,9 @@ def load_yaml_text(text: str, source: str = "<text>") -> Any:
         what = str(error.problem or error.context or "malformed")[:120]
         raise YamlInputError(f"{source}: not valid YAML{where}: {what}") from None
     except yaml.YAMLError as error:
-        raise YamlInputError(f"{source}: not valid YAML: {str(error).splitlines()[0][:120]}") \
-            from None
+        raise YamlInputError(
+            f"{source}: not valid YAML: {str(error).splitlines()[0][:120]}"
+        ) from None
     except RecursionError:
         raise YamlInputError(f"{source}: nested too deeply") from None
     finally:

@@ -59,8 +59,13 @@ def transcript(trajectory: Trajectory, tokenizer: Any, episode: int) -> dict[str
     prompt, turns = "", []
     for is_action, start, end in _segments(mask):
         if is_action:
-            turns.append({"action": _text(tokenizer, tokens[start:end]), "observation": "",
-                          "reward": float(sum(rewards[start:end]))})
+            turns.append(
+                {
+                    "action": _text(tokenizer, tokens[start:end]),
+                    "observation": "",
+                    "reward": float(sum(rewards[start:end])),
+                }
+            )
         elif turns:
             turns[-1]["observation"] = _text(tokenizer, tokens[start:end])
         else:
@@ -89,22 +94,25 @@ class TranscriptLog:
             the resumed session runs again) are removed so none is duplicated.
     """
 
-    def __init__(self, run_dir: str | Path, tokenizer: Any, every: int,
-                 keep_before: int | None = None) -> None:
+    def __init__(
+        self, run_dir: str | Path, tokenizer: Any, every: int, keep_before: int | None = None
+    ) -> None:
         self.path = Path(run_dir) / TRANSCRIPTS_FILE
         self.tokenizer = tokenizer
         self.every = every
         if keep_before is not None and self.path.exists():
-            kept = [line for line in read_transcripts(self.path)
-                    if line["episode"] < keep_before]
+            kept = [line for line in read_transcripts(self.path) if line["episode"] < keep_before]
             write_text_atomically(self.path, "".join(json.dumps(r) + "\n" for r in kept))
 
     def add(self, trajectories: Sequence[Trajectory], first_episode: int) -> None:
         """Log the sampled ones of ``trajectories``, numbered from ``first_episode``."""
         if self.every <= 0:
             return
-        lines = [json.dumps(transcript(t, self.tokenizer, first_episode + k)) + "\n"
-                 for k, t in enumerate(trajectories) if (first_episode + k) % self.every == 0]
+        lines = [
+            json.dumps(transcript(t, self.tokenizer, first_episode + k)) + "\n"
+            for k, t in enumerate(trajectories)
+            if (first_episode + k) % self.every == 0
+        ]
         if lines:
             with self.path.open("a") as handle:
                 handle.writelines(lines)
@@ -124,9 +132,11 @@ def format_transcript(record: dict[str, Any]) -> str:
     """A transcript as indented text for the terminal."""
     theta = ", ".join(f"{k}={v}" for k, v in sorted(record["theta"].items()))
     end = "truncated" if record["truncated"] else "terminated" if record["terminated"] else "open"
-    lines = [f"episode {record['episode']} | phase {record['phase']} ({theta}) | reward "
-             f"{record['reward']:+.3f} | behaviour {record['behavior'] or '-'} | {end}",
-             "  prompt: " + record["prompt"].replace("\n", "\n          ")]
+    lines = [
+        f"episode {record['episode']} | phase {record['phase']} ({theta}) | reward "
+        f"{record['reward']:+.3f} | behaviour {record['behavior'] or '-'} | {end}",
+        "  prompt: " + record["prompt"].replace("\n", "\n          "),
+    ]
     for number, turn in enumerate(record["turns"], start=1):
         lines.append(f"  action {number}: {turn['action']!r}  (reward {turn['reward']:+.3f})")
         if turn["observation"]:
@@ -162,13 +172,16 @@ class TensorBoardLog:
         except ImportError as error:  # torch's writer needs the tensorboard package
             raise ImportError(
                 "logging.tensorboard: needs the tensorboard package; pip install "
-                "'sao-online[tensorboard]' (or pip install tensorboard)") from error
+                "'sao-online[tensorboard]' (or pip install tensorboard)"
+            ) from error
         self.directory = Path(run_dir) / TENSORBOARD_DIR
-        self.writer = SummaryWriter(str(self.directory),
-                                    purge_step=first_step if first_step > 0 else None)
+        self.writer = SummaryWriter(
+            str(self.directory), purge_step=first_step if first_step > 0 else None
+        )
 
-    def log_update(self, metrics: dict[str, Any], trajectories: Iterable[Trajectory],
-                   step: int) -> None:
+    def log_update(
+        self, metrics: dict[str, Any], trajectories: Iterable[Trajectory], step: int
+    ) -> None:
         """Write the update's numeric metrics and its episodes' means at ``step``."""
         scalars = {**metrics, **_episode_scalars(list(trajectories))}
         for name, value in scalars.items():

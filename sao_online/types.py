@@ -67,7 +67,9 @@ class Trajectory:
         n = len(self.tokens)
         for name in ("action_mask", "behavior_logprobs", "versions", "rewards", "turn_ids"):
             if len(getattr(self, name)) != n:
-                raise ValueError(f"Trajectory.{name} has length {len(getattr(self, name))}, tokens has {n}")
+                raise ValueError(
+                    f"Trajectory.{name} has length {len(getattr(self, name))}, tokens has {n}"
+                )
 
     @property
     def total_reward(self) -> float:

@@ -42,7 +42,7 @@ _CORPUS = [
     "Observation: you are at row 2, column 3. The goal is north east of you.",
     "def solve(values): return sorted(values)  # unit tests passed: 3 of 3",
     "Classical, cute and dramatic styles; the judge rewards one of them.",
-    "user assistant system tool: {\"name\": \"calc\", \"arguments\": {\"x\": 1}}",
+    'user assistant system tool: {"name": "calc", "arguments": {"x": 1}}',
 ]
 
 
@@ -69,8 +69,12 @@ def build_bpe_tokenizer(vocab_size: int = 420, template: str = CHATML_WITH_DEFAU
     )
 
 
-def build_chat_policy(seed: int = 0, spread: float = 0.2, template: str = CHATML_WITH_DEFAULT_SYSTEM,
-                      dtype: torch.dtype = torch.float32):
+def build_chat_policy(
+    seed: int = 0,
+    spread: float = 0.2,
+    template: str = CHATML_WITH_DEFAULT_SYSTEM,
+    dtype: torch.dtype = torch.float32,
+):
     """(model, tokenizer): a 2-layer Llama with 6 query and 2 key/value heads over the BPE.
 
     Weights are drawn with std ``spread`` so greedy choices are clear-cut and actions end at

@@ -28,17 +28,31 @@ def trajectory(reward: float = 1.0, info: dict | None = None, group_id: int = 0)
     rewards = torch.zeros(n)
     rewards[-1] = reward
     return Trajectory(
-        tokens=torch.arange(n), action_mask=torch.tensor(ACTION_MASK),
-        behavior_logprobs=torch.zeros(n), versions=torch.zeros(n, dtype=torch.long),
-        rewards=rewards, turn_ids=torch.tensor(TURN_IDS), prompt_id=group_id, group_id=group_id,
-        env_id="test", phase=0, theta={}, world_time=0.0, seed=0, terminated=True,
-        truncated=False, info=info or {})
+        tokens=torch.arange(n),
+        action_mask=torch.tensor(ACTION_MASK),
+        behavior_logprobs=torch.zeros(n),
+        versions=torch.zeros(n, dtype=torch.long),
+        rewards=rewards,
+        turn_ids=torch.tensor(TURN_IDS),
+        prompt_id=group_id,
+        group_id=group_id,
+        env_id="test",
+        phase=0,
+        theta={},
+        world_time=0.0,
+        seed=0,
+        terminated=True,
+        truncated=False,
+        info=info or {},
+    )
 
 
 def test_response_span_covers_first_to_last_action_token():
     mask = torch.tensor([ACTION_MASK, [False, False, True, False, False, False]])
     assert response_span_mask(mask).tolist() == [
-        [False, True, True, True, True, True], [False, False, True, False, False, False]]
+        [False, True, True, True, True, True],
+        [False, False, True, False, False, False],
+    ]
 
 
 def test_critic_gae_default_matches_hand_computed_skip_observation_numbers():
@@ -106,11 +120,21 @@ def test_keyed_running_mean_by_hand():
 
 def test_per_prompt_baseline_reads_the_env_info_through_the_batch():
     estimator = KeyedRunningMeanAdvantage(keys=("task", "difficulty"), window=4)
-    batch = collate([trajectory(1.0, {"task": "add", "difficulty": 1}),
-                     trajectory(0.0, {"task": "add", "difficulty": 5}, group_id=1)], pad_token_id=0)
+    batch = collate(
+        [
+            trajectory(1.0, {"task": "add", "difficulty": 1}),
+            trajectory(0.0, {"task": "add", "difficulty": 5}, group_id=1),
+        ],
+        pad_token_id=0,
+    )
     assert estimator(batch, None).advantages[:, -1].tolist() == [1.0, 0.0]
-    batch = collate([trajectory(0.0, {"task": "add", "difficulty": 1}),
-                     trajectory(0.0, {"task": "sort", "difficulty": 5}, group_id=1)], pad_token_id=0)
+    batch = collate(
+        [
+            trajectory(0.0, {"task": "add", "difficulty": 1}),
+            trajectory(0.0, {"task": "sort", "difficulty": 5}, group_id=1),
+        ],
+        pad_token_id=0,
+    )
     result = estimator(batch, None)
     # add/1 has seen a 1; sort/5 is new. Advantages sit on every action token of the row.
     assert result.advantages[0].tolist() == [0, -1.0, -1.0, 0, 0, -1.0]
@@ -125,27 +149,45 @@ def test_per_prompt_baseline_names_a_missing_info_key():
         estimator(batch, None)
 
 
-@pytest.mark.parametrize(("name", "policy_lambda", "skip"), [
-    ("sao", None, True), ("sao_lambda1", 1.0, True), ("sao_no_skip_obs", None, False)])
+@pytest.mark.parametrize(
+    ("name", "policy_lambda", "skip"),
+    [("sao", None, True), ("sao_lambda1", 1.0, True), ("sao_no_skip_obs", None, False)],
+)
 def test_registry_builds_the_critic_ablations(name, policy_lambda, skip):
     method = build_method(load_config({"algorithm": {"name": name}}))
     assert method.group_size == 1 and method.uses_critic
-    assert (method.estimator.policy_lambda, method.estimator.skip_observations) == (policy_lambda, skip)
+    assert (method.estimator.policy_lambda, method.estimator.skip_observations) == (
+        policy_lambda,
+        skip,
+    )
 
 
 def test_config_switches_reach_plain_sao():
-    method = build_method(load_config({"algorithm": {
-        "name": "sao", "policy_lambda": 0.9, "skip_observations": False}}))
+    method = build_method(
+        load_config(
+            {"algorithm": {"name": "sao", "policy_lambda": 0.9, "skip_observations": False}}
+        )
+    )
     assert (method.estimator.policy_lambda, method.estimator.skip_observations) == (0.9, False)
-    prompt_mean = build_method(load_config({"algorithm": {
-        "name": "sao_prompt_mean", "baseline_keys": ["task", "difficulty"],
-        "prompt_baseline_window": 7}}))
+    prompt_mean = build_method(
+        load_config(
+            {
+                "algorithm": {
+                    "name": "sao_prompt_mean",
+                    "baseline_keys": ["task", "difficulty"],
+                    "prompt_baseline_window": 7,
+                }
+            }
+        )
+    )
     assert prompt_mean.estimator.keys == ("task", "difficulty")
     assert prompt_mean.estimator.window == 7 and not prompt_mean.uses_critic
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("policy_lambda", 1.5), ("baseline_keys", []), ("prompt_baseline_window", 0)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("policy_lambda", 1.5), ("baseline_keys", []), ("prompt_baseline_window", 0)],
+)
 def test_bad_ablation_settings_name_the_field(field, value):
     with pytest.raises(ConfigError, match=f"algorithm.{field}"):
         load_config({"algorithm": {field: value}})

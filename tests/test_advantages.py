@@ -170,8 +170,14 @@ GROUP_IDS = torch.tensor([5, 5, 5, 5, 9, 9])
 def test_group_advantages_grpo_hand_numbers():
     advantages = group_advantages(GROUP_REWARDS, GROUP_IDS, normalize_std=True, eps=0.0)
     population_std = math.sqrt(0.1875)  # rewards 1,0,1,1: mean 0.75, variance 0.75 / 4
-    expected = [0.25 / population_std, -0.75 / population_std, 0.25 / population_std,
-                0.25 / population_std, 0.0, 0.0]
+    expected = [
+        0.25 / population_std,
+        -0.75 / population_std,
+        0.25 / population_std,
+        0.25 / population_std,
+        0.0,
+        0.0,
+    ]
     assert advantages.tolist() == pytest.approx(expected)
 
 
@@ -270,16 +276,20 @@ def test_broadcast_to_tokens():
 
 
 def test_step_level_values_last_and_mean():
-    values = torch.tensor([[9.0, 1.0, 2.0, 9.0, 4.0, 6.0, 9.0],
-                           [3.0, 5.0, 9.0, 9.0, 9.0, 9.0, 9.0]])
-    turns = torch.tensor([[-1, 0, 0, -1, 1, 1, -1],
-                          [0, 0, -1, 1, -1, -1, -1]])
+    values = torch.tensor(
+        [[9.0, 1.0, 2.0, 9.0, 4.0, 6.0, 9.0], [3.0, 5.0, 9.0, 9.0, 9.0, 9.0, 9.0]]
+    )
+    turns = torch.tensor([[-1, 0, 0, -1, 1, 1, -1], [0, 0, -1, 1, -1, -1, -1]])
     last = step_level_values(values, turns, "last_token")
-    assert last.tolist() == [[0.0, 2.0, 2.0, 0.0, 6.0, 6.0, 0.0],
-                             [5.0, 5.0, 0.0, 9.0, 0.0, 0.0, 0.0]]
+    assert last.tolist() == [
+        [0.0, 2.0, 2.0, 0.0, 6.0, 6.0, 0.0],
+        [5.0, 5.0, 0.0, 9.0, 0.0, 0.0, 0.0],
+    ]
     mean = step_level_values(values, turns, "average")
-    assert mean.tolist() == [[0.0, 1.5, 1.5, 0.0, 5.0, 5.0, 0.0],
-                             [4.0, 4.0, 0.0, 9.0, 0.0, 0.0, 0.0]]
+    assert mean.tolist() == [
+        [0.0, 1.5, 1.5, 0.0, 5.0, 5.0, 0.0],
+        [4.0, 4.0, 0.0, 9.0, 0.0, 0.0, 0.0],
+    ]
 
 
 def test_step_level_values_bad_input():

@@ -31,8 +31,14 @@ def readme_api_example() -> str:
 
 def run_script(path: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SAO_ONLINE_CACHE": str(path.parent / "cache")}
-    return subprocess.run([sys.executable, str(path)], cwd=path.parent, env=env, timeout=timeout,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(path)],
+        cwd=path.parent,
+        env=env,
+        timeout=timeout,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_the_readme_example_runs_compares_and_reports(tmp_path):
@@ -40,7 +46,9 @@ def test_the_readme_example_runs_compares_and_reports(tmp_path):
     script.write_text(readme_api_example())
     result = run_script(script)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "sao_running_mean 64 episodes in runs/api_example/sao_running_mean/seed-0" in result.stdout
+    assert (
+        "sao_running_mean 64 episodes in runs/api_example/sao_running_mean/seed-0" in result.stdout
+    )
     assert "report: runs/api_example/report/report.md" in result.stdout
     runs = tmp_path / "runs" / "api_example"
     for method in ("sao", "grpo"):
@@ -52,10 +60,12 @@ def test_the_readme_example_runs_compares_and_reports(tmp_path):
 
 def test_a_script_without_a_main_guard_stops_at_once_saying_why(tmp_path):
     script = tmp_path / "unguarded.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         from sao_online.api import run
         run({"runtime": {"backend": "local"}, "budget": {"episodes": 8}})
-    """))
+    """)
+    )
     result = run_script(script, timeout=120)
     assert result.returncode != 0
     assert "MissingMainGuardError" in result.stderr
@@ -86,8 +96,9 @@ def test_as_config_takes_a_path_a_dict_or_a_config_and_applies_overrides(tmp_pat
     path.write_text("experiment: x\nbudget: {episodes: 64}\n")
     from_path = as_config(path, ["algorithm.name=grpo"])
     from_dict = as_config({"experiment": "x", "budget": {"episodes": 64}}, ["algorithm.name=grpo"])
-    from_object = as_config(ExperimentConfig(), ["budget.episodes=64", "experiment=x",
-                                                 "algorithm.name=grpo"])
+    from_object = as_config(
+        ExperimentConfig(), ["budget.episodes=64", "experiment=x", "algorithm.name=grpo"]
+    )
     assert from_path == from_dict == from_object
     assert from_path.algorithm.name == "grpo" and from_path.budget.episodes == 64
     with pytest.raises(ConfigError, match=r"budget.episodes: must be in \[1, "):

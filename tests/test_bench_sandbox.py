@@ -37,8 +37,11 @@ def test_cli_prints_one_json_object_with_every_backend(capsys):
     assert main(["bench", "sandbox", "--quick"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(result["executions_per_second"]) == {"docker", "bubblewrap", "subprocess"}
-    passed = {result[name]["tests_passed"] for name in result["executions_per_second"]
-              if result[name]["available"]}
+    passed = {
+        result[name]["tests_passed"]
+        for name in result["executions_per_second"]
+        if result[name]["available"]
+    }
     assert len(passed) == 1  # every backend that ran agrees on every verdict
     for name in result["executions_per_second"]:
         assert result[name]["available"] or result[name]["reason"]

@@ -35,28 +35,45 @@ def _stop_ids(tokenizer):
 
 @pytest.mark.parametrize("observation_role", ["user", "tool"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_greedy_episodes_equal_an_uncached_reference_for_every_environment(env_id,
-                                                                          observation_role):
+def test_greedy_episodes_equal_an_uncached_reference_for_every_environment(
+    env_id, observation_role
+):
     model, tokenizer = build_chat_policy(seed=1)
     stop_ids = _stop_ids(tokenizer)
-    engine = RolloutEngine(model, tokenizer, num_slots=2, temperature=0.0, max_turns=3,
-                           max_action_tokens=MAX_ACTION_TOKENS, max_episode_tokens=1024,
-                           on_action_cap="submit", stop_token_ids=sorted(stop_ids),
-                           observation_role=observation_role)
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=2,
+        temperature=0.0,
+        max_turns=3,
+        max_action_tokens=MAX_ACTION_TOKENS,
+        max_episode_tokens=1024,
+        on_action_cap="submit",
+        stop_token_ids=sorted(stop_ids),
+        observation_role=observation_role,
+    )
     seeds = range(4)
-    requests = iter([EpisodeRequest(gymnasium.make(env_id), seed=seed, prompt_id=seed)
-                     for seed in seeds])
+    requests = iter(
+        [EpisodeRequest(gymnasium.make(env_id), seed=seed, prompt_id=seed) for seed in seeds]
+    )
     trajectories = list(engine.run(lambda: next(requests, None)))
     assert sorted(t.prompt_id for t in trajectories) == list(seeds)
     layout = ChatLayout(tokenizer, observation_role=observation_role)
     for trajectory in trajectories:
         tokens, positions, logprobs = reference_greedy_episode(
-            model, layout, gymnasium.make(env_id), trajectory.seed, stop_ids,
-            max_action_tokens=MAX_ACTION_TOKENS, max_turns=3)
+            model,
+            layout,
+            gymnasium.make(env_id),
+            trajectory.seed,
+            stop_ids,
+            max_action_tokens=MAX_ACTION_TOKENS,
+            max_turns=3,
+        )
         assert trajectory.tokens.tolist() == tokens
         assert torch.nonzero(trajectory.action_mask).squeeze(-1).tolist() == positions
-        torch.testing.assert_close(trajectory.behavior_logprobs[positions],
-                                   torch.tensor(logprobs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            trajectory.behavior_logprobs[positions], torch.tensor(logprobs), atol=1e-4, rtol=0
+        )
         # The template's default system message opens every episode.
         text = tokenizer.decode(trajectory.tokens)
         assert text.startswith("<|im_start|>system\nYou are a small test assistant.<|im_end|>")
@@ -66,46 +83,79 @@ def test_greedy_episodes_equal_an_uncached_reference_for_every_environment(env_i
 
 def test_sampled_behavior_logprobs_equal_teacher_forced_logprobs():
     model, tokenizer = build_chat_policy(seed=2)
-    engine = RolloutEngine(model, tokenizer, num_slots=3, temperature=0.8, max_turns=2,
-                           max_action_tokens=12, max_episode_tokens=512, on_action_cap="submit",
-                           stop_token_ids=sorted(_stop_ids(tokenizer)), seed=5)
-    requests = iter([EpisodeRequest(gymnasium.make("sao_online/ToolShift-v0"), seed=seed,
-                                    prompt_id=seed) for seed in range(6)])
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=3,
+        temperature=0.8,
+        max_turns=2,
+        max_action_tokens=12,
+        max_episode_tokens=512,
+        on_action_cap="submit",
+        stop_token_ids=sorted(_stop_ids(tokenizer)),
+        seed=5,
+    )
+    requests = iter(
+        [
+            EpisodeRequest(gymnasium.make("sao_online/ToolShift-v0"), seed=seed, prompt_id=seed)
+            for seed in range(6)
+        ]
+    )
     trajectories = list(engine.run(lambda: next(requests, None)))
     assert len(trajectories) == 6 and any(t.num_turns > 1 for t in trajectories)
     for trajectory in trajectories:
         reference = token_logprobs(model, trajectory.tokens[None], temperature=0.8)[0]
         mask = trajectory.action_mask
-        torch.testing.assert_close(trajectory.behavior_logprobs[mask], reference[mask],
-                                   atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            trajectory.behavior_logprobs[mask], reference[mask], atol=1e-4, rtol=0
+        )
 
 
 def test_prefix_sharing_equals_the_plain_pass_on_grouped_episodes():
     # Groups of 3 episodes of one prompt each, sampled: members share the system message and the
     # prompt, then diverge.
     model, tokenizer = build_chat_policy(seed=3)
-    engine = RolloutEngine(model, tokenizer, num_slots=6, temperature=1.0, max_turns=2,
-                           max_action_tokens=8, max_episode_tokens=512, on_action_cap="submit",
-                           stop_token_ids=sorted(_stop_ids(tokenizer)), seed=1)
-    requests = iter([EpisodeRequest(gymnasium.make("sao_online/ToolShift-v0"), seed=group,
-                                    prompt_id=group, group_id=group)
-                     for group in (10, 11) for _ in range(3)])
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=6,
+        temperature=1.0,
+        max_turns=2,
+        max_action_tokens=8,
+        max_episode_tokens=512,
+        on_action_cap="submit",
+        stop_token_ids=sorted(_stop_ids(tokenizer)),
+        seed=1,
+    )
+    requests = iter(
+        [
+            EpisodeRequest(
+                gymnasium.make("sao_online/ToolShift-v0"),
+                seed=group,
+                prompt_id=group,
+                group_id=group,
+            )
+            for group in (10, 11)
+            for _ in range(3)
+        ]
+    )
     trajectories = list(engine.run(lambda: next(requests, None)))
     batch = collate(trajectories, tokenizer.pad_token_id)
-    plan = plan_prefix_sharing(batch.tokens, batch.attention_mask, batch.group_ids,
-                               min_saving=0.0)
+    plan = plan_prefix_sharing(batch.tokens, batch.attention_mask, batch.group_ids, min_saving=0.0)
     assert plan is not None and plan.prefix_width > 20  # system message + prompt
     real = batch.attention_mask
     with torch.no_grad():
         plain = model(input_ids=batch.tokens, attention_mask=real.long()).logits
-        shared = shared_prefix_forward(causal_lm_forward(model), batch.tokens, plan,
-                                       tokenizer.pad_token_id)
+        shared = shared_prefix_forward(
+            causal_lm_forward(model), batch.tokens, plan, tokenizer.pad_token_id
+        )
         torch.testing.assert_close(shared[real], plain[real], atol=1e-4, rtol=0)
         critic = ValueModel.from_policy(model)
         torch.nn.init.normal_(critic.value_head.weight, std=0.5)
         plain_values = critic(batch.tokens, real)
-        shared_values = shared_prefix_forward(value_model_forward(critic), batch.tokens, plan,
-                                              tokenizer.pad_token_id)
+        shared_values = shared_prefix_forward(
+            value_model_forward(critic), batch.tokens, plan, tokenizer.pad_token_id
+        )
         torch.testing.assert_close(shared_values[real], plain_values[real], atol=1e-4, rtol=0)
 
 
@@ -125,7 +175,7 @@ def test_bpe_layout_concatenates_to_the_full_rendering(observation_role, system_
         history.append(layout.observation_message(observation))
     full = layout.render(history, add_generation_prompt=True)
     assert tokens == tokenizer.encode(full, add_special_tokens=False)
-    assert (f"<|im_start|>{observation_role}\nRESULT 582145<|im_end|>" in full)
+    assert f"<|im_start|>{observation_role}\nRESULT 582145<|im_end|>" in full
     assert ("Answer tersely." in full) == (system_prompt is not None)
     assert ("small test assistant" in full) == (system_prompt is None)
 

@@ -18,7 +18,10 @@ def test_envs_lists_ids_drift_parameters_and_descriptions(capsys):
 
 def test_schedules_show_prints_the_timeline_and_draws_it(capsys, tmp_path):
     png = tmp_path / "timeline.png"
-    assert main(["schedules", "show", "configs/schedules/style_shift_paper.yaml", "--png", str(png)]) == 0
+    assert (
+        main(["schedules", "show", "configs/schedules/style_shift_paper.yaml", "--png", str(png)])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "1500" in out and "3000" in out and "classical" in out
     assert png.stat().st_size > 1000
@@ -33,12 +36,15 @@ def test_config_errors_name_the_field_without_a_traceback(capsys, tmp_path):
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("override, field", [
-    ("rollout.batch_size=zero", "rollout.batch_size"),
-    ("algorithm.name=ppo", "algorithm.name"),
-    ("runtime.backend=cluster", "runtime.backend"),
-    ("algorithm.dis_eps_low=1.5", "algorithm.dis_eps_low"),
-])
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ("rollout.batch_size=zero", "rollout.batch_size"),
+        ("algorithm.name=ppo", "algorithm.name"),
+        ("runtime.backend=cluster", "runtime.backend"),
+        ("algorithm.dis_eps_low=1.5", "algorithm.dis_eps_low"),
+    ],
+)
 def test_bad_overrides_are_named(capsys, tmp_path, override, field):
     config = tmp_path / "c.yaml"
     config.write_text("experiment: x\n")
@@ -52,4 +58,5 @@ def test_bench_rollout_quick_prints_one_json_object(capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["engine"]["tokens_per_second"] > 0 and result["generate"]["tokens_per_second"] > 0
     assert result["speedup"] == pytest.approx(
-        result["engine"]["tokens_per_second"] / result["generate"]["tokens_per_second"])
+        result["engine"]["tokens_per_second"] / result["generate"]["tokens_per_second"]
+    )

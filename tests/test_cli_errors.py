@@ -21,18 +21,23 @@ def one_line_error(capsys, argv: list[str]) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("algorithm: {name: sao\n", "c.yaml: not valid YAML at line 2"),
-    ("experiment: !!python/object/apply:os.system ['echo hi']\n",
-     "c.yaml: not valid YAML at line 3, column 13: could not determine a constructor"),
-    ("- a\n- b\n", "c.yaml: expected a mapping of config sections, got a list"),
-    ("env: {id: nope/Missing-v0}\n", "env.id: 'nope/Missing-v0': "),
-    ("env: {kwargs: {bogus: 1}}\n", "env.kwargs: StyleShiftEnv.__init__() got an unexpected"),
-    ("optim: {betas: [0.9]}\n", "optim.betas: expected 2 numbers, got 1"),
-    ("seed: -1\n", "seed: must be in [0, 4.29497e+09], got -1"),
-    ("seed: 123456789012345678901234567890\n", "seed: must be in [0, 4.29497e+09], got 1234"),
-    ("experiment: ../escaped_exp\n", "experiment: '../escaped_exp' cannot name a folder"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("algorithm: {name: sao\n", "c.yaml: not valid YAML at line 2"),
+        (
+            "experiment: !!python/object/apply:os.system ['echo hi']\n",
+            "c.yaml: not valid YAML at line 3, column 13: could not determine a constructor",
+        ),
+        ("- a\n- b\n", "c.yaml: expected a mapping of config sections, got a list"),
+        ("env: {id: nope/Missing-v0}\n", "env.id: 'nope/Missing-v0': "),
+        ("env: {kwargs: {bogus: 1}}\n", "env.kwargs: StyleShiftEnv.__init__() got an unexpected"),
+        ("optim: {betas: [0.9]}\n", "optim.betas: expected 2 numbers, got 1"),
+        ("seed: -1\n", "seed: must be in [0, 4.29497e+09], got -1"),
+        ("seed: 123456789012345678901234567890\n", "seed: must be in [0, 4.29497e+09], got 1234"),
+        ("experiment: ../escaped_exp\n", "experiment: '../escaped_exp' cannot name a folder"),
+    ],
+)
 def test_config_mistakes(capsys, tmp_path, text, expected):
     config = tmp_path / "c.yaml"
     config.write_text(TINY + text if text.startswith(("env", "optim", "seed", "exp")) else text)
@@ -69,12 +74,15 @@ def test_a_corrupt_warm_start_cache_says_how_to_rebuild_it(capsys, tmp_path, mon
 
 def test_config_warnings_print_as_one_line_each(capsys, tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text("model: {warm_start: false}\nbudget: {episodes: 64}\nrollout: {batch_size: "
-                      "32}\nruntime: {backend: local, num_workers: 1000, max_staleness: 1000000}\n")
+    config.write_text(
+        "model: {warm_start: false}\nbudget: {episodes: 64}\nrollout: {batch_size: "
+        "32}\nruntime: {backend: local, num_workers: 1000, max_staleness: 1000000}\n"
+    )
     assert main(["run", str(config), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [
         "sao-online run: warning: runtime.max_staleness=1000000 is more than the 2 update(s) the "
         "budget allows; using 2 (no trajectory can be staler, so the schedule is the same)",
         f"sao-online run: error: runtime.num_workers: 1000 worker processes on "
-        f"{os.cpu_count()} CPU core(s) make no progress; use at most {os.cpu_count()}"]
+        f"{os.cpu_count()} CPU core(s) make no progress; use at most {os.cpu_count()}",
+    ]

@@ -32,20 +32,29 @@ def test_every_numeric_field_has_a_range():
     assert set(LIST_RANGES) == {"optim.betas"}  # the one list of numbers
 
 
-@pytest.mark.parametrize("override, message", [
-    ("optim.max_grad_norm=-1", "optim.max_grad_norm: must be in (0, 1e+09], got -1"),
-    ("optim.max_grad_norm=.nan", "optim.max_grad_norm: must be a number in (0, 1e+09], got nan"),
-    ("regularizers.kl_coef=.inf", "regularizers.kl_coef: must be finite"),
-    ("optim.lr=.inf", "optim.lr: must be finite"),
-    ("env.latency_mean=-1", "env.latency_mean: must be in [0, 3600], got -1"),
-    ("env.latency_mean=.nan", "env.latency_mean: must be a number"),
-    ("eval.episodes_per_phase=0", "eval.episodes_per_phase: must be in [1, 1e+06], got 0"),
-    ("seed=-1", "seed: must be in [0, 4.29497e+09], got -1"),
-    ("seed=100000000000000000000000000000000000", "seed: must be in [0, 4.29497e+09], got 1000"),
-    ("optim.betas=[0.9]", "optim.betas: expected 2 numbers, got 1"),
-    ("optim.betas=[0.9, 1.0]", "optim.betas[1]: must be in [0, 1), got 1"),
-    ("algorithm.dual_clip=1", "algorithm.dual_clip: must be in (1, 1e+06], got 1"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.max_grad_norm=-1", "optim.max_grad_norm: must be in (0, 1e+09], got -1"),
+        (
+            "optim.max_grad_norm=.nan",
+            "optim.max_grad_norm: must be a number in (0, 1e+09], got nan",
+        ),
+        ("regularizers.kl_coef=.inf", "regularizers.kl_coef: must be finite"),
+        ("optim.lr=.inf", "optim.lr: must be finite"),
+        ("env.latency_mean=-1", "env.latency_mean: must be in [0, 3600], got -1"),
+        ("env.latency_mean=.nan", "env.latency_mean: must be a number"),
+        ("eval.episodes_per_phase=0", "eval.episodes_per_phase: must be in [1, 1e+06], got 0"),
+        ("seed=-1", "seed: must be in [0, 4.29497e+09], got -1"),
+        (
+            "seed=100000000000000000000000000000000000",
+            "seed: must be in [0, 4.29497e+09], got 1000",
+        ),
+        ("optim.betas=[0.9]", "optim.betas: expected 2 numbers, got 1"),
+        ("optim.betas=[0.9, 1.0]", "optim.betas[1]: must be in [0, 1), got 1"),
+        ("algorithm.dual_clip=1", "algorithm.dual_clip: must be in (1, 1e+06], got 1"),
+    ],
+)
 def test_values_out_of_range_are_refused_naming_the_field(override, message):
     with pytest.raises(ConfigError) as caught:
         load_config(None, [override])
@@ -59,18 +68,29 @@ def test_infinity_is_allowed_only_where_it_means_no_bound():
 
 def test_a_staleness_bound_beyond_the_budget_is_lowered_with_a_warning():
     with pytest.warns(ConfigWarning, match=r"runtime.max_staleness=1000000000 .* using 2"):
-        config = load_config(None, ["runtime.max_staleness=1000000000", "budget.episodes=64",
-                                    "rollout.batch_size=32"])
+        config = load_config(
+            None,
+            ["runtime.max_staleness=1000000000", "budget.episodes=64", "rollout.batch_size=32"],
+        )
     assert config.runtime.max_staleness == 2
 
 
 def test_a_huge_staleness_bound_runs_to_its_budget(tmp_path):
     # It used to hang the local backend (a loop over every staleness value per decision).
-    overrides = ["model.warm_start=false", "model.num_layers=1", "model.hidden_size=32",
-                 "rollout.max_turns=1", "rollout.max_action_tokens=8",
-                 "rollout.max_episode_tokens=96", "rollout.batch_size=8", "budget.episodes=16",
-                 "runtime.backend=local", "runtime.num_workers=1",
-                 "runtime.max_staleness=1000000000", "algorithm.critic_warmup_steps=0"]
+    overrides = [
+        "model.warm_start=false",
+        "model.num_layers=1",
+        "model.hidden_size=32",
+        "rollout.max_turns=1",
+        "rollout.max_action_tokens=8",
+        "rollout.max_episode_tokens=96",
+        "rollout.batch_size=8",
+        "budget.episodes=16",
+        "runtime.backend=local",
+        "runtime.num_workers=1",
+        "runtime.max_staleness=1000000000",
+        "algorithm.critic_warmup_steps=0",
+    ]
     with pytest.warns(ConfigWarning):
         config = load_config(None, overrides)
     started = time.time()
@@ -86,8 +106,9 @@ def test_local_workers_far_beyond_the_cores_are_refused_and_a_few_more_warned():
     config = load_config(None, ["runtime.backend=local", "runtime.num_workers=3"])
     with pytest.warns(ConfigWarning, match=r"runtime.num_workers=3 is more than the 2 CPU"):
         check_machine_fit(config, cores=2)
-    check_machine_fit(load_config(None, ["runtime.backend=ray", "runtime.num_workers=64"]),
-                      cores=2)  # a Ray cluster brings its own cores
+    check_machine_fit(
+        load_config(None, ["runtime.backend=ray", "runtime.num_workers=64"]), cores=2
+    )  # a Ray cluster brings its own cores
 
 
 def alias_bomb(levels: int) -> str:
@@ -111,8 +132,11 @@ def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
 
 def test_error_messages_quote_only_a_short_prefix_of_a_value(tmp_path):
     huge = "y" * 1_000_000
-    for override in (f"rollout.batch_size={huge}", f"experiment=[{huge}]",
-                     f"env.id={{k: [{', '.join(['1'] * 50_000)}]}}"):
+    for override in (
+        f"rollout.batch_size={huge}",
+        f"experiment=[{huge}]",
+        f"env.id={{k: [{', '.join(['1'] * 50_000)}]}}",
+    ):
         with pytest.raises(ConfigError) as caught:
             load_config(None, [override])
         assert len(str(caught.value)) < 200, str(caught.value)[:300]
@@ -135,19 +159,23 @@ def test_schedule_files_get_the_same_bounds(tmp_path):
     bomb.write_text("parameters:\n  x: &a [1, 2]\n  y: *a\n")
     with pytest.raises(ScheduleError, match=r"bomb.yaml: line 3: YAML aliases \(\*a\)"):
         load_schedule(bomb)
-    huge = {"parameters": {"preferred": {"kind": "abrupt", "values": ["cute"] * 100_000,
-                                         "at": "soon"}}}
+    huge = {
+        "parameters": {"preferred": {"kind": "abrupt", "values": ["cute"] * 100_000, "at": "soon"}}
+    }
     with pytest.raises(ScheduleError) as caught:
         load_schedule(huge)
     assert len(str(caught.value)) <= 400
 
 
-@pytest.mark.parametrize("data", [
-    {"optim": {"max_grad_norm": -1}},
-    {"optim": {"betas": [0.9]}},
-    {"eval": {"episodes_per_phase": 0}},
-    {"seed": 2**40},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"optim": {"max_grad_norm": -1}},
+        {"optim": {"betas": [0.9]}},
+        {"eval": {"episodes_per_phase": 0}},
+        {"seed": 2**40},
+    ],
+)
 def test_the_json_schema_carries_the_ranges(data):
     import jsonschema
 

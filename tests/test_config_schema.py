@@ -15,13 +15,21 @@ from sao_online.config_schema import config_json_schema, schema_text
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("runtime.backend=cluster", "runtime.backend: must be one of sync, local, ray, got 'cluster'"),
-    ("regularizers.kl_estimator=k2", "regularizers.kl_estimator: must be one of exact, k3"),
-    ("algorithm.advantage_level=turn",
-     "algorithm.advantage_level: must be one of token, last_token, average"),
-    ("rollout.on_action_cap=drop", "rollout.on_action_cap: must be one of truncate, submit"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "runtime.backend=cluster",
+            "runtime.backend: must be one of sync, local, ray, got 'cluster'",
+        ),
+        ("regularizers.kl_estimator=k2", "regularizers.kl_estimator: must be one of exact, k3"),
+        (
+            "algorithm.advantage_level=turn",
+            "algorithm.advantage_level: must be one of token, last_token, average",
+        ),
+        ("rollout.on_action_cap=drop", "rollout.on_action_cap: must be one of truncate, submit"),
+    ],
+)
 def test_fixed_choice_fields_name_the_field_and_the_choices(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, [override])
@@ -32,17 +40,22 @@ def test_the_shipped_schema_is_the_one_the_code_generates():
     assert (CONFIGS / "experiment.schema.json").read_text() == schema_text()
 
 
-@pytest.mark.parametrize("name", ["demo.yaml", "smoke.yaml", "reason_shift.yaml", "grid_shift.yaml"])
+@pytest.mark.parametrize(
+    "name", ["demo.yaml", "smoke.yaml", "reason_shift.yaml", "grid_shift.yaml"]
+)
 def test_shipped_configs_validate_against_the_schema(name):
     data = yaml.safe_load((CONFIGS / name).read_text())
     jsonschema.validate(data, config_json_schema())
 
 
-@pytest.mark.parametrize("data", [
-    {"runtime": {"backend": "cluster"}},      # not one of the choices
-    {"algorithm": {"dis_eps_lo": 0.2}},       # unknown key
-    {"budget": {"episodes": "many"}},         # wrong type
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"runtime": {"backend": "cluster"}},  # not one of the choices
+        {"algorithm": {"dis_eps_lo": 0.2}},  # unknown key
+        {"budget": {"episodes": "many"}},  # wrong type
+    ],
+)
 def test_the_schema_rejects_what_load_config_rejects(data):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, config_json_schema())

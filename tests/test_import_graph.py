@@ -12,8 +12,15 @@ from pathlib import Path
 
 import sao_online
 
-SUBPACKAGES = ("algorithms", "models", "runtime", "environments", "drift_schedules", "analysis",
-               "configs")
+SUBPACKAGES = (
+    "algorithms",
+    "models",
+    "runtime",
+    "environments",
+    "drift_schedules",
+    "analysis",
+    "configs",
+)
 
 
 def _module_files() -> dict[str, Path]:
@@ -39,7 +46,8 @@ def _module_files() -> dict[str, Path]:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
@@ -71,7 +79,7 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for target in sorted(graph.get(node, ())):
             if state.get(target) == 1:
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state and (cycle := visit(target)):
                 return cycle
         path.pop()
@@ -96,7 +104,8 @@ def test_module_level_imports_skip_functions_and_type_checking(tmp_path):
         "import pkg.a\n"
         "from pkg import b\n"
         "if TYPE_CHECKING:\n    import pkg.c\n"
-        "def f():\n    import pkg.d\n")
+        "def f():\n    import pkg.d\n"
+    )
     modules = {"pkg.a", "pkg.b", "pkg.c", "pkg.d"}
     assert _module_level_imports(source, modules) == {"pkg.a", "pkg.b"}
 

@@ -8,9 +8,16 @@ from sao_online.prefix_sharing import plan_prefix_sharing
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 
-TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
-        "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",
-        "rollout.batch_size=8", "runtime.backend=sync"]
+TINY = [
+    "model.warm_start=false",
+    "model.num_layers=2",
+    "model.hidden_size=64",
+    "rollout.max_turns=1",
+    "rollout.max_action_tokens=12",
+    "rollout.max_episode_tokens=128",
+    "rollout.batch_size=8",
+    "runtime.backend=sync",
+]
 
 
 def sample_batch(ctx, temperature_overrides=()):
@@ -24,8 +31,9 @@ def sample_batch(ctx, temperature_overrides=()):
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_learner_logprobs_equal_the_samplers_before_any_update(temperature):
-    config = load_config(None, TINY + [f"rollout.temperature={temperature}",
-                                       "algorithm.critic_warmup_steps=0"])
+    config = load_config(
+        None, TINY + [f"rollout.temperature={temperature}", "algorithm.critic_warmup_steps=0"]
+    )
     ctx = RunContext.build(config)
     metrics = ctx.learner.step(sample_batch(ctx))
     # Same weights, same temperature: every ratio is 1, so nothing is masked on either side.
@@ -65,8 +73,12 @@ def test_non_finite_loss_skips_the_update_and_says_so():
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_method_takes_a_finite_step(name):
-    overrides = TINY + [f"algorithm.name={name}", "algorithm.critic_warmup_steps=0",
-                        "regularizers.kl_coef=0.1", "regularizers.entropy_coef=0.01"]
+    overrides = TINY + [
+        f"algorithm.name={name}",
+        "algorithm.critic_warmup_steps=0",
+        "regularizers.kl_coef=0.1",
+        "regularizers.entropy_coef=0.01",
+    ]
     if name not in SINGLE_ROLLOUT_METHODS:
         overrides.append("algorithm.group_size=4")
     overrides.append("algorithm.baseline_keys=[topic]")  # StyleShift's per-prompt key
@@ -74,25 +86,38 @@ def test_every_method_takes_a_finite_step(name):
     before = [p.detach().clone() for p in ctx.policy.parameters()]
     metrics = ctx.learner.step(sample_batch(ctx))
     assert metrics["losses/skipped_nonfinite"] == 0.0
-    assert metrics["charts/kl_to_reference"] == pytest.approx(0.0, abs=1e-6)  # first step: same weights
+    assert metrics["charts/kl_to_reference"] == pytest.approx(
+        0.0, abs=1e-6
+    )  # first step: same weights
     changed = any(not torch.equal(a, b) for a, b in zip(before, ctx.policy.parameters()))
     # Group methods see zero advantages when every member of every group scores the same.
     assert changed or metrics.get("charts/zero_variance_group_fraction") == 1.0
 
 
-@pytest.mark.parametrize("name,extra", [
-    ("grpo", ["algorithm.group_size=4", "regularizers.kl_coef=0.1",
-              "regularizers.entropy_coef=0.01"]),
-    ("sao", []),  # the critic's passes, on rows that share prompts (GRPO groups fed to SAO)
-])
+@pytest.mark.parametrize(
+    "name,extra",
+    [
+        (
+            "grpo",
+            [
+                "algorithm.group_size=4",
+                "regularizers.kl_coef=0.1",
+                "regularizers.entropy_coef=0.01",
+            ],
+        ),
+        ("sao", []),  # the critic's passes, on rows that share prompts (GRPO groups fed to SAO)
+    ],
+)
 def test_prefix_sharing_leaves_the_update_unchanged(name, extra):
-    grouped = RunContext.build(load_config(None, TINY + ["algorithm.name=grpo",
-                                                         "algorithm.group_size=4"]))
+    grouped = RunContext.build(
+        load_config(None, TINY + ["algorithm.name=grpo", "algorithm.group_size=4"])
+    )
     trajectories = sample_batch(grouped)
     for trajectory in trajectories[::3]:  # rewards that differ within groups: non-zero advantages
         trajectory.rewards[trajectory.action_mask.nonzero()[-1]] = 1.0
-    config = load_config(None, TINY + [f"algorithm.name={name}", "algorithm.critic_warmup_steps=0",
-                                       *extra])
+    config = load_config(
+        None, TINY + [f"algorithm.name={name}", "algorithm.critic_warmup_steps=0", *extra]
+    )
     shared_ctx, plain_ctx = RunContext.build(config), RunContext.build(config)
     plain_ctx.learner.share_prefixes = False
     batch = collate(trajectories, shared_ctx.tokenizer.pad_token_id)
@@ -110,9 +135,11 @@ def test_prefix_sharing_leaves_the_update_unchanged(name, extra):
     # step are no test: it divides each gradient by its own magnitude, so rounding-level
     # differences in gradients near zero become visible ones in the update.
     for shared_model, plain_model in models:
-        for (key, shared_parameter), plain_parameter in zip(shared_model.named_parameters(),
-                                                             plain_model.parameters()):
+        for (key, shared_parameter), plain_parameter in zip(
+            shared_model.named_parameters(), plain_model.parameters()
+        ):
             assert (shared_parameter.grad is None) == (plain_parameter.grad is None), key
             if plain_parameter.grad is not None:
-                torch.testing.assert_close(shared_parameter.grad, plain_parameter.grad,
-                                           atol=1e-5, rtol=1e-4, msg=key)
+                torch.testing.assert_close(
+                    shared_parameter.grad, plain_parameter.grad, atol=1e-5, rtol=1e-4, msg=key
+                )

@@ -69,15 +69,17 @@ def test_dis_band_is_strict_and_ignores_the_advantage_sign():
     # Ratios exactly on the band edges are masked (strict inequalities). The edges are taken
     # from the ratios the loss will see; for ratios in [0.5, 2], 1 - (1 - r) == r exactly.
     logprobs = torch.zeros(1, 4, dtype=torch.float64, requires_grad=True)
-    behavior = with_ratios(logprobs, torch.tensor([[0.75, 1.5, 0.7500001, 1.4999999]],
-                                                  dtype=torch.float64))
+    behavior = with_ratios(
+        logprobs, torch.tensor([[0.75, 1.5, 0.7500001, 1.4999999]], dtype=torch.float64)
+    )
     seen_ratios = (logprobs.detach() - behavior).exp()[0].tolist()
     eps_low, eps_high = 1.0 - seen_ratios[0], seen_ratios[1] - 1.0
     assert 1.0 - eps_low == seen_ratios[0] and 1.0 + eps_high == seen_ratios[1]
     advantages = torch.tensor([[1.0, -1.0, -1.0, 1.0]], dtype=torch.float64)
     mask = torch.ones(1, 4, dtype=torch.bool)
-    loss, stats = dis_policy_loss(logprobs, behavior, advantages, mask,
-                                  eps_low=eps_low, eps_high=eps_high)
+    loss, stats = dis_policy_loss(
+        logprobs, behavior, advantages, mask, eps_low=eps_low, eps_high=eps_high
+    )
     loss.backward()
     assert logprobs.grad[0, :2].eq(0).all()  # on the edges, positive and negative advantages
     assert logprobs.grad[0, 2:].ne(0).all()  # just inside
@@ -88,8 +90,9 @@ def test_dis_weight_is_detached_so_gradient_is_linear_in_log_pi():
     # Were the weight not detached, d/dlogp of r * A * logp would add r * A * logp.
     logprobs = torch.tensor([[-2.0]], dtype=torch.float64, requires_grad=True)
     behavior = torch.tensor([[-2.0 - math.log(1.5)]], dtype=torch.float64)
-    loss, _ = dis_policy_loss(logprobs, behavior, torch.tensor([[2.0]], dtype=torch.float64),
-                              torch.tensor([[True]]))
+    loss, _ = dis_policy_loss(
+        logprobs, behavior, torch.tensor([[2.0]], dtype=torch.float64), torch.tensor([[True]])
+    )
     (gradient,) = torch.autograd.grad(loss, logprobs)
     assert gradient.item() == pytest.approx(-1.5 * 2.0)
 
@@ -166,8 +169,9 @@ def test_ppo_dual_clip_caps_negative_advantage_loss():
     # Token 0: loss 4 capped at 3 * |A| = 3; token 1: 1.5 unaffected; token 2: clip high, -1.2.
     assert loss.item() == pytest.approx((3.0 + 1.5 - 1.2) / 3)
     loss.backward()
-    torch.testing.assert_close(logprobs.grad, torch.tensor([[0.0, 1.5 / 3, 0.0]],
-                                                           dtype=torch.float64))
+    torch.testing.assert_close(
+        logprobs.grad, torch.tensor([[0.0, 1.5 / 3, 0.0]], dtype=torch.float64)
+    )
     assert stats["dual_clip_fraction"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="dual_clip"):
         ppo_clip_loss(logprobs, old, advantages, mask, dual_clip=1.0)
@@ -179,8 +183,9 @@ def test_aggregations_hand_computed():
     advantages = torch.tensor([[2.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
     logprobs = torch.zeros(2, 3)
     losses = {
-        aggregation: ppo_clip_loss(logprobs, logprobs, advantages, mask, aggregation=aggregation,
-                                   max_length=10)[0].item()
+        aggregation: ppo_clip_loss(
+            logprobs, logprobs, advantages, mask, aggregation=aggregation, max_length=10
+        )[0].item()
         for aggregation in ("token_mean", "sequence_mean", "constant_normalizer")
     }
     assert losses["token_mean"] == pytest.approx(-5 / 4)
@@ -237,20 +242,23 @@ def test_every_loss_gives_non_action_tokens_exactly_zero_gradient():
 
 def test_gspo_hand_computed_loss_and_gradient():
     logprobs = torch.zeros(3, 3, dtype=torch.float64, requires_grad=True)
-    log_ratios = torch.tensor([[0.1, 0.3, 9.0], [-0.4, -0.2, 9.0], [9.0, 9.0, 9.0]],
-                              dtype=torch.float64)
+    log_ratios = torch.tensor(
+        [[0.1, 0.3, 9.0], [-0.4, -0.2, 9.0], [9.0, 9.0, 9.0]], dtype=torch.float64
+    )
     mask = torch.tensor([[True, True, False], [True, True, False], [False, False, False]])
     advantages = torch.tensor([1.0, -1.0, 5.0], dtype=torch.float64)
-    loss, stats = gspo_loss(logprobs, logprobs.detach() - log_ratios, advantages, mask,
-                            eps_low=0.2, eps_high=0.5)
+    loss, stats = gspo_loss(
+        logprobs, logprobs.detach() - log_ratios, advantages, mask, eps_low=0.2, eps_high=0.5
+    )
     # Row 0: s = e^0.2, in band, loss -s. Row 1: s = e^-0.3 < 0.8 with A < 0, clipped: 0.8.
     # Row 2 has no action token and is left out of the mean.
     assert loss.item() == pytest.approx((-math.exp(0.2) + 0.8) / 2)
     loss.backward()
     # d(-s A)/dlogp_t = -s A / (tokens in the row); the clipped row gets exactly zero.
     row0 = -math.exp(0.2) / 2 / 2
-    expected = torch.tensor([[row0, row0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],
-                            dtype=torch.float64)
+    expected = torch.tensor(
+        [[row0, row0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64
+    )
     torch.testing.assert_close(logprobs.grad, expected)
     assert stats["clip_fraction_low"] == pytest.approx(0.5)
     assert stats["clip_fraction_high"] == 0.0

@@ -11,8 +11,14 @@ from sao_online.config import load_config
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request, resolve_schedule
 
-TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
-        "rollout.batch_size=8", "runtime.backend=sync", "algorithm.critic_warmup_steps=0"]
+TINY = [
+    "model.warm_start=false",
+    "model.num_layers=2",
+    "model.hidden_size=64",
+    "rollout.batch_size=8",
+    "runtime.backend=sync",
+    "algorithm.critic_warmup_steps=0",
+]
 
 
 def sample(ctx):
@@ -23,9 +29,13 @@ def sample(ctx):
     return list(ctx.make_engine(num_slots=8).run(lambda: next(requests, None)))
 
 
-@pytest.mark.parametrize(("path", "shift_at", "parameter"), [
-    ("configs/reason_shift.yaml", 320, "answer_format"),
-    ("configs/grid_shift.yaml", 240, "moves")])
+@pytest.mark.parametrize(
+    ("path", "shift_at", "parameter"),
+    [
+        ("configs/reason_shift.yaml", 320, "answer_format"),
+        ("configs/grid_shift.yaml", 240, "moves"),
+    ],
+)
 def test_configs_load_and_their_schedules_fit_the_env(path, shift_at, parameter):
     config = load_config(path)
     schedule = resolve_schedule(config)  # validated against the env's drift space
@@ -36,8 +46,10 @@ def test_configs_load_and_their_schedules_fit_the_env(path, shift_at, parameter)
 
 
 def test_per_prompt_baseline_keys_travel_from_env_info_to_the_learner():
-    config = load_config("configs/reason_shift.yaml", TINY + [
-        "algorithm.name=sao_prompt_mean", "algorithm.baseline_keys=[task, difficulty]"])
+    config = load_config(
+        "configs/reason_shift.yaml",
+        TINY + ["algorithm.name=sao_prompt_mean", "algorithm.baseline_keys=[task, difficulty]"],
+    )
     ctx = RunContext.build(config)
     trajectories = sample(ctx)
     expected = {f"{t.info['task']}/{t.info['difficulty']}" for t in trajectories}
@@ -47,8 +59,11 @@ def test_per_prompt_baseline_keys_travel_from_env_info_to_the_learner():
 
 
 def test_no_skip_gae_trains_the_critic_on_grid_observation_tokens():
-    config = load_config("configs/grid_shift.yaml", TINY + [
-        "algorithm.name=sao_no_skip_obs", "rollout.max_turns=3", "rollout.on_action_cap=submit"])
+    config = load_config(
+        "configs/grid_shift.yaml",
+        TINY
+        + ["algorithm.name=sao_no_skip_obs", "rollout.max_turns=3", "rollout.on_action_cap=submit"],
+    )
     ctx = RunContext.build(config)
     trajectories = sample(ctx)
     batch = collate(trajectories, ctx.tokenizer.pad_token_id)
@@ -67,16 +82,35 @@ def test_behavior_summary_breaks_success_down_by_difficulty():
 
     def episode(reward, **info):
         return Trajectory(
-            tokens=torch.tensor([1, 2]), action_mask=torch.tensor([False, True]),
-            behavior_logprobs=torch.zeros(2), versions=torch.zeros(2, dtype=torch.long),
-            rewards=torch.tensor([0.0, reward]), turn_ids=torch.tensor([-1, 0]), prompt_id=0,
-            group_id=0, env_id="x", phase=0, theta={}, world_time=0.0, seed=0, terminated=True,
-            truncated=False, info=info)
+            tokens=torch.tensor([1, 2]),
+            action_mask=torch.tensor([False, True]),
+            behavior_logprobs=torch.zeros(2),
+            versions=torch.zeros(2, dtype=torch.long),
+            rewards=torch.tensor([0.0, reward]),
+            turn_ids=torch.tensor([-1, 0]),
+            prompt_id=0,
+            group_id=0,
+            env_id="x",
+            phase=0,
+            theta={},
+            world_time=0.0,
+            seed=0,
+            terminated=True,
+            truncated=False,
+            info=info,
+        )
 
-    table = _by_difficulty([episode(1.0, difficulty=1, correct=True, solved=True),
-                            episode(0.5, difficulty=1, correct=False, solved=True),
-                            episode(0.0, difficulty=5, correct=False, solved=False)])
-    assert table == {"by_difficulty": {
-        "1": {"episodes": 2, "reward_mean": 0.75, "correct_rate": 0.5, "solved_rate": 1.0},
-        "5": {"episodes": 1, "reward_mean": 0.0, "correct_rate": 0.0, "solved_rate": 0.0}}}
+    table = _by_difficulty(
+        [
+            episode(1.0, difficulty=1, correct=True, solved=True),
+            episode(0.5, difficulty=1, correct=False, solved=True),
+            episode(0.0, difficulty=5, correct=False, solved=False),
+        ]
+    )
+    assert table == {
+        "by_difficulty": {
+            "1": {"episodes": 2, "reward_mean": 0.75, "correct_rate": 0.5, "solved_rate": 1.0},
+            "5": {"episodes": 1, "reward_mean": 0.0, "correct_rate": 0.0, "solved_rate": 0.0},
+        }
+    }
     assert _by_difficulty([episode(1.0, topic="rain")]) == {}

@@ -119,7 +119,9 @@ def test_policy_logprobs_and_gradients_match_the_plain_pass():
     real = attention_mask[:, 1:]
     plain, shared = logprobs_of(plain_logits), logprobs_of(shared_logits)
     torch.testing.assert_close(shared[real], plain[real], atol=1e-5, rtol=0)
-    assert torch.equal(shared_logits[~attention_mask], torch.zeros_like(shared_logits[~attention_mask]))
+    assert torch.equal(
+        shared_logits[~attention_mask], torch.zeros_like(shared_logits[~attention_mask])
+    )
 
     plain_grads = _parameter_gradients(policy, plain, real)
     shared_grads = _parameter_gradients(policy, shared, real)
@@ -152,10 +154,19 @@ def test_critic_values_and_gradients_match_the_plain_pass():
 def test_rollout_prefills_a_shared_prompt_once_and_samples_the_same_episodes(num_slots):
     # Two groups of 4 (identical prompts within a group). With 3 slots, members start in
     # different steps, alone or beside members of the other group.
-    config = load_config(None, ["model.warm_start=false", "model.num_layers=2",
-                                "model.hidden_size=64", "rollout.max_turns=1",
-                                "rollout.max_action_tokens=6", "algorithm.name=grpo",
-                                "algorithm.group_size=4", "rollout.batch_size=8"])
+    config = load_config(
+        None,
+        [
+            "model.warm_start=false",
+            "model.num_layers=2",
+            "model.hidden_size=64",
+            "rollout.max_turns=1",
+            "rollout.max_action_tokens=6",
+            "algorithm.name=grpo",
+            "algorithm.group_size=4",
+            "rollout.batch_size=8",
+        ],
+    )
     ctx = RunContext.build(config)
     plans = ctx.planner.next_group() + ctx.planner.next_group()
 
@@ -170,8 +181,9 @@ def test_rollout_prefills_a_shared_prompt_once_and_samples_the_same_episodes(num
     assert len(shared) == len(plain) == 8
     for with_sharing, without in zip(shared, plain):
         assert torch.equal(with_sharing.tokens, without.tokens)
-        torch.testing.assert_close(with_sharing.behavior_logprobs, without.behavior_logprobs,
-                                   atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            with_sharing.behavior_logprobs, without.behavior_logprobs, atol=1e-5, rtol=0
+        )
     prompt_lengths = [int((~t.action_mask).sum()) for t in plain]
     assert plain_engine.decoder.prefilled_tokens == sum(prompt_lengths)
     assert shared_engine.decoder.prefilled_tokens < plain_engine.decoder.prefilled_tokens

@@ -27,7 +27,9 @@ def test_readme_config_example_loads_and_its_schedule_fits_the_env(tmp_path):
     from sao_online.runtime.envs import resolve_schedule
 
     readme = (ROOT / "README.md").read_text()
-    block = re.search(r"## Configuring an experiment.*?```yaml\n(.*?)```", readme, flags=re.S).group(1)
+    block = re.search(
+        r"## Configuring an experiment.*?```yaml\n(.*?)```", readme, flags=re.S
+    ).group(1)
     path = tmp_path / "my.yaml"
     path.write_text(block)
     config = load_config(path)

@@ -44,8 +44,9 @@ def test_exact_kl_is_zero_for_equal_logits_and_handles_zero_probabilities():
     (gradient,) = torch.autograd.grad(kl, policy)
     assert torch.isfinite(gradient).all()
     # The reference puts no mass where the policy does: the true KL is infinite.
-    assert math.isinf(token_exact_kl(torch.zeros(1, 1, 2),
-                                     torch.tensor([[[0.0, -math.inf]]])).item())
+    assert math.isinf(
+        token_exact_kl(torch.zeros(1, 1, 2), torch.tensor([[[0.0, -math.inf]]])).item()
+    )
 
 
 def test_k3_is_unbiased_for_the_kl_when_sampling_from_the_policy():
@@ -54,8 +55,9 @@ def test_k3_is_unbiased_for_the_kl_when_sampling_from_the_policy():
     reference_logits = torch.tensor([0.0, 0.5, 0.0, -0.5], dtype=torch.float64)
     policy_logprobs = torch.log_softmax(policy_logits, -1)
     reference_logprobs = torch.log_softmax(reference_logits, -1)
-    samples = torch.multinomial(policy_logprobs.exp(), 200_000, replacement=True,
-                                generator=generator).unsqueeze(0)
+    samples = torch.multinomial(
+        policy_logprobs.exp(), 200_000, replacement=True, generator=generator
+    ).unsqueeze(0)
     mask = torch.ones_like(samples, dtype=torch.bool)
     estimate = k3_kl(policy_logprobs[samples], reference_logprobs[samples], mask)
     exact = (policy_logprobs.exp() * (policy_logprobs - reference_logprobs)).sum()
@@ -89,8 +91,9 @@ def test_entropy_bonus():
     torch.manual_seed(0)
     random_logits = torch.randn(2, 3, 5)
     full = torch.ones(2, 3, dtype=torch.bool)
-    torch.testing.assert_close(entropy_bonus(random_logits, full),
-                               Categorical(logits=random_logits).entropy().mean())
+    torch.testing.assert_close(
+        entropy_bonus(random_logits, full), Categorical(logits=random_logits).entropy().mean()
+    )
 
 
 def test_regularizers_reject_bad_shapes():

@@ -1,4 +1,5 @@
-"""The rollout engine: equivalence with an uncached reference, caps, versions, continuous batching."""
+"""The rollout engine: equivalence with an uncached reference, caps, versions, continuous
+batching."""
 
 import json
 import time
@@ -262,7 +263,12 @@ def test_trajectory_fields_rewards_turns_and_info():
     )
     requests = [
         EpisodeRequest(
-            CountingEnv(), seed=2, options={"turns": 3}, prompt_id=41, group_id=7, world_time=12.5,
+            CountingEnv(),
+            seed=2,
+            options={"turns": 3},
+            prompt_id=41,
+            group_id=7,
+            world_time=12.5,
             tag=("ticket", 9),
         )
     ]

@@ -45,8 +45,9 @@ def test_missing_latest_resumes_from_the_newest_step_folder_and_keeps_its_data(t
     assert state["seen"] == 8 and torch.equal(state["weights"], torch.tensor([0.0, 2.0, 4.0]))
     assert episodes_of(log) == list(range(8))  # only the part after the checkpoint went
     assert any("latest is missing" in m for m in log.messages)
-    assert any("resuming from checkpoints/step-000002" in m and "removed 1" in m
-               for m in log.messages)
+    assert any(
+        "resuming from checkpoints/step-000002" in m and "removed 1" in m for m in log.messages
+    )
     assert (tmp_path / "checkpoints" / "latest").read_text() == "step-000002"
     log.close()
 
@@ -71,7 +72,10 @@ def test_a_checkpoint_covering_a_damaged_part_is_skipped_and_the_data_set_aside(
     discarded = list((tmp_path / "discarded").iterdir())
     assert len(discarded) == 1  # nothing deleted: the damaged part and what followed, set aside
     assert sorted(p.name for p in (discarded[0] / "episodes.parquet").iterdir()) == [
-        "part-00002.parquet", "part-00003.parquet", "part-00004.parquet"]
+        "part-00002.parquet",
+        "part-00003.parquet",
+        "part-00004.parquet",
+    ]
     assert (discarded[0] / "checkpoints" / "step-000002").is_dir()
     assert any("part-00002.parquet differs" in m for m in log.messages)
     log.log("episodes", [{"episode": 4}, {"episode": 5}])  # the run goes on from v1
@@ -108,8 +112,11 @@ def test_loading_checks_parts_against_the_checkpoint_hashes(tmp_path):
     assert load_runs(tmp_path)["episode"].tolist() == list(range(10))
     part = run / "episodes.parquet" / "part-00001.parquet"
     pd.read_parquet(part).assign(episode=[20, 30]).to_parquet(part, index=False)  # readable
-    with pytest.raises(RunLoadError, match=r"part-00001\.parquet: damaged table part \(differs "
-                                           r"from what checkpoint step-000002 recorded"):
+    with pytest.raises(
+        RunLoadError,
+        match=r"part-00001\.parquet: damaged table part \(differs "
+        r"from what checkpoint step-000002 recorded",
+    ):
         load_runs(tmp_path)
 
 
@@ -168,10 +175,14 @@ def test_checkpoint_state_round_trips_exactly(tmp_path):
     optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.99))
     model(torch.ones(1, 3)).sum().backward()
     optimizer.step()
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "rng": torch.Generator().manual_seed(3).get_state(),
-             "tied": [model.weight] * 2,  # one tensor twice, like tied embeddings
-             "plans": [{"seed": 7, "theta": {"style": "cute"}}], "nan": float("nan")}
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "rng": torch.Generator().manual_seed(3).get_state(),
+        "tied": [model.weight] * 2,  # one tensor twice, like tied embeddings
+        "plans": [{"seed": 7, "theta": {"style": "cute"}}],
+        "nan": float("nan"),
+    }
     with RunLog.create(tmp_path, {}) as log:
         log.save_checkpoint(5, state)
         back = RunLog(tmp_path).load_checkpoint()
@@ -194,8 +205,9 @@ time.sleep(120)
 
 
 def hold_lock(run: Path) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(run)],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(run)], stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout.readline().strip() == "locked"
     return process
 
@@ -212,8 +224,7 @@ def test_a_second_writer_is_refused_and_a_dead_writers_lock_is_taken_over(tmp_pa
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     log = RunLog.create(run, {"a": 1}, resume=True)
-    assert any(f"left by pid {holder.pid}" in m and "no longer running" in m
-               for m in log.messages)
+    assert any(f"left by pid {holder.pid}" in m and "no longer running" in m for m in log.messages)
     log.close()
     again = RunLog.create(run, {"a": 1}, resume=True)  # a clean release leaves nothing stale
     assert again.messages == []
@@ -225,11 +236,25 @@ def test_cli_overwrite_into_a_live_run_is_a_one_line_error(tmp_path):
     holder = hold_lock(run)
     try:
         config = tmp_path / "c.yaml"
-        config.write_text("experiment: x\nmodel: {warm_start: false, num_layers: 1, "
-                          "hidden_size: 32}\nruntime: {backend: sync}\n")
-        result = subprocess.run([sys.executable, "-m", "sao_online.cli", "run", str(config),
-                                 "--out", str(run), "--overwrite"],
-                                capture_output=True, text=True, timeout=120)
+        config.write_text(
+            "experiment: x\nmodel: {warm_start: false, num_layers: 1, "
+            "hidden_size: 32}\nruntime: {backend: sync}\n"
+        )
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sao_online.cli",
+                "run",
+                str(config),
+                "--out",
+                str(run),
+                "--overwrite",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
@@ -247,7 +272,9 @@ def test_parts_without_any_checkpoint_are_set_aside_not_deleted(tmp_path):
     assert state is None and len(log.read("episodes")) == 0
     (aside,) = (tmp_path / "discarded").iterdir()
     assert sorted(p.name for p in (aside / "episodes.parquet").iterdir()) == [
-        "part-00000.parquet", "part-00001.parquet"]
+        "part-00000.parquet",
+        "part-00001.parquet",
+    ]
     assert any("no checkpoint: moved 2 table part(s)" in m for m in log.messages)
     log.close()
 
@@ -256,11 +283,22 @@ def test_a_real_run_without_latest_resumes_from_its_newest_checkpoint(tmp_path, 
     from sao_online.config import load_config
     from sao_online.runtime.launch import run_experiment
 
-    config = load_config(None, [
-        "model.warm_start=false", "model.num_layers=1", "model.hidden_size=32",
-        "rollout.max_turns=1", "rollout.max_action_tokens=8", "rollout.max_episode_tokens=96",
-        "rollout.batch_size=8", "runtime.backend=sync", "budget.episodes=32",
-        "logging.checkpoint_every=2", "logging.flush_every=8"])
+    config = load_config(
+        None,
+        [
+            "model.warm_start=false",
+            "model.num_layers=1",
+            "model.hidden_size=32",
+            "rollout.max_turns=1",
+            "rollout.max_action_tokens=8",
+            "rollout.max_episode_tokens=96",
+            "rollout.batch_size=8",
+            "runtime.backend=sync",
+            "budget.episodes=32",
+            "logging.checkpoint_every=2",
+            "logging.flush_every=8",
+        ],
+    )
     run = tmp_path / "run"
     run_experiment(config, out=run)
     before = load_runs(run)

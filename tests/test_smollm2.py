@@ -44,48 +44,78 @@ def test_gguf_loads_with_its_chat_template(smollm2):
     prompt = ChatLayout(tokenizer).prompt_tokens("Write one line.")
     assert tokenizer.decode(prompt) == (
         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-        "Face<|im_end|>\n<|im_start|>user\nWrite one line.<|im_end|>\n<|im_start|>assistant\n")
+        "Face<|im_end|>\n<|im_start|>user\nWrite one line.<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_cached_decoding_and_prefix_sharing_equal_uncached_references(smollm2):
     model, tokenizer = smollm2
     stop_ids = {tokenizer.eos_token_id}
-    engine = RolloutEngine(model, tokenizer, num_slots=3, temperature=0.0, max_turns=2,
-                           max_action_tokens=6, max_episode_tokens=512, on_action_cap="submit")
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=3,
+        temperature=0.0,
+        max_turns=2,
+        max_action_tokens=6,
+        max_episode_tokens=512,
+        on_action_cap="submit",
+    )
     env_ids = ["sao_online/StyleShift-v0", "sao_online/ToolShift-v0", "sao_online/ToolShift-v0"]
-    requests = iter([EpisodeRequest(gymnasium.make(env_id), seed=index, prompt_id=index)
-                     for index, env_id in enumerate(env_ids)])
+    requests = iter(
+        [
+            EpisodeRequest(gymnasium.make(env_id), seed=index, prompt_id=index)
+            for index, env_id in enumerate(env_ids)
+        ]
+    )
     trajectories = sorted(engine.run(lambda: next(requests, None)), key=lambda t: t.prompt_id)
     assert [t.num_turns for t in trajectories] == [1, 2, 2]
     layout = ChatLayout(tokenizer)
     for trajectory, env_id in zip(trajectories, env_ids):
         tokens, positions, logprobs = reference_greedy_episode(
-            model, layout, gymnasium.make(env_id), trajectory.seed, stop_ids,
-            max_action_tokens=6, max_turns=2)
+            model,
+            layout,
+            gymnasium.make(env_id),
+            trajectory.seed,
+            stop_ids,
+            max_action_tokens=6,
+            max_turns=2,
+        )
         assert trajectory.tokens.tolist() == tokens
-        torch.testing.assert_close(trajectory.behavior_logprobs[positions],
-                                   torch.tensor(logprobs), atol=2e-3, rtol=0)
+        torch.testing.assert_close(
+            trajectory.behavior_logprobs[positions], torch.tensor(logprobs), atol=2e-3, rtol=0
+        )
 
     # The two ToolShift episodes as one group: they share the system message and the prompt's
     # opening words ("Compute ").
     batch = collate(trajectories[1:], tokenizer.pad_token_id)
-    plan = plan_prefix_sharing(batch.tokens, batch.attention_mask,
-                               torch.tensor([7, 7]), min_saving=0.0)
+    plan = plan_prefix_sharing(
+        batch.tokens, batch.attention_mask, torch.tensor([7, 7]), min_saving=0.0
+    )
     assert plan is not None and plan.prefix_width >= 24
     real = batch.attention_mask
     with torch.no_grad():
         plain = model(input_ids=batch.tokens, attention_mask=real.long()).logits
-        shared = shared_prefix_forward(causal_lm_forward(model), batch.tokens, plan,
-                                       tokenizer.pad_token_id)
-    torch.testing.assert_close(shared[real].log_softmax(-1), plain[real].log_softmax(-1),
-                               atol=2e-3, rtol=0)
+        shared = shared_prefix_forward(
+            causal_lm_forward(model), batch.tokens, plan, tokenizer.pad_token_id
+        )
+    torch.testing.assert_close(
+        shared[real].log_softmax(-1), plain[real].log_softmax(-1), atol=2e-3, rtol=0
+    )
 
 
 def test_two_sao_updates_on_styleshift(smollm2, tmp_path):
-    config = load_config(CONFIG, [
-        "budget.episodes=8", "rollout.batch_size=4", "rollout.num_slots=4",
-        "rollout.max_action_tokens=16", "algorithm.critic_warmup_steps=0",
-        f"logging.out={tmp_path}"])
+    config = load_config(
+        CONFIG,
+        [
+            "budget.episodes=8",
+            "rollout.batch_size=4",
+            "rollout.num_slots=4",
+            "rollout.max_action_tokens=16",
+            "algorithm.critic_warmup_steps=0",
+            f"logging.out={tmp_path}",
+        ],
+    )
     assert config.model.name == "smollm2-135m" and config.algorithm.name == "sao"
     summary = run_experiment(config, threads=1)
     assert summary["episodes"] == 8 and summary["updates"] == 2
@@ -94,7 +124,9 @@ def test_two_sao_updates_on_styleshift(smollm2, tmp_path):
     assert len(updates) == 2
     assert updates["charts/critic_only_step"].tolist() == [0.0, 0.0]
     for column in ("losses/policy", "losses/value", "charts/grad_norm_critic"):
-        assert updates[column].notna().all() and torch.isfinite(
-            torch.tensor(updates[column].to_numpy())).all(), column
+        assert (
+            updates[column].notna().all()
+            and torch.isfinite(torch.tensor(updates[column].to_numpy())).all()
+        ), column
     episodes = RunLog(run).read("episodes")
     assert len(episodes) == 8 and (episodes["num_action_tokens"] > 0).all()

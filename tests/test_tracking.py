@@ -17,17 +17,27 @@ from sao_online.types import Trajectory
 
 
 def tiny_config(**logging):
-    return load_config({
-        "experiment": "track",
-        "schedule": {"parameters": {"preferred": {"kind": "abrupt", "values": ["cute", "classical"],
-                                                  "at": [0, 16]}}},
-        "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False},
-        "rollout": {"batch_size": 8, "num_slots": 8, "max_turns": 1, "max_action_tokens": 12,
-                    "max_episode_tokens": 96},
-        "runtime": {"backend": "sync"},
-        "budget": {"episodes": 32},
-        "logging": {"checkpoint_every": 2, **logging},
-    })
+    return load_config(
+        {
+            "experiment": "track",
+            "schedule": {
+                "parameters": {
+                    "preferred": {"kind": "abrupt", "values": ["cute", "classical"], "at": [0, 16]}
+                }
+            },
+            "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False},
+            "rollout": {
+                "batch_size": 8,
+                "num_slots": 8,
+                "max_turns": 1,
+                "max_action_tokens": 12,
+                "max_episode_tokens": 96,
+            },
+            "runtime": {"backend": "sync"},
+            "budget": {"episodes": 32},
+            "logging": {"checkpoint_every": 2, **logging},
+        }
+    )
 
 
 def test_tensorboard_event_files_hold_update_and_episode_scalars(tmp_path):
@@ -46,13 +56,30 @@ def test_tensorboard_event_files_hold_update_and_episode_scalars(tmp_path):
     expected = episodes["reward"].to_numpy().reshape(4, 8).mean(axis=1)
     assert [event.value for event in rewards] == pytest.approx(expected, abs=1e-6)
     assert [e.value for e in events.Scalars("losses/value")] == pytest.approx(
-        updates["losses/value"].to_numpy(), abs=1e-6)
+        updates["losses/value"].to_numpy(), abs=1e-6
+    )
 
 
 def test_the_smoke_config_with_tensorboard_true_writes_event_files(tmp_path, capsys):
-    assert main(["run", "configs/smoke.yaml", "--set", "logging.tensorboard=true",
-                 "--set", "model.warm_start=false", "--set", "budget.episodes=32",
-                 "--out", str(tmp_path / "smoke"), "--threads", "1"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "configs/smoke.yaml",
+                "--set",
+                "logging.tensorboard=true",
+                "--set",
+                "model.warm_start=false",
+                "--set",
+                "budget.episodes=32",
+                "--out",
+                str(tmp_path / "smoke"),
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert list((tmp_path / "smoke" / "tensorboard").glob("events.out.tfevents.*"))
 
 
@@ -83,7 +110,8 @@ def test_a_resumed_run_keeps_no_duplicate_transcript(tmp_path):
     lines = path.read_text().splitlines()
     TranscriptLog(tmp_path / "run", tokenizer=None, every=4, keep_before=24)
     assert [json.loads(line)["episode"] for line in path.read_text().splitlines()] == [
-        json.loads(line)["episode"] for line in lines if json.loads(line)["episode"] < 24]
+        json.loads(line)["episode"] for line in lines if json.loads(line)["episode"] < 24
+    ]
 
 
 def test_a_transcript_splits_prompt_actions_observations_and_turn_rewards():
@@ -93,25 +121,43 @@ def test_a_transcript_splits_prompt_actions_observations_and_turn_rewards():
     observation = tokenizer.encode("RESULT 6")
     action_2 = tokenizer.encode("ANSWER 6") + [tokenizer.eos_token_id]
     tokens = prompt + action_1 + observation + action_2
-    mask = [False] * len(prompt) + [True] * len(action_1) + [False] * len(observation) + [
-        True] * len(action_2)
+    mask = (
+        [False] * len(prompt)
+        + [True] * len(action_1)
+        + [False] * len(observation)
+        + [True] * len(action_2)
+    )
     rewards = [0.0] * len(tokens)
     rewards[len(prompt) + len(action_1) - 1] = -0.05
     rewards[-1] = 1.0
     turn_ids = [-1] * len(tokens)
     trajectory = Trajectory(
-        tokens=torch.tensor(tokens), action_mask=torch.tensor(mask),
-        behavior_logprobs=torch.zeros(len(tokens)), versions=torch.zeros(len(tokens), dtype=torch.long),
-        rewards=torch.tensor(rewards), turn_ids=torch.tensor(turn_ids), prompt_id=0, group_id=0,
-        env_id="x", phase=1, theta={"tool_name": "calc"}, world_time=5.0, seed=0, terminated=True,
-        truncated=False, behavior="calc/v1")
+        tokens=torch.tensor(tokens),
+        action_mask=torch.tensor(mask),
+        behavior_logprobs=torch.zeros(len(tokens)),
+        versions=torch.zeros(len(tokens), dtype=torch.long),
+        rewards=torch.tensor(rewards),
+        turn_ids=torch.tensor(turn_ids),
+        prompt_id=0,
+        group_id=0,
+        env_id="x",
+        phase=1,
+        theta={"tool_name": "calc"},
+        world_time=5.0,
+        seed=0,
+        terminated=True,
+        truncated=False,
+        behavior="calc/v1",
+    )
     record = transcript(trajectory, tokenizer, episode=7)
     assert record["prompt"] == "Compute 2*3."
     assert record["turns"] == [
         {"action": "CALL calc(2*3)", "observation": "RESULT 6", "reward": pytest.approx(-0.05)},
-        {"action": "ANSWER 6", "observation": "", "reward": 1.0}]
+        {"action": "ANSWER 6", "observation": "", "reward": 1.0},
+    ]
     assert record["reward"] == pytest.approx(0.95)
     text = format_transcript(record)
-    assert text.startswith("episode 7 | phase 1 (tool_name=calc) | reward +0.950 | behaviour "
-                           "calc/v1 | terminated")
+    assert text.startswith(
+        "episode 7 | phase 1 (tool_name=calc) | reward +0.950 | behaviour calc/v1 | terminated"
+    )
     assert "action 1: 'CALL calc(2*3)'  (reward -0.050)\n    env: RESULT 6" in text

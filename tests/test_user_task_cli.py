@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-TASK_MODULE = textwrap.dedent('''
+TASK_MODULE = textwrap.dedent("""
     import gymnasium
 
     from sao_online.environments import DriftingTextEnv, TurnResult
@@ -42,28 +42,39 @@ TASK_MODULE = textwrap.dedent('''
 
 
     gymnasium.register("side_tasks/PickSide-v0", entry_point=PickSide)
-''')
+""")
 
 
 def cli(args: list[str], cwd: Path, timeout: float = 400) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SAO_ONLINE_CACHE": str(cwd / "cache")}
     env.pop("PYTHONPATH", None)  # the module is found because it is in the current directory
     command = Path(sys.executable).parent / "sao-online"  # the console script, as users run it
-    return subprocess.run([str(command), *args], cwd=cwd, env=env, timeout=timeout,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [str(command), *args], cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True
+    )
 
 
 def test_a_users_module_task_runs_through_compare_with_workers_and_report(tmp_path):
     (tmp_path / "side_tasks.py").write_text(TASK_MODULE)
     config = {
         "experiment": "sides",
-        "schedule": {"parameters": {"side": {"kind": "abrupt", "values": ["left", "right"],
-                                             "at": [0, 24]}}},
+        "schedule": {
+            "parameters": {"side": {"kind": "abrupt", "values": ["left", "right"], "at": [0, 24]}}
+        },
         "env": {"id": "side_tasks:side_tasks/PickSide-v0"},
-        "model": {"num_layers": 1, "hidden_size": 32, "warm_start_steps": 4,
-                  "warm_start_batch_size": 8},
-        "rollout": {"batch_size": 8, "num_slots": 8, "max_turns": 1, "max_action_tokens": 8,
-                    "max_episode_tokens": 64},
+        "model": {
+            "num_layers": 1,
+            "hidden_size": 32,
+            "warm_start_steps": 4,
+            "warm_start_batch_size": 8,
+        },
+        "rollout": {
+            "batch_size": 8,
+            "num_slots": 8,
+            "max_turns": 1,
+            "max_action_tokens": 8,
+            "max_episode_tokens": 64,
+        },
         "runtime": {"backend": "local", "num_workers": 1},
         "budget": {"episodes": 48},
     }
@@ -74,8 +85,21 @@ def test_a_users_module_task_runs_through_compare_with_workers_and_report(tmp_pa
     assert "side_tasks/PickSide-v0\n    Say left or right" in listed.stdout
     assert "drift side: one of left, right" in listed.stdout
 
-    compared = cli(["compare", "sides.yaml", "--methods", "sao_running_mean", "--seeds", "1",
-                    "--parallel", "1", "--out", "runs"], tmp_path)
+    compared = cli(
+        [
+            "compare",
+            "sides.yaml",
+            "--methods",
+            "sao_running_mean",
+            "--seeds",
+            "1",
+            "--parallel",
+            "1",
+            "--out",
+            "runs",
+        ],
+        tmp_path,
+    )
     assert compared.returncode == 0, compared.stderr[-3000:]
     run_dir = tmp_path / "runs" / "sides" / "sao_running_mean" / "seed-0"
     episodes = pd.read_parquet(run_dir / "episodes.parquet")
@@ -95,6 +119,8 @@ def test_an_unregistered_id_is_one_line_from_the_cli(tmp_path):
     result = cli(["run", "bad.yaml", "--out", "run"], tmp_path, timeout=120)
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith("sao-online run: error: env.id: 'my_tasks/GuessRange-v0': not a "
-                           "registered environment; name the module that registers it")
+    assert line.startswith(
+        "sao-online run: error: env.id: 'my_tasks/GuessRange-v0': not a "
+        "registered environment; name the module that registers it"
+    )
     assert not (tmp_path / "run").exists()

@@ -37,9 +37,17 @@ def test_the_regime_source_is_part_of_the_cache_key_and_seconds_clocks_are_refus
     config = load_config("configs/tool_shift.yaml")
     other = load_config("configs/tool_shift.yaml", ["model.warm_start_regimes=space"])
     assert warm_start_path(config) != warm_start_path(other)
-    seconds = load_config({"schedule": {"clock": "seconds", "parameters": {"preferred": {
-        "kind": "abrupt", "values": ["cute", "classical"], "at": [0, 60]}}},
-        "model": {"warm_start_regimes": "schedule"}})
+    seconds = load_config(
+        {
+            "schedule": {
+                "clock": "seconds",
+                "parameters": {
+                    "preferred": {"kind": "abrupt", "values": ["cute", "classical"], "at": [0, 60]}
+                },
+            },
+            "model": {"warm_start_regimes": "schedule"},
+        }
+    )
     with pytest.raises(ConfigError, match="model.warm_start_regimes: 'schedule' needs a schedule"):
         schedule_phases(seconds)
     with pytest.raises(ConfigError, match="model.warm_start_regimes"):

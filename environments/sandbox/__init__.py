@@ -65,8 +65,9 @@ def resolve_backend(backend: str) -> str:
         problems = backend_problems()
         return next((name for name in BACKENDS if not problems[name]), "subprocess")
     if backend not in BACKENDS:
-        raise ValueError(f"sandbox: unknown backend {backend!r}; choose one of auto, "
-                         + ", ".join(BACKENDS))
+        raise ValueError(
+            f"sandbox: unknown backend {backend!r}; choose one of auto, " + ", ".join(BACKENDS)
+        )
     return backend
 
 

@@ -70,8 +70,19 @@ _run_uids = _RunUids()
 HARNESS_SOURCE: str = (Path(__file__).with_name("harness.py")).read_text()
 
 #: Statuses of a whole run; ``ok`` means the harness ran every test (each may still fail).
-RUN_STATUSES = ("ok", "syntax_error", "load_error", "missing_function", "timeout", "cpu_limit",
-                "memory_limit", "file_limit", "output_limit", "exited", "sandbox_error")
+RUN_STATUSES = (
+    "ok",
+    "syntax_error",
+    "load_error",
+    "missing_function",
+    "timeout",
+    "cpu_limit",
+    "memory_limit",
+    "file_limit",
+    "output_limit",
+    "exited",
+    "sandbox_error",
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -104,12 +115,17 @@ class Limits:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"Limits.{name}: expected a positive int, got {value!r}")
         wall = self.wall_seconds
-        if isinstance(wall, bool) or not isinstance(wall, int | float) or not (
-                math.isfinite(wall) and wall > 0):
+        if (
+            isinstance(wall, bool)
+            or not isinstance(wall, int | float)
+            or not (math.isfinite(wall) and wall > 0)
+        ):
             raise ValueError(f"Limits.wall_seconds: expected a positive number, got {wall!r}")
         if self.memory_bytes < 64 * MIB:
-            raise ValueError("Limits.memory_bytes: Python needs at least 64 MiB of address space, "
-                             f"got {self.memory_bytes}")
+            raise ValueError(
+                "Limits.memory_bytes: Python needs at least 64 MiB of address space, "
+                f"got {self.memory_bytes}"
+            )
 
 
 @dataclass(frozen=True)
@@ -210,9 +226,15 @@ class Sandbox:
         """A uid no other run on this machine is using, for the length of one run."""
         return _run_uids.take()
 
-    def run(self, program: str, function: str, tests: Sequence[TestCase], *,
-            files: Mapping[str, str] | None = None,
-            limits: Limits | None = None) -> SandboxResult:
+    def run(
+        self,
+        program: str,
+        function: str,
+        tests: Sequence[TestCase],
+        *,
+        files: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+    ) -> SandboxResult:
         """Run ``program`` and call ``function`` once per test.
 
         Args:
@@ -231,16 +253,18 @@ class Sandbox:
         extra = dict(files or {})
         for name in extra:
             if "/" in name or name.startswith(".") or name == "solution.py":
-                raise ValueError(f"files: {name!r} is not a plain file name other than "
-                                 "solution.py")
+                raise ValueError(f"files: {name!r} is not a plain file name other than solution.py")
         limits = limits or self.limits
         nonce = secrets.token_hex(16)
         # On the harness's command line (the nonce must stay off it: the program can read its
         # own command line), so a run's processes can be found from outside.
         run_id = secrets.token_hex(8)
-        request = {"nonce": nonce, "function": function,
-                   "files": {**extra, "solution.py": program},
-                   "tests": [list(test.args) for test in tests]}
+        request = {
+            "nonce": nonce,
+            "function": function,
+            "files": {**extra, "solution.py": program},
+            "tests": [list(test.args) for test in tests],
+        }
         payload = json.dumps(request).encode()
         with self.run_uid() as uid:
             output, ending, seconds = self._execute(payload, limits, uid, run_id)
@@ -250,8 +274,9 @@ class Sandbox:
         result.run_id = run_id
         return result
 
-    def _execute(self, payload: bytes, limits: Limits, uid: int,
-                 run_id: str) -> tuple[bytes, Ending, float]:
+    def _execute(
+        self, payload: bytes, limits: Limits, uid: int, run_id: str
+    ) -> tuple[bytes, Ending, float]:
         """Run the harness (``python3 -E -s -c HARNESS_SOURCE run_id``) with ``payload`` on its
         stdin, as ``uid`` where the backend can switch users; return (stdout, how it ended,
         seconds)."""
@@ -285,8 +310,11 @@ def same_value(value: Any, expected: Any) -> bool:
     """Equal and of the same JSON kind (``True`` does not pass for ``1``, ``1.0`` does not for
     ``1``); lists compare item by item."""
     if isinstance(expected, list):
-        return (isinstance(value, list) and len(value) == len(expected)
-                and all(same_value(v, e) for v, e in zip(value, expected)))
+        return (
+            isinstance(value, list)
+            and len(value) == len(expected)
+            and all(same_value(v, e) for v, e in zip(value, expected))
+        )
     return type(value) is type(expected) and value == expected
 
 
@@ -297,8 +325,11 @@ def _ending_status(ending: Ending, limits: Limits) -> tuple[str, str]:
         return "output_limit", f"output limit ({limits.file_bytes} bytes)"
     code = ending.returncode
     # Signals arrive either as -N (the process itself) or 128 + N (reported by a shell).
-    signal_number = -code if code is not None and code < 0 else (
-        code - 128 if code is not None and 128 < code < 160 else None)
+    signal_number = (
+        -code
+        if code is not None and code < 0
+        else (code - 128 if code is not None and 128 < code < 160 else None)
+    )
     if signal_number == signal.SIGXCPU or signal_number == signal.SIGKILL:
         # SIGKILL without a wall timeout is the CPU hard limit (soft limit + 1 s).
         return "cpu_limit", f"CPU time limit ({limits.cpu_seconds} s)"
@@ -309,15 +340,21 @@ def _ending_status(ending: Ending, limits: Limits) -> tuple[str, str]:
     return "exited", f"the program ended the run (exit code {code})"
 
 
-def interpret_output(output: bytes, nonce: str, function: str, tests: Sequence[TestCase],
-                     ending: Ending, limits: Limits) -> SandboxResult:
+def interpret_output(
+    output: bytes,
+    nonce: str,
+    function: str,
+    tests: Sequence[TestCase],
+    ending: Ending,
+    limits: Limits,
+) -> SandboxResult:
     """Turn the harness's records (lines ``<nonce> <json>``) and the ending into a result."""
     prefix = nonce.encode() + b" "
     records = []
     for line in output.splitlines():
         if line.startswith(prefix):
             try:
-                record = json.loads(line[len(prefix):])
+                record = json.loads(line[len(prefix) :])
             except ValueError:
                 continue
             if isinstance(record, dict):
@@ -334,8 +371,13 @@ def interpret_output(output: bytes, nonce: str, function: str, tests: Sequence[T
             by_index[record["index"]] = record
         elif event == "done":
             status = "ok"
-        elif event in ("syntax_error", "load_error", "missing_function", "memory_limit",
-                       "file_limit"):
+        elif event in (
+            "syntax_error",
+            "load_error",
+            "missing_function",
+            "memory_limit",
+            "file_limit",
+        ):
             status, detail = event, str(record.get("detail", ""))[:300]
     if not status:
         if ending.enforced == "" and ending.returncode == 0:
@@ -356,8 +398,14 @@ def interpret_output(output: bytes, nonce: str, function: str, tests: Sequence[T
             if same_value(value, test.expected):
                 outcomes.append(TestOutcome(name, True, "passed", value))
             else:
-                outcomes.append(TestOutcome(
-                    name, False, f"wrong answer: got {_short(value)}, expected "
-                    f"{_short(test.expected)}", value))
-    return SandboxResult(backend="", status=status, detail=detail, outcomes=outcomes,
-                         helper_calls=helper_calls)
+                outcomes.append(
+                    TestOutcome(
+                        name,
+                        False,
+                        f"wrong answer: got {_short(value)}, expected {_short(test.expected)}",
+                        value,
+                    )
+                )
+    return SandboxResult(
+        backend="", status=status, detail=detail, outcomes=outcomes, helper_calls=helper_calls
+    )

@@ -92,8 +92,10 @@ def docker_problem(image: str = DEFAULT_IMAGE) -> str:
     try:
         client.images.get(image)
     except Exception:  # noqa: BLE001
-        return (f"the image {image} is missing (build it with .ci/setup-sandboxes.sh: debootstrap"
-                " + docker import)")
+        return (
+            f"the image {image} is missing (build it with .ci/setup-sandboxes.sh: debootstrap"
+            " + docker import)"
+        )
     finally:
         client.close()
     return ""
@@ -114,8 +116,9 @@ class DockerSandbox(Sandbox):
 
     name = "docker"
 
-    def __init__(self, limits: Limits | None = None, image: str = DEFAULT_IMAGE,
-                 cpus: float = 1.0) -> None:
+    def __init__(
+        self, limits: Limits | None = None, image: str = DEFAULT_IMAGE, cpus: float = 1.0
+    ) -> None:
         super().__init__(limits)
         problem = docker_problem(image)
         if problem:
@@ -140,9 +143,14 @@ class DockerSandbox(Sandbox):
         tmpfs_options = f"size={limits.disk_bytes},mode=1777"
         memory = 2 * limits.memory_bytes + 2 * limits.disk_bytes + 64 * MIB
         host_config = api.create_host_config(
-            auto_remove=True, init=True, network_mode="none", read_only=True,
+            auto_remove=True,
+            init=True,
+            network_mode="none",
+            read_only=True,
             tmpfs={"/work": tmpfs_options, "/tmp": tmpfs_options},
-            mem_limit=memory, memswap_limit=memory, nano_cpus=int(self.cpus * 1e9),
+            mem_limit=memory,
+            memswap_limit=memory,
+            nano_cpus=int(self.cpus * 1e9),
             # Each run is held to `processes` by its own uid; this bounds all of them together.
             pids_limit=4 * limits.processes + 32,
             cap_drop=["ALL"],
@@ -153,8 +161,13 @@ class DockerSandbox(Sandbox):
         # holds the only attachment to that stdin (StdinOnce): when this process ends in any
         # way, SIGKILL included, the stdin closes, the container stops and Docker removes it.
         created = api.create_container(
-            self.image, ["sh", "-c", "exec cat > /dev/null"], stdin_open=True, detach=False,
-            labels={CONTAINER_LABEL: str(os.getpid())}, host_config=host_config)
+            self.image,
+            ["sh", "-c", "exec cat > /dev/null"],
+            stdin_open=True,
+            detach=False,
+            labels={CONTAINER_LABEL: str(os.getpid())},
+            host_config=host_config,
+        )
         lifeline = api.attach_socket(created["Id"], params={"stdin": 1, "stream": 1})
         api.start(created["Id"])
         container = self._client.containers.get(created["Id"])
@@ -171,24 +184,48 @@ class DockerSandbox(Sandbox):
                 self._container = self._start_container()
             return self._container
 
-    def _execute(self, payload: bytes, limits: Limits, uid: int,
-                 run_id: str) -> tuple[bytes, Ending, float]:
+    def _execute(
+        self, payload: bytes, limits: Limits, uid: int, run_id: str
+    ) -> tuple[bytes, Ending, float]:
         import docker
         from docker.utils.socket import frames_iter
 
         started = time.monotonic()
         api = self._client.api
-        command = ["sh", "-c", _WRAPPER, "wrapper", f"{limits.wall_seconds:g}",
-                   str(limits.cpu_seconds), str(limits.cpu_seconds + 1), str(limits.memory_bytes),
-                   str(limits.file_bytes), str(limits.processes), HARNESS_SOURCE, str(uid),
-                   run_id]
+        command = [
+            "sh",
+            "-c",
+            _WRAPPER,
+            "wrapper",
+            f"{limits.wall_seconds:g}",
+            str(limits.cpu_seconds),
+            str(limits.cpu_seconds + 1),
+            str(limits.memory_bytes),
+            str(limits.file_bytes),
+            str(limits.processes),
+            HARNESS_SOURCE,
+            str(uid),
+            run_id,
+        ]
         try:
-            exec_id = api.exec_create(self._ensure_container().id, command, stdin=True,
-                                      stdout=True, stderr=False, user="root")["Id"]
+            exec_id = api.exec_create(
+                self._ensure_container().id,
+                command,
+                stdin=True,
+                stdout=True,
+                stderr=False,
+                user="root",
+            )["Id"]
         except docker.errors.APIError:
             # The warm container is gone (removed or stopped from outside): start a new one.
-            exec_id = api.exec_create(self._ensure_container(restart=True).id, command,
-                                      stdin=True, stdout=True, stderr=False, user="root")["Id"]
+            exec_id = api.exec_create(
+                self._ensure_container(restart=True).id,
+                command,
+                stdin=True,
+                stdout=True,
+                stderr=False,
+                user="root",
+            )["Id"]
         stream = api.exec_start(exec_id, socket=True)
         raw = getattr(stream, "_sock", stream)
         raw.settimeout(limits.wall_seconds + 5.0)

@@ -77,8 +77,12 @@ def main():
     except (SyntaxError, ValueError) as error:
         line = getattr(error, "lineno", None)
         where = "line " + str(line) + ": " if line else ""
-        emit({"event": "syntax_error", "detail": "syntax error: " + where + str(
-            getattr(error, "msg", error))[:200]})
+        emit(
+            {
+                "event": "syntax_error",
+                "detail": "syntax error: " + where + str(getattr(error, "msg", error))[:200],
+            }
+        )
         return
     module = types.ModuleType("solution")
     module.__file__ = os.path.abspath("solution.py")
@@ -92,8 +96,12 @@ def main():
         return
     function = module.__dict__.get(request["function"])
     if not callable(function):
-        emit({"event": "missing_function",
-              "detail": "no function named " + request["function"] + " is defined"})
+        emit(
+            {
+                "event": "missing_function",
+                "detail": "no function named " + request["function"] + " is defined",
+            }
+        )
         return
     for index, args in enumerate(request["tests"]):
         try:

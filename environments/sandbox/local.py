@@ -63,8 +63,14 @@ def _set_limits(limits: Limits) -> None:
 def _drop_privileges_prefix(uid: int) -> list[str]:
     if not _running_as_root():
         return []
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all"]
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]
 
 
 @cache
@@ -76,8 +82,9 @@ def unshare_prefix() -> tuple[str, ...] | None:
     base = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child"]
     prefix = base if _running_as_root() else ["unshare", "--user", "--map-root-user", *base[1:]]
     try:
-        probe = subprocess.run([*prefix, "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"],
-                               capture_output=True, timeout=10)
+        probe = subprocess.run(
+            [*prefix, "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"], capture_output=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return tuple(prefix) if probe.returncode == 0 else None
@@ -88,10 +95,10 @@ def unshare_prefix() -> tuple[str, ...] | None:
 #: size; a shell stays the namespace's first process because that process ignores signals it
 #: has no handler for (SIGXCPU included), and "; exit" keeps it from exec-ing the program.
 _PRIVATE_TMP_SCRIPT = (
-    'size=$1; shift; '
-    'for d in /tmp /var/tmp /dev/shm; do '
+    "size=$1; shift; "
+    "for d in /tmp /var/tmp /dev/shm; do "
     '[ -d "$d" ] && { mount -t tmpfs -o "size=$size,mode=1777" tmpfs "$d" || exit 125; }; done; '
-    'mkdir -m 1777 /tmp/work && cd /tmp/work || exit 125; '
+    "mkdir -m 1777 /tmp/work && cd /tmp/work || exit 125; "
     '"$@"; exit $?'
 )
 
@@ -106,16 +113,19 @@ class _ChildProcessSandbox(Sandbox):
     def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
         raise NotImplementedError
 
-    def _execute(self, payload: bytes, limits: Limits, uid: int,
-                 run_id: str) -> tuple[bytes, Ending, float]:
+    def _execute(
+        self, payload: bytes, limits: Limits, uid: int, run_id: str
+    ) -> tuple[bytes, Ending, float]:
         started = time.monotonic()
         # The folder the child starts in; backends with a private tmpfs move on from there.
         workdir = Path(tempfile.mkdtemp(prefix="sao-sandbox-"))
         try:
             if _running_as_root():
                 os.chown(workdir, uid, uid)
-            with tempfile.TemporaryFile(prefix="sao-sandbox-out-") as output, \
-                    tempfile.TemporaryFile(prefix="sao-sandbox-in-") as request:
+            with (
+                tempfile.TemporaryFile(prefix="sao-sandbox-out-") as output,
+                tempfile.TemporaryFile(prefix="sao-sandbox-in-") as request,
+            ):
                 request.write(payload)
                 request.seek(0)
                 command = self._command(limits, uid, run_id)
@@ -133,9 +143,16 @@ class _ChildProcessSandbox(Sandbox):
     @staticmethod
     def _run_child(command: list[str], workdir: Path, request, output, limits: Limits) -> Ending:
         process = subprocess.Popen(
-            command, cwd=workdir, stdin=request, stdout=output, stderr=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=lambda: _set_limits(limits), close_fds=True,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+            command,
+            cwd=workdir,
+            stdin=request,
+            stdout=output,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=lambda: _set_limits(limits),
+            close_fds=True,
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        )
         try:
             return Ending(process.wait(timeout=limits.wall_seconds))
         except subprocess.TimeoutExpired:
@@ -165,25 +182,45 @@ class SubprocessSandbox(_ChildProcessSandbox):
 
     name = "subprocess"
 
-    def __init__(self, limits: Limits | None = None, python: str | None = None,
-                 require_network_isolation: bool = False) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        python: str | None = None,
+        require_network_isolation: bool = False,
+    ) -> None:
         super().__init__(limits, python)
         self.namespaces = unshare_prefix()
         if self.namespaces is None and require_network_isolation:
-            raise SandboxUnavailable("subprocess sandbox: unshare cannot create a network "
-                                     "namespace here (needs root or user namespaces)")
+            raise SandboxUnavailable(
+                "subprocess sandbox: unshare cannot create a network "
+                "namespace here (needs root or user namespaces)"
+            )
 
     @property
     def network_isolated(self) -> bool:
         return self.namespaces is not None
 
     def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
-        command = [*_drop_privileges_prefix(uid), self.python, "-E", "-s", "-c", HARNESS_SOURCE,
-                   run_id]
+        command = [
+            *_drop_privileges_prefix(uid),
+            self.python,
+            "-E",
+            "-s",
+            "-c",
+            HARNESS_SOURCE,
+            run_id,
+        ]
         if self.namespaces is None:
             return command
-        return [*self.namespaces, "/bin/sh", "-c", _PRIVATE_TMP_SCRIPT, "sh",
-                str(limits.disk_bytes), *command]
+        return [
+            *self.namespaces,
+            "/bin/sh",
+            "-c",
+            _PRIVATE_TMP_SCRIPT,
+            "sh",
+            str(limits.disk_bytes),
+            *command,
+        ]
 
 
 @cache
@@ -192,14 +229,26 @@ def bubblewrap_problem() -> str:
     if shutil.which("bwrap") is None:
         return "bwrap is not installed (apt-get install bubblewrap)"
     try:
-        probe = subprocess.run(["bwrap", *_bwrap_namespaces(), "--ro-bind", "/usr", "/usr",
-                                *_bwrap_root_links(), "/usr/bin/true"],
-                               capture_output=True, timeout=20)
+        probe = subprocess.run(
+            [
+                "bwrap",
+                *_bwrap_namespaces(),
+                "--ro-bind",
+                "/usr",
+                "/usr",
+                *_bwrap_root_links(),
+                "/usr/bin/true",
+            ],
+            capture_output=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"bwrap failed to start: {error}"
     if probe.returncode != 0:
-        return "bwrap cannot create its namespaces here: " + probe.stderr.decode(
-            errors="replace").strip()[:200]
+        return (
+            "bwrap cannot create its namespaces here: "
+            + probe.stderr.decode(errors="replace").strip()[:200]
+        )
     return ""
 
 
@@ -207,8 +256,13 @@ def _bwrap_namespaces() -> list[str]:
     if _running_as_root():
         # No user namespace as root: the program then runs as a real unprivileged user (see
         # setpriv), which is what makes RLIMIT_NPROC count.
-        return ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--unshare-cgroup-try"]
+        return [
+            "--unshare-net",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
     return ["--unshare-all"]
 
 
@@ -239,18 +293,50 @@ class BubblewrapSandbox(_ChildProcessSandbox):
             raise SandboxUnavailable(f"bubblewrap sandbox: {problem}")
         super().__init__(limits, python)
         if not self.python.startswith("/usr/"):
-            raise SandboxUnavailable(f"bubblewrap sandbox: {self.python} is outside /usr, "
-                                     "which is all the sandbox sees")
+            raise SandboxUnavailable(
+                f"bubblewrap sandbox: {self.python} is outside /usr, which is all the sandbox sees"
+            )
 
     def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
         return [
-            "bwrap", *_bwrap_namespaces(), "--die-with-parent", "--new-session",
-            "--ro-bind", "/usr", "/usr", *_bwrap_root_links(),
-            "--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
-            "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/work",
-            "--chdir", "/work", "--clearenv", "--setenv", "PATH", "/usr/bin",
-            "--setenv", "LANG", "C.UTF-8",
-            *_drop_privileges_prefix(uid), self.python, "-E", "-s", "-c", HARNESS_SOURCE,
+            "bwrap",
+            *_bwrap_namespaces(),
+            "--die-with-parent",
+            "--new-session",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            *_bwrap_root_links(),
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--perms",
+            "1777",
+            "--size",
+            str(limits.disk_bytes),
+            "--tmpfs",
+            "/tmp",
+            "--perms",
+            "1777",
+            "--size",
+            str(limits.disk_bytes),
+            "--tmpfs",
+            "/work",
+            "--chdir",
+            "/work",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/bin",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            *_drop_privileges_prefix(uid),
+            self.python,
+            "-E",
+            "-s",
+            "-c",
+            HARNESS_SOURCE,
             run_id,
         ]

@@ -35,8 +35,9 @@ class AdvantageEstimator(Protocol):
 class PolicyObjective(Protocol):
     """A policy loss over action tokens: (loss, stats)."""
 
-    def __call__(self, logprobs: torch.Tensor, batch: Batch,
-                 advantages: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]: ...
+    def __call__(
+        self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]: ...
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Advantage estimators: critic GAE (SAO), running means (global, per prompt class), group-normalised,
+"""Advantage estimators: critic GAE (SAO), running means (global, per prompt class),
+group-normalised,
 leave-one-out."""
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ class CriticGAE(_Stateless):
         mask = batch.action_mask
         steps = mask if self.skip_observations else response_span_mask(mask)
         _, critic_returns = skip_observation_gae(
-            batch.rewards, values, steps, gamma=self.gamma, lam=self.critic_lambda)
+            batch.rewards, values, steps, gamma=self.gamma, lam=self.critic_lambda
+        )
         if self.policy_lambda is None:
             policy_lambda = length_adaptive_lambda(batch.num_action_tokens, alpha=self.lambda_alpha)
         else:
             policy_lambda = torch.full((batch.size,), float(self.policy_lambda))
         advantages, _ = skip_observation_gae(
-            batch.rewards, values, steps, gamma=self.gamma, lam=policy_lambda)
+            batch.rewards, values, steps, gamma=self.gamma, lam=policy_lambda
+        )
         advantages = torch.where(mask, advantages, torch.zeros_like(advantages))
         if self.level != "token":  # one advantage per turn, as the step-level ablations define
             advantages = step_level_values(advantages, batch.turn_ids, mode=self.level)
@@ -79,8 +82,9 @@ class CriticGAE(_Stateless):
             "advantage_std": float(advantages[mask].std()) if mask.sum() > 1 else 0.0,
             "policy_lambda_mean": float(policy_lambda.mean()),
         }
-        return AdvantageResult(advantages, critic_returns, stats,
-                               value_mask=None if self.skip_observations else steps)
+        return AdvantageResult(
+            advantages, critic_returns, stats, value_mask=None if self.skip_observations else steps
+        )
 
 
 @dataclass
@@ -98,7 +102,8 @@ class RunningMeanAdvantage:
         episode_advantages = self.baseline(batch.episode_rewards)
         return AdvantageResult(
             broadcast_to_tokens(episode_advantages, batch.action_mask),
-            stats={"advantage_mean": float(episode_advantages.mean())})
+            stats={"advantage_mean": float(episode_advantages.mean())},
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return self.baseline.state_dict()
@@ -135,7 +140,8 @@ class KeyedRunningMeanAdvantage:
         if missing:
             raise ValueError(
                 f"algorithm.baseline_keys: episode info has no {missing[0]!r}; "
-                f"it has {', '.join(sorted(info)) or 'nothing'}")
+                f"it has {', '.join(sorted(info)) or 'nothing'}"
+            )
         return "/".join(str(info[key]) for key in self.keys)
 
     def __call__(self, batch: Batch, values: torch.Tensor | None) -> AdvantageResult:
@@ -145,8 +151,11 @@ class KeyedRunningMeanAdvantage:
         episode_advantages = self.baseline(batch.episode_rewards, classes)
         return AdvantageResult(
             broadcast_to_tokens(episode_advantages, batch.action_mask),
-            stats={"advantage_mean": float(episode_advantages.mean()),
-                   "baseline_classes": float(len(set(classes)))})
+            stats={
+                "advantage_mean": float(episode_advantages.mean()),
+                "baseline_classes": float(len(set(classes))),
+            },
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return self.baseline.state_dict()
@@ -164,10 +173,16 @@ class GroupNormalized(_Stateless):
 
     def __call__(self, batch: Batch, values: torch.Tensor | None) -> AdvantageResult:
         episode_advantages = group_advantages(
-            batch.episode_rewards, batch.group_ids, normalize_std=self.normalize_std)
-        stats = {"zero_variance_group_fraction":
-                 zero_variance_group_fraction(batch.episode_rewards, batch.group_ids)}
-        return AdvantageResult(broadcast_to_tokens(episode_advantages, batch.action_mask), stats=stats)
+            batch.episode_rewards, batch.group_ids, normalize_std=self.normalize_std
+        )
+        stats = {
+            "zero_variance_group_fraction": zero_variance_group_fraction(
+                batch.episode_rewards, batch.group_ids
+            )
+        }
+        return AdvantageResult(
+            broadcast_to_tokens(episode_advantages, batch.action_mask), stats=stats
+        )
 
 
 @dataclass
@@ -178,6 +193,11 @@ class LeaveOneOut(_Stateless):
 
     def __call__(self, batch: Batch, values: torch.Tensor | None) -> AdvantageResult:
         episode_advantages = rloo_advantages(batch.episode_rewards, batch.group_ids)
-        stats = {"zero_variance_group_fraction":
-                 zero_variance_group_fraction(batch.episode_rewards, batch.group_ids)}
-        return AdvantageResult(broadcast_to_tokens(episode_advantages, batch.action_mask), stats=stats)
+        stats = {
+            "zero_variance_group_fraction": zero_variance_group_fraction(
+                batch.episode_rewards, batch.group_ids
+            )
+        }
+        return AdvantageResult(
+            broadcast_to_tokens(episode_advantages, batch.action_mask), stats=stats
+        )

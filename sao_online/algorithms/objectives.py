@@ -16,14 +16,21 @@ from sao_online.losses import dis_policy_loss, gspo_loss, ppo_clip_loss
 
 @dataclass
 class DoubleSidedIS:
-    """SAO's strict double-sided token masking: tokens with ratio outside the band get no gradient."""
+    """SAO's strict double-sided token masking: a token whose ratio is outside the band gets no
+    gradient."""
 
     eps_low: float = 0.3
     eps_high: float = 5.0
 
     def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
-        return dis_policy_loss(logprobs, batch.behavior_logprobs, advantages, batch.action_mask,
-                               eps_low=self.eps_low, eps_high=self.eps_high)
+        return dis_policy_loss(
+            logprobs,
+            batch.behavior_logprobs,
+            advantages,
+            batch.action_mask,
+            eps_low=self.eps_low,
+            eps_high=self.eps_high,
+        )
 
 
 @dataclass
@@ -37,10 +44,17 @@ class PPOClip:
     max_length: int | None = None  # the constant normaliser of "constant_normalizer" (Dr.GRPO)
 
     def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
-        return ppo_clip_loss(logprobs, batch.behavior_logprobs, advantages, batch.action_mask,
-                             eps_low=self.eps_low, eps_high=self.eps_high,
-                             dual_clip=self.dual_clip, aggregation=self.aggregation,
-                             max_length=self.max_length)
+        return ppo_clip_loss(
+            logprobs,
+            batch.behavior_logprobs,
+            advantages,
+            batch.action_mask,
+            eps_low=self.eps_low,
+            eps_high=self.eps_high,
+            dual_clip=self.dual_clip,
+            aggregation=self.aggregation,
+            max_length=self.max_length,
+        )
 
 
 @dataclass
@@ -51,5 +65,11 @@ class SequenceRatio:
     eps_high: float = 4e-4
 
     def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
-        return gspo_loss(logprobs, batch.behavior_logprobs, advantages, batch.action_mask,
-                         eps_low=self.eps_low, eps_high=self.eps_high)
+        return gspo_loss(
+            logprobs,
+            batch.behavior_logprobs,
+            advantages,
+            batch.action_mask,
+            eps_low=self.eps_low,
+            eps_high=self.eps_high,
+        )

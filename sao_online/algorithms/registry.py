@@ -24,7 +24,9 @@ def _or(value, default):
 
 def _single_rollout(cfg: AlgorithmConfig) -> int:
     if cfg.group_size not in (None, 1):
-        raise ConfigError(f"algorithm.group_size: {cfg.name} uses one rollout per prompt, got {cfg.group_size}")
+        raise ConfigError(
+            f"algorithm.group_size: {cfg.name} uses one rollout per prompt, got {cfg.group_size}"
+        )
     return 1
 
 
@@ -40,10 +42,18 @@ def _dis(cfg: AlgorithmConfig) -> DoubleSidedIS:
 
 
 def _critic_gae(cfg: AlgorithmConfig, **ablation) -> CriticGAE:
-    settings = {"policy_lambda": cfg.policy_lambda, "skip_observations": cfg.skip_observations,
-                **ablation}
-    return CriticGAE(gamma=cfg.gamma, critic_lambda=cfg.critic_lambda,
-                     lambda_alpha=cfg.lambda_alpha, level=cfg.advantage_level, **settings)
+    settings = {
+        "policy_lambda": cfg.policy_lambda,
+        "skip_observations": cfg.skip_observations,
+        **ablation,
+    }
+    return CriticGAE(
+        gamma=cfg.gamma,
+        critic_lambda=cfg.critic_lambda,
+        lambda_alpha=cfg.lambda_alpha,
+        level=cfg.advantage_level,
+        **settings,
+    )
 
 
 def sao(cfg: AlgorithmConfig, max_length: int) -> Method:
@@ -52,30 +62,44 @@ def sao(cfg: AlgorithmConfig, max_length: int) -> Method:
 
 def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Ablation: policy lambda 1, no length adaptation (the critic enters only as V(t) baseline).
-    return Method("sao_lambda1", _single_rollout(cfg), _critic_gae(cfg, policy_lambda=1.0),
-                  _dis(cfg))
+    return Method(
+        "sao_lambda1", _single_rollout(cfg), _critic_gae(cfg, policy_lambda=1.0), _dis(cfg)
+    )
 
 
 def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Ablation: observation tokens are ordinary GAE steps (and critic targets).
-    return Method("sao_no_skip_obs", _single_rollout(cfg),
-                  _critic_gae(cfg, skip_observations=False), _dis(cfg))
+    return Method(
+        "sao_no_skip_obs",
+        _single_rollout(cfg),
+        _critic_gae(cfg, skip_observations=False),
+        _dis(cfg),
+    )
 
 
 def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
-    return Method("sao_running_mean", _single_rollout(cfg),
-                  RunningMeanAdvantage(window=cfg.baseline_window), _dis(cfg))
+    return Method(
+        "sao_running_mean",
+        _single_rollout(cfg),
+        RunningMeanAdvantage(window=cfg.baseline_window),
+        _dis(cfg),
+    )
 
 
 def sao_prompt_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
-    estimator = KeyedRunningMeanAdvantage(keys=tuple(cfg.baseline_keys),
-                                          window=cfg.prompt_baseline_window)
+    estimator = KeyedRunningMeanAdvantage(
+        keys=tuple(cfg.baseline_keys), window=cfg.prompt_baseline_window
+    )
     return Method("sao_prompt_mean", _single_rollout(cfg), estimator, _dis(cfg))
 
 
 def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
-    objective = PPOClip(eps_low=_or(cfg.clip_eps_low, 0.2), eps_high=_or(cfg.clip_eps_high, 0.2),
-                        dual_clip=cfg.dual_clip, aggregation="sequence_mean")
+    objective = PPOClip(
+        eps_low=_or(cfg.clip_eps_low, 0.2),
+        eps_high=_or(cfg.clip_eps_high, 0.2),
+        dual_clip=cfg.dual_clip,
+        aggregation="sequence_mean",
+    )
     return Method("grpo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
@@ -84,27 +108,41 @@ def grpo_dis(cfg: AlgorithmConfig, max_length: int) -> Method:
 
 
 def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
-    objective = PPOClip(eps_low=_or(cfg.clip_eps_low, 0.2), eps_high=_or(cfg.clip_eps_high, 0.2),
-                        dual_clip=cfg.dual_clip, aggregation="constant_normalizer",
-                        max_length=max_length)
+    objective = PPOClip(
+        eps_low=_or(cfg.clip_eps_low, 0.2),
+        eps_high=_or(cfg.clip_eps_high, 0.2),
+        dual_clip=cfg.dual_clip,
+        aggregation="constant_normalizer",
+        max_length=max_length,
+    )
     return Method("dr_grpo", _group(cfg), GroupNormalized(normalize_std=False), objective)
 
 
 def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Clip-higher: eps_high 0.28 (DAPO, Yu et al. 2025), token-level mean aggregation.
-    objective = PPOClip(eps_low=_or(cfg.clip_eps_low, 0.2), eps_high=_or(cfg.clip_eps_high, 0.28),
-                        dual_clip=cfg.dual_clip, aggregation="token_mean")
+    objective = PPOClip(
+        eps_low=_or(cfg.clip_eps_low, 0.2),
+        eps_high=_or(cfg.clip_eps_high, 0.28),
+        dual_clip=cfg.dual_clip,
+        aggregation="token_mean",
+    )
     return Method("dapo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
 def gspo(cfg: AlgorithmConfig, max_length: int) -> Method:
-    objective = SequenceRatio(eps_low=_or(cfg.clip_eps_low, 3e-4), eps_high=_or(cfg.clip_eps_high, 4e-4))
+    objective = SequenceRatio(
+        eps_low=_or(cfg.clip_eps_low, 3e-4), eps_high=_or(cfg.clip_eps_high, 4e-4)
+    )
     return Method("gspo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
 def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
-    objective = PPOClip(eps_low=_or(cfg.clip_eps_low, 0.2), eps_high=_or(cfg.clip_eps_high, 0.2),
-                        dual_clip=cfg.dual_clip, aggregation="token_mean")
+    objective = PPOClip(
+        eps_low=_or(cfg.clip_eps_low, 0.2),
+        eps_high=_or(cfg.clip_eps_high, 0.2),
+        dual_clip=cfg.dual_clip,
+        aggregation="token_mean",
+    )
     return Method("rloo", _group(cfg), LeaveOneOut(), objective)
 
 
@@ -126,7 +164,8 @@ METHODS: dict[str, Callable[[AlgorithmConfig, int], Method]] = {
 
 #: Methods with one rollout per prompt (``compare`` leaves their group size unset).
 SINGLE_ROLLOUT_METHODS: frozenset[str] = frozenset(
-    {"sao", "sao_running_mean", "sao_prompt_mean", "sao_lambda1", "sao_no_skip_obs"})
+    {"sao", "sao_running_mean", "sao_prompt_mean", "sao_lambda1", "sao_no_skip_obs"}
+)
 
 
 def build_method(config: ExperimentConfig) -> Method:
@@ -135,7 +174,8 @@ def build_method(config: ExperimentConfig) -> Method:
     try:
         factory = METHODS[cfg.name]
     except KeyError:
-        raise ConfigError(f"algorithm.name: unknown method {cfg.name!r}; "
-                          f"choose from {', '.join(METHODS)}") from None
+        raise ConfigError(
+            f"algorithm.name: unknown method {cfg.name!r}; choose from {', '.join(METHODS)}"
+        ) from None
     max_length = config.rollout.max_action_tokens * config.rollout.max_turns
     return factory(cfg, max_length)

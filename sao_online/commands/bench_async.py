@@ -28,10 +28,16 @@ from sao_online.runlog import RunLog
 
 # Long action caps: an untrained policy rarely emits its stop token, and an action cut at the
 # cap ends the episode without an env step, so short caps would never pay the step latency.
-_COMMON = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
-           "rollout.max_turns=1", "rollout.max_action_tokens=160",
-           "rollout.max_episode_tokens=384", "algorithm.critic_warmup_steps=0",
-           "logging.checkpoint_every=0"]
+_COMMON = [
+    "model.warm_start=false",
+    "model.num_layers=2",
+    "model.hidden_size=64",
+    "rollout.max_turns=1",
+    "rollout.max_action_tokens=160",
+    "rollout.max_episode_tokens=384",
+    "algorithm.critic_warmup_steps=0",
+    "logging.checkpoint_every=0",
+]
 
 
 def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
@@ -63,8 +69,9 @@ def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
     }
 
 
-def run_async_benchmark(quick: bool = False, *, episodes: int | None = None,
-                        ray: bool = True) -> dict[str, Any]:
+def run_async_benchmark(
+    quick: bool = False, *, episodes: int | None = None, ray: bool = True
+) -> dict[str, Any]:
     """Run the workload synchronously, with the local backend and (when installed) on Ray.
 
     Args:
@@ -87,19 +94,33 @@ def run_async_benchmark(quick: bool = False, *, episodes: int | None = None,
     # window, end-to-end speedup 1.0x); 128 keep the run well under a minute with a window that
     # says something.
     if quick:
-        workload = {"episodes": 128, "batch_size": 8, "workers": 1, "max_staleness": 4,
-                    "latency_mean": 0.3, "latency_sigma": 1.0}
+        workload = {
+            "episodes": 128,
+            "batch_size": 8,
+            "workers": 1,
+            "max_staleness": 4,
+            "latency_mean": 0.3,
+            "latency_sigma": 1.0,
+        }
     else:
-        workload = {"episodes": 384, "batch_size": 16, "workers": 1, "max_staleness": 4,
-                    "latency_mean": 0.5, "latency_sigma": 1.0}
+        workload = {
+            "episodes": 384,
+            "batch_size": 16,
+            "workers": 1,
+            "max_staleness": 4,
+            "latency_mean": 0.5,
+            "latency_sigma": 1.0,
+        }
     if episodes is not None:
         workload["episodes"] = episodes
     overrides = _COMMON + [
-        f"budget.episodes={workload['episodes']}", f"rollout.batch_size={workload['batch_size']}",
+        f"budget.episodes={workload['episodes']}",
+        f"rollout.batch_size={workload['batch_size']}",
         f"runtime.num_workers={workload['workers']}",
         f"runtime.max_staleness={workload['max_staleness']}",
         f"env.latency_mean={workload['latency_mean']}",
-        f"env.latency_sigma={workload['latency_sigma']}"]
+        f"env.latency_sigma={workload['latency_sigma']}",
+    ]
     with_ray = ray and importlib.util.find_spec("ray") is not None
     with tempfile.TemporaryDirectory(prefix="sao-bench-async-") as folder:
         sync = _measure(overrides + ["runtime.backend=sync"], Path(folder) / "sync")
@@ -110,8 +131,9 @@ def run_async_benchmark(quick: bool = False, *, episodes: int | None = None,
     result = {
         "workload": workload,
         "speedup": _ratio(asynchronous["episodes_per_second"], sync["episodes_per_second"]),
-        "speedup_end_to_end": _ratio(asynchronous["episodes_per_second_end_to_end"],
-                                     sync["episodes_per_second_end_to_end"]),
+        "speedup_end_to_end": _ratio(
+            asynchronous["episodes_per_second_end_to_end"], sync["episodes_per_second_end_to_end"]
+        ),
         "learner_busy_fraction": asynchronous["learner_busy_fraction"],
         "max_staleness": workload["max_staleness"],
         "max_staleness_observed": asynchronous["max_staleness_observed"],
@@ -119,15 +141,19 @@ def run_async_benchmark(quick: bool = False, *, episodes: int | None = None,
         "async": asynchronous,
     }
     if on_ray is not None:
-        result.update({
-            "speedup_ray": _ratio(on_ray["episodes_per_second"], sync["episodes_per_second"]),
-            "speedup_ray_end_to_end": _ratio(on_ray["episodes_per_second_end_to_end"],
-                                             sync["episodes_per_second_end_to_end"]),
-            "learner_busy_fraction_ray": on_ray["learner_busy_fraction"],
-            "max_staleness_observed": max(asynchronous["max_staleness_observed"],
-                                          on_ray["max_staleness_observed"]),
-            "ray": on_ray,
-        })
+        result.update(
+            {
+                "speedup_ray": _ratio(on_ray["episodes_per_second"], sync["episodes_per_second"]),
+                "speedup_ray_end_to_end": _ratio(
+                    on_ray["episodes_per_second_end_to_end"], sync["episodes_per_second_end_to_end"]
+                ),
+                "learner_busy_fraction_ray": on_ray["learner_busy_fraction"],
+                "max_staleness_observed": max(
+                    asynchronous["max_staleness_observed"], on_ray["max_staleness_observed"]
+                ),
+                "ray": on_ray,
+            }
+        )
     return result
 
 

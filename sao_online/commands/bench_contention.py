@@ -38,8 +38,9 @@ def _busy_core() -> int:
     return max(os.sched_getaffinity(0))
 
 
-def run_contention_benchmark(quick: bool = False, *, episodes: int | None = None,
-                             overrides: list[str] | None = None) -> dict[str, Any]:
+def run_contention_benchmark(
+    quick: bool = False, *, episodes: int | None = None, overrides: list[str] | None = None
+) -> dict[str, Any]:
     """Measure the throughput workload quiet and with one core held by a busy loop.
 
     Args:
@@ -55,8 +56,11 @@ def run_contention_benchmark(quick: bool = False, *, episodes: int | None = None
     if not hasattr(os, "sched_setaffinity"):
         raise RuntimeError("bench contention needs os.sched_setaffinity (Linux)")
     budget = episodes if episodes is not None else (128 if quick else 384)
-    config_overrides = WORKLOAD + [f"budget.episodes={budget}", "runtime.backend=sync",
-                                   "runtime.torch_threads=auto"] + list(overrides or [])
+    config_overrides = (
+        WORKLOAD
+        + [f"budget.episodes={budget}", "runtime.backend=sync", "runtime.torch_threads=auto"]
+        + list(overrides or [])
+    )
     threads_before = torch.get_num_threads()
     core = _busy_core()
     try:
@@ -73,10 +77,17 @@ def run_contention_benchmark(quick: bool = False, *, episodes: int | None = None
         torch.set_num_threads(threads_before)
     kept = contended["completions_per_second"] / max(quiet["completions_per_second"], 1e-9)
     return {
-        "workload": {"method": "grpo", "group_size": 8, "completions_per_update": 64,
-                     "max_completion_tokens": 32, "episodes": budget, "backend": "sync",
-                     "torch_threads": "auto", "usable_cores": len(os.sched_getaffinity(0)),
-                     "overrides": list(overrides or [])},
+        "workload": {
+            "method": "grpo",
+            "group_size": 8,
+            "completions_per_update": 64,
+            "max_completion_tokens": 32,
+            "episodes": budget,
+            "backend": "sync",
+            "torch_threads": "auto",
+            "usable_cores": len(os.sched_getaffinity(0)),
+            "overrides": list(overrides or []),
+        },
         "busy_core": core,
         "quiet": quiet,
         "contended": contended,

@@ -88,7 +88,8 @@ def _compare(arguments: tuple, stop: bool, seed: int, repeats: int) -> dict[str,
     for _ in range(repeats):
         engine = _faster(engine, _run_engine(*arguments, stop=stop, seed=seed))
         engine_hf = _faster(
-            engine_hf, _run_engine(*arguments, stop=stop, seed=seed, lean_forward=False))
+            engine_hf, _run_engine(*arguments, stop=stop, seed=seed, lean_forward=False)
+        )
         generate = _faster(generate, _run_generate(*arguments, stop=stop, seed=seed))
     return {
         "engine": engine,
@@ -203,7 +204,8 @@ def run_rollout_benchmark(
         A JSON-able dict: ``workload`` (what both sides ran), ``engine`` and ``generate``
         (seconds, cpu_seconds, tokens, tokens_per_second, tokens_per_cpu_second,
         model_forwards), ``engine_hf_forward`` (the engine with the Hugging Face forward),
-        ``lean_forward_speedup`` (engine over engine_hf_forward, wall clock), ``speedup`` (engine tokens/s over generate tokens/s, wall clock),
+        ``lean_forward_speedup`` (engine over engine_hf_forward, wall clock), ``speedup``
+        (engine tokens/s over generate tokens/s, wall clock),
         ``speedup_cpu_time`` (the same with process CPU time), the same under ``fixed_length``
         (unless quick), and ``machine``.
     """
@@ -211,7 +213,8 @@ def run_rollout_benchmark(
         batch_size, new_tokens = min(batch_size, 8), min(new_tokens, 24)
     if batch_size < 1 or new_tokens < 1 or repeats < 1:
         raise ValueError(
-            f"run_rollout_benchmark: batch_size, new_tokens and repeats must be >= 1, got {batch_size}, {new_tokens}, {repeats}"
+            "run_rollout_benchmark: batch_size, new_tokens and repeats must be >= 1, got "
+            f"{batch_size}, {new_tokens}, {repeats}"
         )
     if num_episodes is None:
         num_episodes = 2 * batch_size if quick else 4 * batch_size

@@ -28,8 +28,9 @@ def workload(num_tasks: int = 8) -> list[tuple[str, str, list[TestCase], dict[st
     env = CodeShiftEnv(sandbox="subprocess")
     try:
         for seed in range(num_tasks):
-            env.reset(seed=seed, options={"drift": {"boundary": "exclusive",
-                                                    "helper_version": "v1"}})
+            env.reset(
+                seed=seed, options={"drift": {"boundary": "exclusive", "helper_version": "v1"}}
+            )
             task, tests = env._task, env._tests  # noqa: SLF001  (the env's own hidden tests)
             v1_files, v2_files = {"kit.py": KIT_SOURCES["v1"]}, {"kit.py": KIT_SOURCES["v2"]}
             programs = [
@@ -81,9 +82,13 @@ def _measure(backend: str, runs: list, repeats: int) -> dict[str, Any]:
     }
 
 
-def run_sandbox_benchmark(quick: bool = False, *, backends: list[str] | None = None,
-                          num_tasks: int | None = None, repeats: int | None = None
-                          ) -> dict[str, Any]:
+def run_sandbox_benchmark(
+    quick: bool = False,
+    *,
+    backends: list[str] | None = None,
+    num_tasks: int | None = None,
+    repeats: int | None = None,
+) -> dict[str, Any]:
     """Executions per second of every backend on the same programs.
 
     Args:
@@ -107,10 +112,16 @@ def run_sandbox_benchmark(quick: bool = False, *, backends: list[str] | None = N
     runs = workload(tasks)
     measured = {name: _measure(name, runs, passes) for name in names}
     return {
-        "workload": {"tasks": tasks, "programs_per_task": 6, "repeats": passes,
-                     "tests_per_program": 6, "runs_per_backend": len(runs) * passes},
-        "executions_per_second": {name: side.get("executions_per_second")
-                                  for name, side in measured.items()},
+        "workload": {
+            "tasks": tasks,
+            "programs_per_task": 6,
+            "repeats": passes,
+            "tests_per_program": 6,
+            "runs_per_backend": len(runs) * passes,
+        },
+        "executions_per_second": {
+            name: side.get("executions_per_second") for name, side in measured.items()
+        },
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **measured,
     }

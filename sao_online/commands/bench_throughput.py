@@ -36,10 +36,18 @@ from sao_online.runlog import RunLog
 TARGET_COMPLETIONS_PER_SECOND = 130.0
 """Issue 4's target for this workload on two cores (a widely used CPU trainer does ~65)."""
 
-WORKLOAD = ["algorithm.name=grpo", "algorithm.group_size=8", "rollout.batch_size=64",
-             "rollout.num_slots=64", "rollout.max_action_tokens=32", "model.warm_start=false",
-             "env.latency_mean=0.0", "regularizers.kl_coef=0.0", "logging.checkpoint_every=0",
-             "eval.every_updates=0"]
+WORKLOAD = [
+    "algorithm.name=grpo",
+    "algorithm.group_size=8",
+    "rollout.batch_size=64",
+    "rollout.num_slots=64",
+    "rollout.max_action_tokens=32",
+    "model.warm_start=false",
+    "env.latency_mean=0.0",
+    "regularizers.kl_coef=0.0",
+    "logging.checkpoint_every=0",
+    "eval.every_updates=0",
+]
 
 
 def measure(overrides: list[str], run_dir: Path, threads: int | None) -> dict[str, Any]:
@@ -74,9 +82,13 @@ def measure(overrides: list[str], run_dir: Path, threads: int | None) -> dict[st
     }
 
 
-def run_throughput_benchmark(quick: bool = False, *, episodes: int | None = None,
-                             overrides: list[str] | None = None,
-                             peer: str | None = None) -> dict[str, Any]:
+def run_throughput_benchmark(
+    quick: bool = False,
+    *,
+    episodes: int | None = None,
+    overrides: list[str] | None = None,
+    peer: str | None = None,
+) -> dict[str, Any]:
     """Run the GRPO throughput workload with the sync and the local backend.
 
     Args:
@@ -104,27 +116,42 @@ def run_throughput_benchmark(quick: bool = False, *, episodes: int | None = None
     threads_before = torch.get_num_threads()
     try:
         with tempfile.TemporaryDirectory(prefix="sao-bench-throughput-") as folder:
-            sync = measure(config_overrides + ["runtime.backend=sync"], Path(folder) / "sync",
-                           threads=None)
-            local = measure(config_overrides + ["runtime.backend=local", "runtime.num_workers=1"],
-                            Path(folder) / "local", threads=None)
+            sync = measure(
+                config_overrides + ["runtime.backend=sync"], Path(folder) / "sync", threads=None
+            )
+            local = measure(
+                config_overrides + ["runtime.backend=local", "runtime.num_workers=1"],
+                Path(folder) / "local",
+                threads=None,
+            )
     finally:
         torch.set_num_threads(threads_before)
     sync["rollout_seconds_per_update"] = round(
-        sync["seconds_per_update"] - sync["learner_seconds_per_update"], 4)
+        sync["seconds_per_update"] - sync["learner_seconds_per_update"], 4
+    )
     local["learner_wait_seconds_per_update"] = round(
-        local["seconds_per_update"] - local["learner_seconds_per_update"], 4)
+        local["seconds_per_update"] - local["learner_seconds_per_update"], 4
+    )
     result = {
-        "workload": {"method": "grpo", "group_size": 8, "completions_per_update": 64,
-                     "max_completion_tokens": 32, "episodes": budget, "cores": cores,
-                     "model": "default tiny policy, random init (no warm start)",
-                     "overrides": list(overrides or [])},
+        "workload": {
+            "method": "grpo",
+            "group_size": 8,
+            "completions_per_update": 64,
+            "max_completion_tokens": 32,
+            "episodes": budget,
+            "cores": cores,
+            "model": "default tiny policy, random init (no warm start)",
+            "overrides": list(overrides or []),
+        },
         "target_completions_per_second": TARGET_COMPLETIONS_PER_SECOND,
-        "completions_per_second": {"sync": sync["completions_per_second"],
-                                   "local": local["completions_per_second"]},
+        "completions_per_second": {
+            "sync": sync["completions_per_second"],
+            "local": local["completions_per_second"],
+        },
         "ratio_to_target": {
             name: round(side["completions_per_second"] / TARGET_COMPLETIONS_PER_SECOND, 3)
-            for name, side in (("sync", sync), ("local", local))},
+            for name, side in (("sync", sync), ("local", local))
+        },
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sync": sync,
         "local": local,
@@ -141,5 +168,6 @@ def run_throughput_benchmark(quick: bool = False, *, episodes: int | None = None
         peer_rate = result["peer"]["completions_per_second"]
         result["ratio_to_peer"] = {
             name: round(side["completions_per_second"] / peer_rate, 3)
-            for name, side in (("sync", sync), ("local", local))}
+            for name, side in (("sync", sync), ("local", local))
+        }
     return result

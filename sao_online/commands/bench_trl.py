@@ -39,7 +39,8 @@ def import_trl() -> Any:
     except ImportError as error:
         raise RuntimeError(
             "bench throughput --peer trl needs TRL: pip install 'sao-online[trl]' "
-            f"(or pip install trl); import failed: {error}") from error
+            f"(or pip install trl); import failed: {error}"
+        ) from error
     return trl, datasets
 
 
@@ -83,34 +84,55 @@ def run_trl_grpo(config: ExperimentConfig, episodes: int) -> dict[str, Any]:
     group = config.algorithm.group_size or 8
     batch = config.rollout.batch_size
     if episodes % batch or batch % group:
-        raise ValueError(f"run_trl_grpo: episodes ({episodes}) must be a multiple of the batch "
-                         f"({batch}), itself a multiple of the group ({group})")
+        raise ValueError(
+            f"run_trl_grpo: episodes ({episodes}) must be a multiple of the batch "
+            f"({batch}), itself a multiple of the group ({group})"
+        )
     updates = episodes // batch
     policy, tokenizer = base_policy(config)
     policy.train()
     dataset = datasets.Dataset.from_list(_prompts(config, updates * batch // group))
     with tempfile.TemporaryDirectory(prefix="sao-bench-trl-") as folder:
         arguments = trl.GRPOConfig(
-            output_dir=folder, use_cpu=True, report_to=[], save_strategy="no",
-            logging_steps=1, disable_tqdm=True, seed=config.seed,
-            per_device_train_batch_size=batch, gradient_accumulation_steps=1,
-            num_generations=group, max_completion_length=config.rollout.max_action_tokens,
-            max_steps=updates, num_iterations=1, beta=config.regularizers.kl_coef,
-            learning_rate=config.optim.lr, temperature=config.rollout.temperature,
-            top_p=config.rollout.top_p, top_k=0, dataloader_num_workers=0,
-            max_grad_norm=config.optim.max_grad_norm, lr_scheduler_type="constant",
-            shuffle_dataset=False)
-        trainer = trl.GRPOTrainer(model=policy, reward_funcs=_environment_reward(config),
-                                  args=arguments, train_dataset=dataset,
-                                  processing_class=tokenizer)
+            output_dir=folder,
+            use_cpu=True,
+            report_to=[],
+            save_strategy="no",
+            logging_steps=1,
+            disable_tqdm=True,
+            seed=config.seed,
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=1,
+            num_generations=group,
+            max_completion_length=config.rollout.max_action_tokens,
+            max_steps=updates,
+            num_iterations=1,
+            beta=config.regularizers.kl_coef,
+            learning_rate=config.optim.lr,
+            temperature=config.rollout.temperature,
+            top_p=config.rollout.top_p,
+            top_k=0,
+            dataloader_num_workers=0,
+            max_grad_norm=config.optim.max_grad_norm,
+            lr_scheduler_type="constant",
+            shuffle_dataset=False,
+        )
+        trainer = trl.GRPOTrainer(
+            model=policy,
+            reward_funcs=_environment_reward(config),
+            args=arguments,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
         # The trainer prints its logs; stdout is the benchmark's JSON.
         with contextlib.redirect_stdout(sys.stderr):
             started = time.perf_counter()
             trainer.train()
             seconds = time.perf_counter() - started
         history = trainer.state.log_history
-    lengths = [entry["completions/mean_length"] for entry in history
-               if "completions/mean_length" in entry]
+    lengths = [
+        entry["completions/mean_length"] for entry in history if "completions/mean_length" in entry
+    ]
     return {
         "trainer": f"trl {trl.__version__} GRPOTrainer",
         "completions": updates * batch,

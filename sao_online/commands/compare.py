@@ -30,9 +30,15 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     resume = job["resume"] and (Path(job["out"]) / "config.yaml").exists()
     # runtime.torch_threads=auto would count the cores the parallel runs share: one each.
     threads = 1 if config.runtime.torch_threads == "auto" else None
-    return run_experiment(config, out=job["out"], overwrite=job["overwrite"], resume=resume,
-                          progress=False, threads=threads,
-                          progress_callback=progress.put)  # to the parent's bar
+    return run_experiment(
+        config,
+        out=job["out"],
+        overwrite=job["overwrite"],
+        resume=resume,
+        progress=False,
+        threads=threads,
+        progress_callback=progress.put,
+    )  # to the parent's bar
 
 
 def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:
@@ -42,10 +48,18 @@ def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:
         results.put(("error", job["name"], f"{type(error).__name__}: {error}"))
 
 
-def compare(config: str | Path | dict[str, Any] | ExperimentConfig, *, methods: list[str],
-            seeds: int, out: str | Path, overrides: list[str] | None = None,
-            parallel: int | None = None, overwrite: bool = False, resume: bool = False,
-            progress: bool = True) -> Path:
+def compare(
+    config: str | Path | dict[str, Any] | ExperimentConfig,
+    *,
+    methods: list[str],
+    seeds: int,
+    out: str | Path,
+    overrides: list[str] | None = None,
+    parallel: int | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    progress: bool = True,
+) -> Path:
     """Run every method for seeds 0..seeds-1 with the same budget, model, schedule and seeds.
 
     Runs land in ``<out>/<experiment>/<method>/seed-<k>/``. With ``resume``, runs that exist
@@ -82,7 +96,9 @@ def compare(config: str | Path | dict[str, Any] | ExperimentConfig, *, methods: 
 
     for method in methods:
         if method not in METHODS:
-            raise ConfigError(f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}")
+            raise ConfigError(
+                f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}"
+            )
     from sao_online.runtime.envs import warn_about_budget
 
     warn_about_budget(base)
@@ -97,17 +113,27 @@ def compare(config: str | Path | dict[str, Any] | ExperimentConfig, *, methods: 
             run_overrides = [*overrides, f"algorithm.name={method}", f"seed={seed}"]
             if method in SINGLE_ROLLOUT_METHODS:
                 run_overrides.append("algorithm.group_size=null")
-            jobs.append({
-                "name": f"{method}/seed-{seed}", "config": config_source, "overrides": run_overrides,
-                "out": str(run_directory(out, base.experiment, method, seed)), "overwrite": overwrite,
-                "resume": resume,
-            })
+            jobs.append(
+                {
+                    "name": f"{method}/seed-{seed}",
+                    "config": config_source,
+                    "overrides": run_overrides,
+                    "out": str(run_directory(out, base.experiment, method, seed)),
+                    "overwrite": overwrite,
+                    "resume": resume,
+                }
+            )
     total = base.budget.episodes * len(jobs)
     parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
     context = mp.get_context("spawn")
     progress_queue, results = context.Queue(), context.Queue()
-    bar = tqdm(total=total, desc=f"compare {','.join(methods)} x {seeds} seeds", unit="ep",
-               disable=not progress, smoothing=0.05)
+    bar = tqdm(
+        total=total,
+        desc=f"compare {','.join(methods)} x {seeds} seeds",
+        unit="ep",
+        disable=not progress,
+        smoothing=0.05,
+    )
     pending, running, failures, reported = list(jobs), {}, [], set()
     try:
         while pending or running:

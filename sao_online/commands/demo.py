@@ -1,4 +1,5 @@
-"""``make demo``: the StyleShift protocol, SAO vs GRPO vs the running-mean ablation, and a report."""
+"""``make demo``: the StyleShift protocol, SAO vs GRPO vs the running-mean ablation, and a
+report."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ DEMO_CONFIG = Path(str(resources.files("sao_online.configs") / "demo.yaml"))
 DEMO_METHODS = ["sao", "grpo", "sao_running_mean"]
 
 
-def run_demo(out: str | Path = "runs/demo", seeds: int = 3, quick: bool = False,
-             fresh: bool = False) -> Path:
+def run_demo(
+    out: str | Path = "runs/demo", seeds: int = 3, quick: bool = False, fresh: bool = False
+) -> Path:
     """Run the demo protocol and write its report; return the report's path.
 
     Runs already in ``out`` continue from their checkpoints (finished ones are reused as they
@@ -37,9 +39,19 @@ def run_demo(out: str | Path = "runs/demo", seeds: int = 3, quick: bool = False,
             "classical_cute_chuunibyou], at: [0, 160, 320]}}}",
         ]
     started = time.time()
-    experiment_dir = compare(DEMO_CONFIG, methods=DEMO_METHODS, seeds=seeds, out=out,
-                             overrides=overrides, overwrite=fresh, resume=not fresh)
-    report = write_report([experiment_dir], Path(out) / "report",
-                          title="StyleShift: SAO vs GRPO vs running-mean baseline")
+    experiment_dir = compare(
+        DEMO_CONFIG,
+        methods=DEMO_METHODS,
+        seeds=seeds,
+        out=out,
+        overrides=overrides,
+        overwrite=fresh,
+        resume=not fresh,
+    )
+    report = write_report(
+        [experiment_dir],
+        Path(out) / "report",
+        title="StyleShift: SAO vs GRPO vs running-mean baseline",
+    )
     print(f"demo finished in {time.time() - started:.0f} s")
     return report

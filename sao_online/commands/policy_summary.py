@@ -13,9 +13,15 @@ from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import make_env
 
 
-def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
-                     theta: dict[str, Any] | None = None, episodes: int = 128,
-                     seed: int = 0) -> dict[str, Any]:
+def behavior_summary(
+    config: ExperimentConfig,
+    policy: Any,
+    tokenizer: Any,
+    *,
+    theta: dict[str, Any] | None = None,
+    episodes: int = 128,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Sample ``episodes`` episodes under ``theta`` and summarise them.
 
     Returns mean reward, the share of episodes whose ``info["quality"]`` is 1 (when the env
@@ -25,10 +31,17 @@ def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
     ``reached``).
     """
     options = {"drift": dict(theta)} if theta else None
-    requests = iter([EpisodeRequest(make_env(config, seed=k), seed=seed * 100_003 + k, options=options,
-                                    prompt_id=k) for k in range(episodes)])
-    with build_engine(config, policy, tokenizer, seed=seed,
-                      num_slots=min(config.rollout.num_slots, episodes)) as engine:
+    requests = iter(
+        [
+            EpisodeRequest(
+                make_env(config, seed=k), seed=seed * 100_003 + k, options=options, prompt_id=k
+            )
+            for k in range(episodes)
+        ]
+    )
+    with build_engine(
+        config, policy, tokenizer, seed=seed, num_slots=min(config.rollout.num_slots, episodes)
+    ) as engine:
         trajectories = list(engine.run(lambda: next(requests, None)))
     behaviors = Counter(t.behavior or "none" for t in trajectories)
     quality = [t.info["quality"] for t in trajectories if "quality" in t.info]
@@ -38,7 +51,9 @@ def behavior_summary(config: ExperimentConfig, policy: Any, tokenizer: Any, *,
         "reward_mean": float(np.mean([t.total_reward for t in trajectories])),
         "quality_rate": float(np.mean(quality)) if quality else None,
         "truncated_rate": float(np.mean([t.truncated for t in trajectories])),
-        "behavior_shares": {label: count / len(trajectories) for label, count in behaviors.most_common()},
+        "behavior_shares": {
+            label: count / len(trajectories) for label, count in behaviors.most_common()
+        },
         **_by_difficulty(trajectories),
     }
 
@@ -56,8 +71,10 @@ def _by_difficulty(trajectories: list[Any]) -> dict[str, Any]:
     table = {}
     for level in sorted(levels):
         members = levels[level]
-        row = {"episodes": len(members),
-               "reward_mean": float(np.mean([t.total_reward for t in members]))}
+        row = {
+            "episodes": len(members),
+            "reward_mean": float(np.mean([t.total_reward for t in members])),
+        }
         for flag in SUCCESS_FLAGS:
             flags = [bool(t.info[flag]) for t in members if flag in t.info]
             if flags:

@@ -83,9 +83,11 @@ class _LeanLayer:
         self.input_norm = layer.input_layernorm
         self.post_norm = layer.post_attention_layernorm
         self.qkv_weight = _FusedWeight(
-            [attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight])
+            [attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight]
+        )
         self.qkv_bias = _FusedWeight(
-            [attention.q_proj.bias, attention.k_proj.bias, attention.v_proj.bias])
+            [attention.q_proj.bias, attention.k_proj.bias, attention.v_proj.bias]
+        )
         self.output = attention.o_proj
         self.gate_up = _FusedWeight([mlp.gate_proj.weight, mlp.up_proj.weight])
         self.down = mlp.down_proj
@@ -125,7 +127,8 @@ class LeanLlamaForward:
         self.query_heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads or config.num_attention_heads
         self.head_dim = getattr(config, "head_dim", None) or (
-            config.hidden_size // config.num_attention_heads)
+            config.hidden_size // config.num_attention_heads
+        )
         self.eps = float(config.rms_norm_eps)
         self.intermediate = config.intermediate_size
 
@@ -178,13 +181,15 @@ class LeanLlamaForward:
             keys = query_key[:, :, query_heads:].transpose(1, 2)
             keys, values = cache.update(keys, values.transpose(1, 2), index)
             attended, _ = slot_attention(
-                None, queries, keys, values, attention_mask, scaling=layer.scaling)
+                None, queries, keys, values, attention_mask, scaling=layer.scaling
+            )
             hidden = hidden + F.linear(
                 attended.view(rows, width, query_heads * head_dim),
-                layer.output.weight, layer.output.bias)
+                layer.output.weight,
+                layer.output.bias,
+            )
             normed = self._norm(hidden, layer.post_norm.weight)
             gate, up = F.linear(normed, layer.gate_up.get()).split(self.intermediate, dim=-1)
             hidden = hidden + F.linear(F.silu(gate) * up, layer.down.weight)
         last = self._norm(hidden[:, -1], self.final_norm.weight)
         return F.linear(last, self.head.weight, getattr(self.head, "bias", None))
-

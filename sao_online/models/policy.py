@@ -66,7 +66,8 @@ def build_tiny_policy(
             raise ValueError(f"build_tiny_policy: {name} must be a positive int, got {value!r}")
     if hidden_size % num_heads:
         raise ValueError(
-            f"build_tiny_policy: hidden_size {hidden_size} is not divisible by num_heads {num_heads}"
+            f"build_tiny_policy: hidden_size {hidden_size} is not divisible by num_heads "
+            f"{num_heads}"
         )
     if intermediate_size is None:
         intermediate_size = 4 * hidden_size

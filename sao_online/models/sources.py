@@ -137,8 +137,11 @@ def resolve_model_source(name: str, gguf_file: str | None = None) -> ModelSource
             raise _missing(name, f"folder {str(path)!r} has no config.json")
         return ModelSource(str(path))
     if path.exists():
-        raise _missing(name, f"{str(path)!r} is a file, not a model folder (for a GGUF file "
-                             "set model.name to its folder and model.gguf_file to its name)")
+        raise _missing(
+            name,
+            f"{str(path)!r} is a file, not a model folder (for a GGUF file "
+            "set model.name to its folder and model.gguf_file to its name)",
+        )
     if name.startswith(("/", ".", "~")) or name.count("/") > 1:
         raise _missing(name, f"no folder {str(path)!r}")
     # Perhaps a model id in the local Hugging Face cache; from_pretrained looks it up offline.
@@ -186,8 +189,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
     except RuntimeError as error:
         raise ValueError(f"model.device: {text!r} is not a device ({error})") from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"model.device: {text!r} asked for, but CUDA is not available here "
-                         "(use auto or cpu)")
+        raise ValueError(
+            f"model.device: {text!r} asked for, but CUDA is not available here (use auto or cpu)"
+        )
     return resolved
 
 

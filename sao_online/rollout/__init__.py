@@ -9,5 +9,4 @@
 from sao_online.rollout.engine import ActionCapPolicy, RolloutEngine
 from sao_online.rollout.episode import TRUNCATED_BY_KEY, EpisodeRequest, RolloutStats
 
-__all__ = ["TRUNCATED_BY_KEY", "ActionCapPolicy", "EpisodeRequest", "RolloutEngine",
-           "RolloutStats"]
+__all__ = ["TRUNCATED_BY_KEY", "ActionCapPolicy", "EpisodeRequest", "RolloutEngine", "RolloutStats"]

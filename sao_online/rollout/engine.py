@@ -153,7 +153,8 @@ class RolloutEngine:
                 raise ValueError(f"RolloutEngine: {name} must be an int >= {lowest}, got {value!r}")
         if on_action_cap not in ("truncate", "submit"):
             raise ValueError(
-                f"RolloutEngine: on_action_cap must be 'truncate' or 'submit', got {on_action_cap!r}"
+                "RolloutEngine: on_action_cap must be 'truncate' or 'submit', got "
+                f"{on_action_cap!r}"
             )
         longest = getattr(text_config(model), "max_position_embeddings", None)
         if isinstance(longest, int) and max_episode_tokens > longest:
@@ -387,9 +388,9 @@ class RolloutEngine:
         step = functools.partial(episode.request.env.step, action_text)
         # The slot waits for the answer; its last token is fed with the observation.
         self._pending[slot] = []
-        self._env.call(slot, step,
-                       functools.partial(self._apply_step, slot, action_text, stop_token),
-                       finished)
+        self._env.call(
+            slot, step, functools.partial(self._apply_step, slot, action_text, stop_token), finished
+        )
 
     def _apply_step(
         self,

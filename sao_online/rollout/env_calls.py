@@ -44,8 +44,11 @@ class EnvCalls:
 
     def __init__(self, workers: int = 0) -> None:
         self.workers = workers
-        self._pool = (ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sao-env")
-                      if workers else None)
+        self._pool = (
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sao-env")
+            if workers
+            else None
+        )
         self._pending: dict[int, _Pending] = {}
 
     def call(self, slot: int, fn: Callable[[], Any], on_done: OnDone, finished: list) -> None:

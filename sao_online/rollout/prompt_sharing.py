@@ -7,8 +7,9 @@ import torch
 from sao_online.models.slot_decoder import SlotDecoder
 
 
-def step_sharing_prompts(decoder: SlotDecoder,
-                         pending: list[list[int]]) -> tuple[list[int], torch.Tensor]:
+def step_sharing_prompts(
+    decoder: SlotDecoder, pending: list[list[int]]
+) -> tuple[list[int], torch.Tensor]:
     """``decoder.step(pending)`` with each distinct new prompt prefilled once.
 
     Slots starting the same prompt (from an empty cache row) are identical up to their first

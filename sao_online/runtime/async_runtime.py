@@ -64,8 +64,9 @@ class AsyncRuntime:
         pending_plans: admitted-but-untrained plans of an interrupted session, issued first.
     """
 
-    def __init__(self, loop: TrainingLoop, pool: WorkerPool,
-                 pending_plans: list[EpisodePlan] | None = None) -> None:
+    def __init__(
+        self, loop: TrainingLoop, pool: WorkerPool, pending_plans: list[EpisodePlan] | None = None
+    ) -> None:
         self.loop = loop
         self.pool = pool
         self.config = loop.ctx.config
@@ -82,7 +83,8 @@ class AsyncRuntime:
         self.group_buffer: dict[int, list[_Finished]] = defaultdict(list)
         # Per worker: ticket -> (plan, admitted version) of the plans it holds.
         self.outstanding: list[dict[int, tuple[EpisodePlan, int]]] = [
-            {} for _ in range(self.num_workers)]
+            {} for _ in range(self.num_workers)
+        ]
         self.next_ticket = 0
         self.incarnations = 0
         self.restarts = 0
@@ -92,8 +94,11 @@ class AsyncRuntime:
     # -- workers ------------------------------------------------------------------------------
 
     def _launch(self, index: int) -> None:
-        seed = (self.config.seed + _SEED_STRIDE_WORKER * self.incarnations
-                + _SEED_STRIDE_VERSION * self.session_version)
+        seed = (
+            self.config.seed
+            + _SEED_STRIDE_WORKER * self.incarnations
+            + _SEED_STRIDE_VERSION * self.session_version
+        )
         self.incarnations += 1
         self.pool.launch(index, seed)
 
@@ -105,8 +110,11 @@ class AsyncRuntime:
         rows = []
         for plan, _ in self.outstanding[index].values():
             self.gate.finish(1, accepted=False)
-            rows.append(dropped_episode_record(self.config, plan, self.loop.episodes_logged,
-                                               wall_time=self.loop.wall_time()))
+            rows.append(
+                dropped_episode_record(
+                    self.config, plan, self.loop.episodes_logged, wall_time=self.loop.wall_time()
+                )
+            )
             self.loop.episodes_logged += 1
             self.retry.append(plan)
         self.outstanding[index] = {}
@@ -176,16 +184,22 @@ class AsyncRuntime:
     def _next_batch(self) -> list[_Finished] | None:
         """The next batch to train on (``select_batch``), or None when the learner must wait."""
         waiting = [admitted for _, admitted in self._all_outstanding()]
-        waiting += [item.admitted_version for members in self.group_buffer.values()
-                    for item in members]
+        waiting += [
+            item.admitted_version for members in self.group_buffer.values() for item in members
+        ]
         exhausted = (
             not waiting
             and not self.retry
             and not self.loop.ctx.planner.can_start_group(self.config.budget.episodes)
         )
-        selected = select_batch(self.ready, version=self.loop.ctx.learner.version,
-                                max_staleness=self.max_staleness, batch_size=self.batch_size,
-                                waiting_versions=waiting, exhausted=exhausted)
+        selected = select_batch(
+            self.ready,
+            version=self.loop.ctx.learner.version,
+            max_staleness=self.max_staleness,
+            batch_size=self.batch_size,
+            waiting_versions=waiting,
+            exhausted=exhausted,
+        )
         if selected is None:
             return None
         batch, self.ready = selected
@@ -264,8 +278,9 @@ def pending_plans(state: dict[str, Any] | None) -> list[EpisodePlan]:
     return [plan_from_dict(plan) for plan in recorded]
 
 
-def run_async(loop: TrainingLoop, make_pool: Callable[[], WorkerPool],
-              state: dict[str, Any] | None = None) -> None:
+def run_async(
+    loop: TrainingLoop, make_pool: Callable[[], WorkerPool], state: dict[str, Any] | None = None
+) -> None:
     """Run ``loop`` to its budget with asynchronous rollout workers.
 
     Args:

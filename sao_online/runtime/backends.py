@@ -30,8 +30,10 @@ def make_pool(config: ExperimentConfig, policy: torch.nn.Module, version: int) -
         from sao_online.runtime.ray_backend import RayWorkerPool
 
         return RayWorkerPool(config, policy, version)
-    raise ConfigError(f"runtime.backend: {backend!r} has no worker pool; asynchronous backends "
-                      "are 'local' and 'ray'")
+    raise ConfigError(
+        f"runtime.backend: {backend!r} has no worker pool; asynchronous backends "
+        "are 'local' and 'ray'"
+    )
 
 
 def run_backend(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None:
@@ -40,8 +42,12 @@ def run_backend(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None
     if backend == "sync":
         run_sync(loop, state.get("engine") if state else None)
     elif backend in BACKENDS:
-        run_async(loop, lambda: make_pool(loop.ctx.config, loop.ctx.policy,
-                                          loop.ctx.learner.version), state)
+        run_async(
+            loop,
+            lambda: make_pool(loop.ctx.config, loop.ctx.policy, loop.ctx.learner.version),
+            state,
+        )
     else:  # validated on load; kept for configs built in code
-        raise ConfigError(f"runtime.backend: unknown backend {backend!r}; expected one of "
-                          f"{', '.join(BACKENDS)}")
+        raise ConfigError(
+            f"runtime.backend: unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}"
+        )

@@ -1,4 +1,5 @@
-"""Everything a run is made of, built from its config: models, method, learner, schedule, planner."""
+"""Everything a run is made of, built from its config: models, method, learner, schedule,
+planner."""
 
 from __future__ import annotations
 
@@ -40,28 +41,46 @@ class RunContext:
         schedule = resolve_schedule(config)
         method = build_method(config)
         if config.rollout.batch_size % method.group_size:
-            raise ConfigError(f"rollout.batch_size: {config.rollout.batch_size} is not a multiple of the "
-                              f"group size {method.group_size} of {method.name}")
+            raise ConfigError(
+                f"rollout.batch_size: {config.rollout.batch_size} is not a multiple of the "
+                f"group size {method.group_size} of {method.name}"
+            )
         if config.model.warm_start:
             policy, tokenizer = load_warm_start(config, progress=progress)
         else:
             policy, tokenizer = base_policy(config)
         critic = None
         if method.uses_critic:
-            critic = ValueModel.from_policy(policy, freeze_attention=config.algorithm.freeze_critic_attention)
+            critic = ValueModel.from_policy(
+                policy, freeze_attention=config.algorithm.freeze_critic_attention
+            )
         reference = None
         if config.regularizers.kl_coef > 0:
             reference = copy.deepcopy(policy).eval()
             reference.requires_grad_(False)
         policy.train()
-        learner = Learner(policy, method, config, pad_token_id=tokenizer.pad_token_id,
-                          critic=critic, reference=reference)
+        learner = Learner(
+            policy,
+            method,
+            config,
+            pad_token_id=tokenizer.pad_token_id,
+            critic=critic,
+            reference=reference,
+        )
         clock = schedule.make_clock()  # the run's one clock (see planner.py for who moves it)
         planner = EpisodePlanner(schedule, method.group_size, config.seed, clock=clock)
         return cls(config, schedule, method, policy, tokenizer, learner, planner, clock)
 
-    def make_engine(self, model: torch.nn.Module | None = None, seed: int | None = None,
-                    num_slots: int | None = None) -> RolloutEngine:
-        return build_engine(self.config, self.policy if model is None else model, self.tokenizer,
-                            seed=self.config.seed if seed is None else seed,
-                            num_slots=num_slots or self.config.rollout.num_slots)
+    def make_engine(
+        self,
+        model: torch.nn.Module | None = None,
+        seed: int | None = None,
+        num_slots: int | None = None,
+    ) -> RolloutEngine:
+        return build_engine(
+            self.config,
+            self.policy if model is None else model,
+            self.tokenizer,
+            seed=self.config.seed if seed is None else seed,
+            num_slots=num_slots or self.config.rollout.num_slots,
+        )

@@ -10,8 +10,9 @@ from sao_online.config import ExperimentConfig
 from sao_online.rollout import RolloutEngine
 
 
-def build_engine(config: ExperimentConfig, model: torch.nn.Module, tokenizer: Any, *, seed: int,
-                 num_slots: int) -> RolloutEngine:
+def build_engine(
+    config: ExperimentConfig, model: torch.nn.Module, tokenizer: Any, *, seed: int, num_slots: int
+) -> RolloutEngine:
     """A rollout engine with the config's sampling settings and caps (the one place they are read).
 
     With simulated env latency (``env.latency_mean > 0``) environments are stepped by a thread per
@@ -20,11 +21,19 @@ def build_engine(config: ExperimentConfig, model: torch.nn.Module, tokenizer: An
     """
     rollout = config.rollout
     env_workers = num_slots if config.env.latency_mean > 0 else 0
-    return RolloutEngine(model, tokenizer, num_slots=num_slots, temperature=rollout.temperature,
-                         top_p=rollout.top_p, max_turns=rollout.max_turns,
-                         max_action_tokens=rollout.max_action_tokens,
-                         max_episode_tokens=rollout.max_episode_tokens, seed=seed,
-                         env_workers=env_workers, on_action_cap=rollout.on_action_cap,
-                         system_prompt=config.model.system_prompt,
-                         observation_role=config.model.observation_role,
-                         lean_forward=rollout.lean_forward)
+    return RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=num_slots,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        max_turns=rollout.max_turns,
+        max_action_tokens=rollout.max_action_tokens,
+        max_episode_tokens=rollout.max_episode_tokens,
+        seed=seed,
+        env_workers=env_workers,
+        on_action_cap=rollout.on_action_cap,
+        system_prompt=config.model.system_prompt,
+        observation_role=config.model.observation_role,
+        lean_forward=rollout.lean_forward,
+    )

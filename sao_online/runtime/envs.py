@@ -21,10 +21,11 @@ def clock_horizon(config: ExperimentConfig, schedule: Schedule) -> float | None:
     seconds: no bound.
     """
     budget = config.budget.episodes
-    return {"episodes": float(budget),
-            "steps": float(budget * config.rollout.max_turns),
-            "versions": float(-(-budget // config.rollout.batch_size)),
-            }.get(schedule.clock)
+    return {
+        "episodes": float(budget),
+        "steps": float(budget * config.rollout.max_turns),
+        "versions": float(-(-budget // config.rollout.batch_size)),
+    }.get(schedule.clock)
 
 
 class BudgetWarning(UserWarning):
@@ -47,9 +48,11 @@ def budget_warnings(config: ExperimentConfig, schedule: Schedule) -> list[str]:
     if not points or points[0] < horizon:
         return []  # a stationary schedule, or a shift inside the budget
     unit = schedule.clock
-    return [f"budget.episodes: no change point falls inside the budget (the clock reaches about "
-            f"{horizon:g} {unit}; the first shift is at {points[0]:g} {unit}): the run is "
-            "stationary and measures no recovery; raise budget.episodes or move the shift"]
+    return [
+        f"budget.episodes: no change point falls inside the budget (the clock reaches about "
+        f"{horizon:g} {unit}; the first shift is at {points[0]:g} {unit}): the run is "
+        "stationary and measures no recovery; raise budget.episodes or move the shift"
+    ]
 
 
 def warn_about_budget(config: ExperimentConfig) -> None:
@@ -65,9 +68,13 @@ def resolve_schedule(config: ExperimentConfig) -> Schedule:
     drift_space = getattr(env.unwrapped, "drift_space", None)
     env.close()
     if drift_space is None:
-        raise ConfigError(f"env.id: {config.env.id!r} declares no drift_space; subclass "
-                          "DriftingTextEnv or give the env class a drift_space")
-    schedule = Schedule.stationary({}) if config.schedule is None else load_schedule(config.schedule)
+        raise ConfigError(
+            f"env.id: {config.env.id!r} declares no drift_space; subclass "
+            "DriftingTextEnv or give the env class a drift_space"
+        )
+    schedule = (
+        Schedule.stationary({}) if config.schedule is None else load_schedule(config.schedule)
+    )
     schedule.validate(drift_space)
     return schedule
 
@@ -75,10 +82,18 @@ def resolve_schedule(config: ExperimentConfig) -> Schedule:
 def make_env(config: ExperimentConfig, seed: int = 0) -> gymnasium.Env:
     env = gymnasium.make(config.env.id, disable_env_checker=True, **config.env.kwargs)
     if config.env.latency_mean > 0:
-        env = LatencyWrapper(env, mean=config.env.latency_mean, sigma=config.env.latency_sigma, seed=seed)
+        env = LatencyWrapper(
+            env, mean=config.env.latency_mean, sigma=config.env.latency_sigma, seed=seed
+        )
     return env
 
 
 def plan_to_request(config: ExperimentConfig, plan: EpisodePlan) -> EpisodeRequest:
-    return EpisodeRequest(make_env(config, seed=plan.seed), seed=plan.seed, options=plan.reset_options,
-                          prompt_id=plan.prompt_id, group_id=plan.group_id, world_time=plan.world_time)
+    return EpisodeRequest(
+        make_env(config, seed=plan.seed),
+        seed=plan.seed,
+        options=plan.reset_options,
+        prompt_id=plan.prompt_id,
+        group_id=plan.group_id,
+        world_time=plan.world_time,
+    )

@@ -17,8 +17,11 @@ from sao_online.types import Trajectory
 
 def oracle_reward(config: ExperimentConfig, theta: dict[str, Any]) -> float:
     """The env's ceiling under ``theta`` (memoised per env id, env kwargs and theta)."""
-    return _oracle_reward(config.env.id, json.dumps(config.env.kwargs, sort_keys=True),
-                          json.dumps(theta, sort_keys=True))
+    return _oracle_reward(
+        config.env.id,
+        json.dumps(config.env.kwargs, sort_keys=True),
+        json.dumps(theta, sort_keys=True),
+    )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -32,9 +35,18 @@ def _oracle_reward(env_id: str, kwargs_json: str, theta_json: str) -> float:
         env.close()
 
 
-def _planned_columns(config: ExperimentConfig, index: int, *, world_time: float, phase: int,
-                     theta: dict[str, Any], prompt_id: int, group_id: int, straddles_change: bool,
-                     wall_time: float) -> dict[str, Any]:
+def _planned_columns(
+    config: ExperimentConfig,
+    index: int,
+    *,
+    world_time: float,
+    phase: int,
+    theta: dict[str, Any],
+    prompt_id: int,
+    group_id: int,
+    straddles_change: bool,
+    wall_time: float,
+) -> dict[str, Any]:
     """The columns of an episode row known before it runs (shared by run and dropped episodes)."""
     return {
         "episode": index,
@@ -50,15 +62,29 @@ def _planned_columns(config: ExperimentConfig, index: int, *, world_time: float,
     }
 
 
-def episode_record(config: ExperimentConfig, trajectory: Trajectory, index: int, *, trained_version: int,
-                   straddles_change: bool, wall_time: float) -> dict[str, Any]:
+def episode_record(
+    config: ExperimentConfig,
+    trajectory: Trajectory,
+    index: int,
+    *,
+    trained_version: int,
+    straddles_change: bool,
+    wall_time: float,
+) -> dict[str, Any]:
     """One row of ``episodes.parquet`` (see the analysis package for the column contract)."""
     oldest = trajectory.oldest_version
     return {
-        **_planned_columns(config, index, world_time=trajectory.world_time, phase=trajectory.phase,
-                           theta=trajectory.theta, prompt_id=trajectory.prompt_id,
-                           group_id=trajectory.group_id, straddles_change=straddles_change,
-                           wall_time=wall_time),
+        **_planned_columns(
+            config,
+            index,
+            world_time=trajectory.world_time,
+            phase=trajectory.phase,
+            theta=trajectory.theta,
+            prompt_id=trajectory.prompt_id,
+            group_id=trajectory.group_id,
+            straddles_change=straddles_change,
+            wall_time=wall_time,
+        ),
         "reward": trajectory.total_reward,
         "behavior": trajectory.behavior,
         "policy_version": oldest,
@@ -74,14 +100,22 @@ def episode_record(config: ExperimentConfig, trajectory: Trajectory, index: int,
     }
 
 
-def dropped_episode_record(config: ExperimentConfig, plan: EpisodePlan, index: int, *,
-                           wall_time: float) -> dict[str, Any]:
+def dropped_episode_record(
+    config: ExperimentConfig, plan: EpisodePlan, index: int, *, wall_time: float
+) -> dict[str, Any]:
     """An ``episodes.parquet`` row for an episode lost to a worker fault (reward NaN)."""
     return {
-        **_planned_columns(config, index, world_time=plan.world_time, phase=plan.state.phase,
-                           theta=dict(plan.state.theta), prompt_id=plan.prompt_id,
-                           group_id=plan.group_id, straddles_change=plan.straddles_change,
-                           wall_time=wall_time),
+        **_planned_columns(
+            config,
+            index,
+            world_time=plan.world_time,
+            phase=plan.state.phase,
+            theta=dict(plan.state.theta),
+            prompt_id=plan.prompt_id,
+            group_id=plan.group_id,
+            straddles_change=plan.straddles_change,
+            wall_time=wall_time,
+        ),
         "reward": math.nan,
         "behavior": "",
         "policy_version": -1,

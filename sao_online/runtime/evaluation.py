@@ -57,8 +57,11 @@ def evaluate_snapshot(
             )
     requests = iter([plan_to_request(config, plan) for plan in plans])
     rewards: dict[int, list[float]] = {phase: [] for phase in range(len(starts))}
-    with ctx.make_engine(model=policy, seed=config.seed + EVAL_SEED_OFFSET + version,
-                         num_slots=min(config.rollout.num_slots, len(plans))) as engine:
+    with ctx.make_engine(
+        model=policy,
+        seed=config.seed + EVAL_SEED_OFFSET + version,
+        num_slots=min(config.rollout.num_slots, len(plans)),
+    ) as engine:
         for trajectory in engine.run(lambda: next(requests, None)):
             rewards[trajectory.group_id].append(trajectory.total_reward)
     return [

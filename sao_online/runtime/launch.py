@@ -72,8 +72,10 @@ class DurationEstimate:
         self.told = True
         rate = measured / max(self.clock() - self.start[0], 1e-9)
         left = (self.budget - self.done) / rate
-        return (f"{rate:.1f} episodes/s so far; the {self.budget}-episode budget needs about "
-                f"{format_duration(left)} more")
+        return (
+            f"{rate:.1f} episodes/s so far; the {self.budget}-episode budget needs about "
+            f"{format_duration(left)} more"
+        )
 
 
 def format_duration(seconds: float) -> str:
@@ -83,6 +85,7 @@ def format_duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
 
 # More local rollout workers than this many per core make no progress (each is a process with
 # its own copy of the model, decoding on one thread).
@@ -100,12 +103,18 @@ def check_machine_fit(config: ExperimentConfig, cores: int | None = None) -> Non
     cores = cores or os.cpu_count() or 1
     workers = config.runtime.num_workers
     if workers > WORKERS_PER_CORE_LIMIT * cores:
-        raise ConfigError(f"runtime.num_workers: {workers} worker processes on {cores} CPU "
-                          f"core(s) make no progress; use at most {cores}")
+        raise ConfigError(
+            f"runtime.num_workers: {workers} worker processes on {cores} CPU "
+            f"core(s) make no progress; use at most {cores}"
+        )
     if workers > cores:
-        warnings.warn(ConfigWarning(
-            f"runtime.num_workers={workers} is more than the {cores} CPU core(s); the workers "
-            f"will share them and each runs slower"), stacklevel=2)
+        warnings.warn(
+            ConfigWarning(
+                f"runtime.num_workers={workers} is more than the {cores} CPU core(s); the workers "
+                f"will share them and each runs slower"
+            ),
+            stacklevel=2,
+        )
 
 
 def _say(message: str) -> None:
@@ -123,8 +132,10 @@ def _stop_after_update_on_ctrl_c(loop: TrainingLoop) -> Iterator[None]:
         if loop.stop_requested.is_set():
             raise KeyboardInterrupt
         loop.stop_requested.set()
-        print("\nstopping after the current update (Ctrl-C again to stop now, without a "
-              "checkpoint)", file=sys.stderr)
+        print(
+            "\nstopping after the current update (Ctrl-C again to stop now, without a checkpoint)",
+            file=sys.stderr,
+        )
 
     previous = signal.signal(signal.SIGINT, request_stop)
     try:
@@ -144,10 +155,16 @@ def learner_threads(config: ExperimentConfig) -> int:
     return max(1, free)
 
 
-def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, resume: bool = False,
-                   overwrite: bool = False, progress: bool = False,
-                   threads: int | None = None,
-                   progress_callback: Callable[[int], None] | None = None) -> dict[str, Any]:
+def run_experiment(
+    config: ExperimentConfig,
+    out: str | Path | None = None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = False,
+    threads: int | None = None,
+    progress_callback: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Run one experiment to its episode budget; return a short summary.
 
     Args:
@@ -170,34 +187,76 @@ def run_experiment(config: ExperimentConfig, out: str | Path | None = None, *, r
     threads_before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        summary = _run(config, out, resume=resume, overwrite=overwrite, progress=progress,
-                       progress_callback=progress_callback)
+        summary = _run(
+            config,
+            out,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            progress_callback=progress_callback,
+        )
     finally:
         torch.set_num_threads(threads_before)
     return {**summary, "threads": threads}
 
 
-def _run(config: ExperimentConfig, out: str | Path | None, *, resume: bool, overwrite: bool,
-         progress: bool, progress_callback: Callable[[int], None] | None) -> dict[str, Any]:
-    path = Path(out) if out else run_directory(config.logging.out, config.experiment,
-                                               config.algorithm.name, config.seed)
+def _run(
+    config: ExperimentConfig,
+    out: str | Path | None,
+    *,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+    progress_callback: Callable[[int], None] | None,
+) -> dict[str, Any]:
+    path = (
+        Path(out)
+        if out
+        else run_directory(
+            config.logging.out, config.experiment, config.algorithm.name, config.seed
+        )
+    )
     warn_about_budget(config)  # before any work (the warm start included)
     ctx = RunContext.build(config, progress=progress)
-    log = RunLog.create(path, resolved_config(config, ctx), resume=resume, overwrite=overwrite,
-                        flush_every=config.logging.flush_every)
+    log = RunLog.create(
+        path,
+        resolved_config(config, ctx),
+        resume=resume,
+        overwrite=overwrite,
+        flush_every=config.logging.flush_every,
+    )
     try:
-        return _run_locked(config, ctx, log, path, resume=resume, progress=progress,
-                           progress_callback=progress_callback)
+        return _run_locked(
+            config,
+            ctx,
+            log,
+            path,
+            resume=resume,
+            progress=progress,
+            progress_callback=progress_callback,
+        )
     finally:
         log.close()
 
 
-def _run_locked(config: ExperimentConfig, ctx: RunContext, log: RunLog, path: Path, *,
-                resume: bool, progress: bool,
-                progress_callback: Callable[[int], None] | None) -> dict[str, Any]:
+def _run_locked(
+    config: ExperimentConfig,
+    ctx: RunContext,
+    log: RunLog,
+    path: Path,
+    *,
+    resume: bool,
+    progress: bool,
+    progress_callback: Callable[[int], None] | None,
+) -> dict[str, Any]:
     """The body of ``run_experiment`` while this process holds the run directory's lock."""
-    bar = tqdm(total=config.budget.episodes, desc=f"{config.algorithm.name} seed {config.seed}",
-               unit="ep", disable=not progress, smoothing=0.1)
+    bar = tqdm(
+        total=config.budget.episodes,
+        desc=f"{config.algorithm.name} seed {config.seed}",
+        unit="ep",
+        disable=not progress,
+        smoothing=0.1,
+    )
 
     estimate = DurationEstimate(config.budget.episodes, config.rollout.batch_size)
 
@@ -236,5 +295,6 @@ def _run_locked(config: ExperimentConfig, ctx: RunContext, log: RunLog, path: Pa
         "seconds": round(seconds, 2),
         "episodes_per_second": round(len(trained) / max(seconds, 1e-9), 2),
         "reward_mean_last_10pct": float(trained["reward"].tail(max(1, len(trained) // 10)).mean())
-        if len(trained) else None,
+        if len(trained)
+        else None,
     }

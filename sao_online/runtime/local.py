@@ -28,9 +28,17 @@ from sao_online.runtime.weights import SharedWeights
 _STOP_JOIN_SECONDS = 3.0
 
 
-def _worker_main(incarnation: int, seed: int, config_dict: dict[str, Any],
-                 weights: SharedWeights, tasks: Any, results: Any, stop: Any, in_flight: bool,
-                 num_slots: int) -> None:
+def _worker_main(
+    incarnation: int,
+    seed: int,
+    config_dict: dict[str, Any],
+    weights: SharedWeights,
+    tasks: Any,
+    results: Any,
+    stop: Any,
+    in_flight: bool,
+    num_slots: int,
+) -> None:
     """Body of one rollout-worker process (module level so spawn can import it)."""
     # Ctrl-C reaches the whole process group; only the main process reacts to it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -51,10 +59,16 @@ def _worker_main(incarnation: int, seed: int, config_dict: dict[str, Any],
     sender.start()
     failed = False
     try:
-        run_rollout_worker(config_dict=config_dict, seed=seed, num_slots=num_slots,
-                           in_flight=in_flight, weights=weights, receive=receive,
-                           emit=lambda message: outbox.put(pickle.dumps(message)),
-                           should_stop=stop.is_set)
+        run_rollout_worker(
+            config_dict=config_dict,
+            seed=seed,
+            num_slots=num_slots,
+            in_flight=in_flight,
+            weights=weights,
+            receive=receive,
+            emit=lambda message: outbox.put(pickle.dumps(message)),
+            should_stop=stop.is_set,
+        )
     except BaseException:  # noqa: BLE001  (already reported through emit)
         failed = True
     outbox.put(None)
@@ -93,9 +107,21 @@ class ProcessWorkerPool:
         task_reader, task_writer = self.context.Pipe(duplex=False)
         result_reader, result_writer = self.context.Pipe(duplex=False)
         process = self.context.Process(
-            target=_worker_main, name=f"sao-rollout-{index}", daemon=True,
-            args=(index, seed, self.config.to_dict(), self.weights, task_reader, result_writer,
-                  self.stop, self.config.runtime.in_flight_updates, self.num_slots))
+            target=_worker_main,
+            name=f"sao-rollout-{index}",
+            daemon=True,
+            args=(
+                index,
+                seed,
+                self.config.to_dict(),
+                self.weights,
+                task_reader,
+                result_writer,
+                self.stop,
+                self.config.runtime.in_flight_updates,
+                self.num_slots,
+            ),
+        )
         process.start()
         # Close our copies of the child's ends: a dead worker then reads as EOF / broken pipe.
         task_reader.close()
@@ -110,7 +136,8 @@ class ProcessWorkerPool:
     def receive(self, timeout: float) -> tuple[list[tuple[int, tuple]], set[int]]:
         by_connection = {id(worker.results): index for index, worker in self.workers.items()}
         readable = multiprocessing.connection.wait(
-            [worker.results for worker in self.workers.values()], timeout=timeout)
+            [worker.results for worker in self.workers.values()], timeout=timeout
+        )
         messages: list[tuple[int, tuple]] = []
         dead: set[int] = set()
 

@@ -26,8 +26,9 @@ class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C, taken at a consistent point: after an update, with every logged record trained on."""
 
 
-def batch_metrics(trajectories: Sequence[Trajectory], trained_version: int,
-                  max_staleness: int = 0) -> dict[str, float]:
+def batch_metrics(
+    trajectories: Sequence[Trajectory], trained_version: int, max_staleness: int = 0
+) -> dict[str, float]:
     """Behaviour shares and staleness of one training batch (namespaced).
 
     ``staleness/count_k`` counts the batch's trajectories k versions stale, for every k from 0
@@ -56,14 +57,21 @@ def staleness_histogram(episodes: pd.DataFrame) -> pd.DataFrame:
         trained = trained[~episodes.loc[trained.index, "dropped"].astype(bool)]
     values = range(int(trained.max()) + 1) if len(trained) else range(0)
     counts = trained.value_counts().reindex(values, fill_value=0)
-    return pd.DataFrame({"staleness": list(values), "episodes": counts.to_numpy(dtype=int),
-                         "share": (counts / max(len(trained), 1)).to_numpy(dtype=float)})
+    return pd.DataFrame(
+        {
+            "staleness": list(values),
+            "episodes": counts.to_numpy(dtype=int),
+            "share": (counts / max(len(trained), 1)).to_numpy(dtype=float),
+        }
+    )
 
 
 class TrainingLoop:
     """Shared bookkeeping of every backend: log episodes, update, checkpoint, progress."""
 
-    def __init__(self, ctx: RunContext, log: RunLog, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, ctx: RunContext, log: RunLog, progress: Callable[[int], None] | None = None
+    ) -> None:
         self.ctx = ctx
         self.log = log
         self.progress = progress
@@ -88,8 +96,12 @@ class TrainingLoop:
             self.evaluator.maybe_submit(0, 0.0)
         logging = self.ctx.config.logging
         resumed = self.episodes_logged > 0
-        self.transcripts = TranscriptLog(self.log.path, self.ctx.tokenizer, logging.transcripts_every,
-                                         keep_before=self.episodes_logged if resumed else None)
+        self.transcripts = TranscriptLog(
+            self.log.path,
+            self.ctx.tokenizer,
+            logging.transcripts_every,
+            keep_before=self.episodes_logged if resumed else None,
+        )
         if logging.tensorboard:
             self.tensorboard = TensorBoardLog(self.log.path, first_step=self.ctx.learner.version)
 
@@ -97,17 +109,28 @@ class TrainingLoop:
         """Per group of ``plans`` (reaching the learner now): does it straddle a change point?"""
         return {plan.group_id: self.ctx.planner.straddles(plan) for plan in plans}
 
-    def train_on(self, trajectories: Sequence[Trajectory], straddles: dict[int, bool],
-                 extra: dict[str, float] | None = None) -> dict[str, float]:
+    def train_on(
+        self,
+        trajectories: Sequence[Trajectory],
+        straddles: dict[int, bool],
+        extra: dict[str, float] | None = None,
+    ) -> dict[str, float]:
         learner = self.ctx.learner
         trained_version = learner.version
         now = self.wall_time()
         first_episode = self.episodes_logged
         rows = []
         for trajectory in trajectories:
-            rows.append(episode_record(
-                self.ctx.config, trajectory, self.episodes_logged, trained_version=trained_version,
-                straddles_change=straddles.get(trajectory.group_id, False), wall_time=now))
+            rows.append(
+                episode_record(
+                    self.ctx.config,
+                    trajectory,
+                    self.episodes_logged,
+                    trained_version=trained_version,
+                    straddles_change=straddles.get(trajectory.group_id, False),
+                    wall_time=now,
+                )
+            )
             self.episodes_logged += 1
         self.log.log("episodes", rows)
         step_started = time.time()
@@ -118,17 +141,20 @@ class TrainingLoop:
             self.ctx.clock.set(learner.version)
         elif isinstance(self.ctx.clock, StepClock):
             self.ctx.clock.advance(sum(t.env_steps for t in trajectories))
-        metrics.update(batch_metrics(trajectories, trained_version,
-                                     self.ctx.config.runtime.max_staleness))
+        metrics.update(
+            batch_metrics(trajectories, trained_version, self.ctx.config.runtime.max_staleness)
+        )
         self.tokens += sum(t.num_action_tokens for t in trajectories)
-        metrics.update({
-            "version": learner.version,
-            "episodes_seen": self.episodes_logged,
-            "wall_time": self.wall_time(),
-            "charts/learner_seconds": time.time() - step_started,
-            "charts/action_tokens_total": float(self.tokens),
-            **(extra or {}),
-        })
+        metrics.update(
+            {
+                "version": learner.version,
+                "episodes_seen": self.episodes_logged,
+                "wall_time": self.wall_time(),
+                "charts/learner_seconds": time.time() - step_started,
+                "charts/action_tokens_total": float(self.tokens),
+                **(extra or {}),
+            }
+        )
         self.log.log("updates", metrics)
         if self.transcripts is not None:
             self.transcripts.add(trajectories, first_episode)
@@ -174,8 +200,9 @@ class TrainingLoop:
         if self.tensorboard is not None:
             self.tensorboard.close()
         histogram = staleness_histogram(self.log.read("episodes"))
-        write_text_atomically(self.log.path / STALENESS_HISTOGRAM_FILE,
-                              histogram.to_csv(index=False))
+        write_text_atomically(
+            self.log.path / STALENESS_HISTOGRAM_FILE, histogram.to_csv(index=False)
+        )
 
     def checkpoint_due(self) -> bool:
         every = self.ctx.config.logging.checkpoint_every

@@ -25,15 +25,17 @@ class MissingMainGuardError(RuntimeError):
 def _message(what: str, script: str) -> str:
     return (
         f"{what} starts processes with 'spawn', which runs your script {script} again in each "
-        "of them; put the code that starts runs under `if __name__ == \"__main__\":` (see the "
-        "README's Python API section), or use runtime.backend: sync")
+        'of them; put the code that starts runs under `if __name__ == "__main__":` (see the '
+        "README's Python API section), or use runtime.backend: sync"
+    )
 
 
 def importing_main_in_child() -> bool:
     """True while a spawned child process is importing the parent's main script."""
     # multiprocessing's own check for the same mistake reads this flag (spawn.py).
-    return (multiprocessing.parent_process() is not None
-            and bool(getattr(multiprocessing.current_process(), "_inheriting", False)))
+    return multiprocessing.parent_process() is not None and bool(
+        getattr(multiprocessing.current_process(), "_inheriting", False)
+    )
 
 
 def require_main_guard(what: str) -> None:

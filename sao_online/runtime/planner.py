@@ -55,10 +55,15 @@ def plan_from_dict(data: dict[str, Any]) -> EpisodePlan:
     """
     try:
         state = DriftState(phase=int(data["state"]["phase"]), theta=dict(data["state"]["theta"]))
-        return EpisodePlan(prompt_id=int(data["prompt_id"]), group_id=int(data["group_id"]),
-                           seed=int(data["seed"]), world_time=float(data["world_time"]),
-                           state=state, straddles_change=bool(data["straddles_change"]),
-                           evaluation=bool(data["evaluation"]))
+        return EpisodePlan(
+            prompt_id=int(data["prompt_id"]),
+            group_id=int(data["group_id"]),
+            seed=int(data["seed"]),
+            world_time=float(data["world_time"]),
+            state=state,
+            straddles_change=bool(data["straddles_change"]),
+            evaluation=bool(data["evaluation"]),
+        )
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"checkpoint: malformed pending episode plan ({error})") from None
 
@@ -92,7 +97,7 @@ class EpisodePlanner:
         return float(self.episodes_started) if self.counts_episodes else self.clock.now()
 
     def can_start_group(self, budget: int) -> bool:
-        """Whether a whole next group still fits in an episode budget (budgets are never exceeded)."""
+        """Whether a whole next group still fits in an episode budget (never exceeded)."""
         return self.episodes_started + self.group_size <= budget
 
     def next_group(self) -> list[EpisodePlan]:
@@ -106,8 +111,14 @@ class EpisodePlanner:
         group_id = self.groups_started
         episode_seed = int(np.random.default_rng([self.seed, group_id]).integers(2**31 - 1))
         plans = [
-            EpisodePlan(prompt_id=group_id, group_id=group_id, seed=episode_seed, world_time=t,
-                        state=state, straddles_change=straddles)
+            EpisodePlan(
+                prompt_id=group_id,
+                group_id=group_id,
+                seed=episode_seed,
+                world_time=t,
+                state=state,
+                straddles_change=straddles,
+            )
             for _ in range(self.group_size)
         ]
         self.groups_started += 1
@@ -119,8 +130,9 @@ class EpisodePlanner:
         if self.counts_episodes:
             return plan.straddles_change
         now = self.clock.now()
-        return any(plan.world_time < point <= now
-                   for point in self.schedule.change_points(until=now))
+        return any(
+            plan.world_time < point <= now for point in self.schedule.change_points(until=now)
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {"episodes_started": self.episodes_started, "groups_started": self.groups_started}

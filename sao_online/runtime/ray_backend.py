@@ -59,7 +59,8 @@ def import_ray() -> Any:
     except ImportError as error:
         raise ConfigError(
             "runtime.backend: 'ray' needs the ray package; install it with "
-            "pip install 'sao-online[ray]' (or pip install ray)") from error
+            "pip install 'sao-online[ray]' (or pip install ray)"
+        ) from error
     return ray
 
 
@@ -102,8 +103,14 @@ class RolloutActor:
             passes the reference instead of resolving it).
     """
 
-    def __init__(self, seed: int, config_dict: dict[str, Any], num_slots: int, version: int,
-                 weights: list[Any]) -> None:
+    def __init__(
+        self,
+        seed: int,
+        config_dict: dict[str, Any],
+        num_slots: int,
+        version: int,
+        weights: list[Any],
+    ) -> None:
         torch.set_num_threads(1)
         self._inbox: queue.Queue[list[Task]] = queue.Queue()
         self._outbox: queue.Queue[tuple] = queue.Queue()
@@ -119,10 +126,15 @@ class RolloutActor:
         def body() -> None:
             try:
                 run_rollout_worker(
-                    config_dict=config_dict, seed=seed, num_slots=num_slots,
+                    config_dict=config_dict,
+                    seed=seed,
+                    num_slots=num_slots,
                     in_flight=bool(config_dict["runtime"]["in_flight_updates"]),
-                    weights=self._weights, receive=receive, emit=self._outbox.put,
-                    should_stop=self._stop.is_set)
+                    weights=self._weights,
+                    receive=receive,
+                    emit=self._outbox.put,
+                    should_stop=self._stop.is_set,
+                )
             except BaseException:  # noqa: BLE001  (already reported through the outbox)
                 self._stop.set()
 
@@ -177,8 +189,11 @@ class RayWorkerPool:
         self.closed = False
         self.owns_ray = not ray.is_initialized()
         if self.owns_ray:
-            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
-                                       "logging_level": logging.WARNING}
+            options: dict[str, Any] = {
+                "include_dashboard": False,
+                "log_to_driver": True,
+                "logging_level": logging.WARNING,
+            }
             if config.runtime.ray_address:
                 ray.init(address=config.runtime.ray_address, **options)
             else:  # "local": a new private instance even where RAY_ADDRESS names a cluster
@@ -188,17 +203,22 @@ class RayWorkerPool:
             if cpus < config.runtime.num_workers:
                 raise ConfigError(
                     f"runtime.num_workers: {config.runtime.num_workers} actors need one CPU "
-                    f"each, the Ray cluster has {cpus:g}")
+                    f"each, the Ray cluster has {cpus:g}"
+                )
             resources = dict(config.runtime.ray_worker_resources)
             total = ray.cluster_resources()
             for name, amount in resources.items():
                 if total.get(name, 0) < amount:
                     raise ConfigError(
                         f"runtime.ray_worker_resources: each actor asks for {amount:g} "
-                        f"{name!r}, the Ray cluster has {total.get(name, 0):g}")
+                        f"{name!r}, the Ray cluster has {total.get(name, 0):g}"
+                    )
             self.gpu_share = worker_gpu_share(config)
-            options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.gpu_share,
-                                       "max_concurrency": 4}
+            options: dict[str, Any] = {
+                "num_cpus": 1,
+                "num_gpus": self.gpu_share,
+                "max_concurrency": 4,
+            }
             if resources:
                 options["resources"] = resources
             self.actor_class = ray.remote(**options)(RolloutActor)
@@ -213,7 +233,8 @@ class RayWorkerPool:
             self.ray.kill(self.actors.pop(index), no_restart=True)
             self.pending_take.pop(index, None)
         actor = self.actor_class.remote(
-            seed, self.config.to_dict(), self.num_slots, self.version, [self.weights])
+            seed, self.config.to_dict(), self.num_slots, self.version, [self.weights]
+        )
         self.actors[index] = actor
         self.pending_take[index] = actor.take.remote(_TAKE_SECONDS)
         # An actor the cluster cannot place stays pending without an error: give it a deadline.
@@ -277,7 +298,8 @@ class RayWorkerPool:
             raise RuntimeError(
                 f"rollout actors {late} were not placed and started on the Ray cluster "
                 f"within {_SCHEDULE_SECONDS:g} s (each needs {needs}; {free.get('CPU', 0):g} "
-                f"CPUs free now{free_gpus})")
+                f"CPUs free now{free_gpus})"
+            )
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.version = version

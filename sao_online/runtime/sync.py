@@ -10,11 +10,13 @@ from sao_online.runtime.loop import RunInterrupted, TrainingLoop
 
 
 def run_sync(loop: TrainingLoop, engine_state: dict[str, Any] | None = None) -> None:
-    """Generate B trajectories with the current weights, train on them, until the budget is spent."""
+    """Generate B trajectories with the current weights and train on them, until the budget is
+    spent."""
     ctx = loop.ctx
     config = ctx.config
-    with ctx.make_engine(num_slots=min(config.rollout.num_slots,
-                                       config.rollout.batch_size)) as engine:
+    with ctx.make_engine(
+        num_slots=min(config.rollout.num_slots, config.rollout.batch_size)
+    ) as engine:
         if engine_state is not None:
             engine.generator.set_state(engine_state["generator"])
         _train_until_budget(loop, engine)

@@ -71,8 +71,9 @@ def _cpu_times(path: str = "/proc/stat") -> dict[int, tuple[int, int]]:
     return times
 
 
-def busy_shares(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]],
-                cores: tuple[int, ...]) -> dict[int, float]:
+def busy_shares(
+    before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], cores: tuple[int, ...]
+) -> dict[int, float]:
     """Busy share of each core between two ``/proc/stat`` readings (0 for an unchanged core)."""
     shares = {}
     for core in cores:
@@ -84,8 +85,11 @@ def busy_shares(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, 
 
 def census(sample_seconds: float = SAMPLE_SECONDS) -> CoreCensus:
     """Measure the cores this process may use and how busy they are."""
-    usable = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else tuple(
-        range(os.cpu_count() or 1))
+    usable = (
+        tuple(sorted(os.sched_getaffinity(0)))
+        if hasattr(os, "sched_getaffinity")
+        else tuple(range(os.cpu_count() or 1))
+    )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     try:
         before = _cpu_times()
@@ -105,6 +109,7 @@ def resolve_threads(setting: int | str | None) -> int:
     if setting is None or setting == AUTO:
         return census().free
     if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
-        raise ValueError(f"runtime.torch_threads: expected a positive integer or 'auto', "
-                         f"got {setting!r}")
+        raise ValueError(
+            f"runtime.torch_threads: expected a positive integer or 'auto', got {setting!r}"
+        )
     return setting

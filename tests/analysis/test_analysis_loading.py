@@ -89,8 +89,16 @@ def test_missing_evals_are_skipped_and_all_missing_is_empty(tmp_path):
     (run_dir / "evals.parquet").mkdir()  # the folder exists, no part flushed yet
     still_empty = load_runs(tmp_path, table="evals")
     assert len(still_empty) == 0 and "eval_phase" in still_empty.columns
-    evals = pd.DataFrame({"policy_version": [1], "world_time": [4.0], "current_phase": [0],
-                          "eval_phase": [0], "mean_reward": [0.5], "num_episodes": [8]})
+    evals = pd.DataFrame(
+        {
+            "policy_version": [1],
+            "world_time": [4.0],
+            "current_phase": [0],
+            "eval_phase": [0],
+            "mean_reward": [0.5],
+            "num_episodes": [8],
+        }
+    )
     write_run(tmp_path, "e", "m", 1, episodes_frame(np.ones(8)), evals=evals)
     loaded = load_runs(tmp_path, table="evals")
     assert list(loaded["seed"]) == [1]

@@ -31,8 +31,13 @@ def constant_runs(levels: dict[tuple[str, int], float], count: int = 40) -> pd.D
 
 
 def vertical_line_positions(ax) -> list[float]:
-    return sorted({line.get_xdata()[0] for line in ax.get_lines()
-                   if len(set(line.get_xdata())) == 1 and line.get_linestyle() == "--"})
+    return sorted(
+        {
+            line.get_xdata()[0]
+            for line in ax.get_lines()
+            if len(set(line.get_xdata())) == 1 and line.get_linestyle() == "--"
+        }
+    )
 
 
 def distinct_colors(path) -> int:
@@ -43,8 +48,9 @@ def distinct_colors(path) -> int:
 def test_recovery_curve_is_the_iqm_of_seed_curves_with_shift_markers(tmp_path):
     episodes = constant_runs({("a", 0): 0.2, ("a", 1): 0.6, ("b", 0): 1.0})
     path = tmp_path / "recovery.png"
-    ax = plot_recovery(episodes, smooth=4, change_points=[20], phase_names=["old", "new"],
-                       path=path)
+    ax = plot_recovery(
+        episodes, smooth=4, change_points=[20], phase_names=["old", "new"], path=path
+    )
     lines = {line.get_label(): line for line in ax.get_lines()}
     a_curve = lines["a (IQM of 2 seeds)"].get_ydata()
     # two seeds: the IQM is their mean, wherever the curve is defined
@@ -78,8 +84,9 @@ def test_tokens_axis_places_markers_at_the_tokens_spent(tmp_path):
 
 
 def test_one_experiment_at_a_time():
-    episodes = pd.concat([constant_runs({("a", 0): 0.5}),
-                          constant_runs({("a", 0): 0.5}).assign(experiment="other")])
+    episodes = pd.concat(
+        [constant_runs({("a", 0): 0.5}), constant_runs({("a", 0): 0.5}).assign(experiment="other")]
+    )
     with pytest.raises(ValueError, match="2 experiments"):
         plot_recovery(episodes)
     with pytest.raises(ValueError, match="metric 'score'"):
@@ -91,8 +98,11 @@ def test_behavior_shares_sum_to_one_and_switch(simulated_root):
     figure = plot_behavior_shares(episodes)
     axes = figure.axes
     assert [ax.get_title().split(" ")[0] for ax in axes] == ["grpo", "sao"]
-    sao = {line.get_label(): line.get_ydata() for line in axes[1].get_lines()
-           if line.get_label() in {"cute", "chuunibyou", "classical"}}
+    sao = {
+        line.get_label(): line.get_ydata()
+        for line in axes[1].get_lines()
+        if line.get_label() in {"cute", "chuunibyou", "classical"}
+    }
     total = sum(sao.values())
     defined = np.isfinite(total)
     np.testing.assert_allclose(total[defined], 1.0)
@@ -106,8 +116,11 @@ def test_rare_behaviours_are_pooled_as_other():
     episodes = constant_runs({("a", 0): 1.0})
     episodes["behavior"] = ["x", "x", "y", "z"] * 10
     figure = plot_behavior_shares(episodes, max_labels=2, change_points=[20])
-    labels = {line.get_label() for line in figure.axes[0].get_lines()
-              if not line.get_label().startswith("_")}
+    labels = {
+        line.get_label()
+        for line in figure.axes[0].get_lines()
+        if not line.get_label().startswith("_")
+    }
     assert labels == {"x", "other"}
 
 
@@ -122,9 +135,12 @@ def test_staleness_histogram_bar_heights():
 
 def test_update_metric_panels_and_missing_columns(simulated_root):
     updates = load_runs(simulated_root, table="updates")
-    figure = plot_update_metric(updates, ["charts/masked_below_fraction",
-                                          "charts/masked_above_fraction"],
-                                x="episodes_seen", change_points=[200, 400])
+    figure = plot_update_metric(
+        updates,
+        ["charts/masked_below_fraction", "charts/masked_above_fraction"],
+        x="episodes_seen",
+        change_points=[200, 400],
+    )
     assert len(figure.axes) == 2
     assert figure.axes[1].get_ylabel() == "tokens masked, ratio above the band (share)"
     assert "charts/masked_above_fraction" in figure.axes[1].get_title()  # the logged key
@@ -137,8 +153,15 @@ def test_update_metric_panels_and_missing_columns(simulated_root):
 
 
 def test_update_metric_curve_is_the_smoothed_value():
-    updates = pd.DataFrame({"experiment": "e", "method": "m", "seed": 0,
-                            "version": np.arange(1, 11), "charts/loss": np.arange(1, 11) * 1.0})
+    updates = pd.DataFrame(
+        {
+            "experiment": "e",
+            "method": "m",
+            "seed": 0,
+            "version": np.arange(1, 11),
+            "charts/loss": np.arange(1, 11) * 1.0,
+        }
+    )
     ax = plot_update_metric(updates, "charts/loss", smooth=2)
     grid, values = ax.get_lines()[0].get_xdata(), ax.get_lines()[0].get_ydata()
     at_ten = values[np.argmin(np.abs(grid - 10))]
@@ -146,18 +169,30 @@ def test_update_metric_curve_is_the_smoothed_value():
 
 
 def test_metric_intervals_mark_censoring(tmp_path):
-    aggregated = pd.DataFrame({
-        "experiment": "e", "method": ["a", "b"], "change_point": 1, "phase_after": "new",
-        "metric": "time_to_recovery", "iqm": [10.0, 30.0], "lower": [8.0, 20.0],
-        "upper": [12.0, 40.0], "censored_fraction": [0.0, 0.5], "confidence": 0.95,
-    })
+    aggregated = pd.DataFrame(
+        {
+            "experiment": "e",
+            "method": ["a", "b"],
+            "change_point": 1,
+            "phase_after": "new",
+            "metric": "time_to_recovery",
+            "iqm": [10.0, 30.0],
+            "lower": [8.0, 20.0],
+            "upper": [12.0, 40.0],
+            "censored_fraction": [0.0, 0.5],
+            "confidence": 0.95,
+        }
+    )
     path = tmp_path / "ttr.png"
     ax = plot_metric_intervals(aggregated, unit="episodes", path=path)
     assert [text.get_text() for text in ax.texts] == ["50% censored"]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
     assert legend == ["a", "b", "some seeds censored"]
-    points = {line.get_xydata()[0, 1]: line.get_markerfacecolor() for line in ax.get_lines()
-              if line.get_marker() == "o"}
+    points = {
+        line.get_xydata()[0, 1]: line.get_markerfacecolor()
+        for line in ax.get_lines()
+        if line.get_marker() == "o"
+    }
     assert points[30.0] == "white" and points[10.0] != "white"  # b is the censored one
     assert ax.get_ylabel() == "time to recovery (episodes)"
     assert distinct_colors(path) > 5

@@ -100,8 +100,9 @@ def test_no_episode_before_the_shift_is_explained():
 def test_pre_window_is_clipped_at_the_previous_shift():
     # phase 1 (10..19) has reward 0.5; a 15-unit window must not reach back into phase 0
     rewards = np.concatenate([np.ones(10), np.full(10, 0.5), np.zeros(10)])
-    row = recovery_metrics(as_run(episodes_frame(rewards)), change_points=[10, 20],
-                           window=15, smooth=4).iloc[1]
+    row = recovery_metrics(
+        as_run(episodes_frame(rewards)), change_points=[10, 20], window=15, smooth=4
+    ).iloc[1]
     assert row["pre_level"] == pytest.approx(0.5)
     assert row["pre_episodes"] == 10
 
@@ -127,8 +128,7 @@ def test_change_points_from_config_phase_column_or_argument_agree(simulated_root
     explicit = recovery_metrics(stripped, change_points={"style-shift": [200, 400]})
     assert list(from_config["tau"]) == [200.0, 400.0] * 6
     for other in (from_phase_column, explicit):
-        pd.testing.assert_series_equal(from_config["time_to_recovery"],
-                                       other["time_to_recovery"])
+        pd.testing.assert_series_equal(from_config["time_to_recovery"], other["time_to_recovery"])
     assert set(from_config["phase_after"]) == {"preferred=chuunibyou", "preferred=classical"}
     assert set(from_phase_column["phase_after"]) == {"phase 1", "phase 2"}
 
@@ -144,15 +144,19 @@ def test_the_faster_method_recovers_faster(simulated_root):
 
 def test_forgetting_from_evals_by_hand():
     run = step_and_ramp()
-    evals = pd.DataFrame({
-        "experiment": "toy", "method": "sao", "seed": 0,
-        "policy_version": [1, 2, 2, 3, 4, 5],
-        "world_time": [10.0, 19.0, 19.0, 30.0, 59.0, 59.0],
-        "current_phase": [0, 0, 0, 1, 1, 1],
-        "eval_phase": [0, 0, 0, 0, 0, 1],
-        "mean_reward": [0.5, 0.8, 1.0, 0.7, 0.6, 0.9],
-        "num_episodes": [4, 1, 3, 4, 4, 4],
-    })
+    evals = pd.DataFrame(
+        {
+            "experiment": "toy",
+            "method": "sao",
+            "seed": 0,
+            "policy_version": [1, 2, 2, 3, 4, 5],
+            "world_time": [10.0, 19.0, 19.0, 30.0, 59.0, 59.0],
+            "current_phase": [0, 0, 0, 1, 1, 1],
+            "eval_phase": [0, 0, 0, 0, 0, 1],
+            "mean_reward": [0.5, 0.8, 1.0, 0.7, 0.6, 0.9],
+            "num_episodes": [4, 1, 3, 4, 4, 4],
+        }
+    )
     row = recovery_metrics(run, change_points=[20], evals=evals, **HAND).iloc[0]
     # end of phase 0: the two evals at 19 weighted 1:3 -> 0.95; end of run: 0.6
     assert row["forgetting"] == pytest.approx(0.35)
@@ -162,8 +166,9 @@ def test_forgetting_from_evals_by_hand():
 def test_tokens_axis_scales_times_by_tokens_per_episode():
     run = step_and_ramp()
     run["num_action_tokens"] = 10
-    row = recovery_metrics(run, change_points=[20], x="tokens", smooth=40, window=100,
-                           horizon=100).iloc[0]
+    row = recovery_metrics(
+        run, change_points=[20], x="tokens", smooth=40, window=100, horizon=100
+    ).iloc[0]
     assert row["tau"] == pytest.approx(210.0)  # tokens spent once episode 20 completed
     assert row["tau_clock"] == pytest.approx(20.0)
     assert row["time_to_recovery"] == pytest.approx(110.0)  # 11 episodes of 10 tokens
@@ -181,13 +186,16 @@ def test_a_shift_after_the_data_yields_no_row():
     assert list(rows["change_point"]) == [1]
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"x": "steps"}, "x='steps'"),
-    ({"rho": 0.0}, "rho"),
-    ({"smooth": -1.0}, "smooth"),
-    ({"change_points": [30, 20]}, "strictly increasing"),
-    ({"change_points": {"other": [20]}}, "no entry for experiment 'toy'"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"x": "steps"}, "x='steps'"),
+        ({"rho": 0.0}, "rho"),
+        ({"smooth": -1.0}, "smooth"),
+        ({"change_points": [30, 20]}, "strictly increasing"),
+        ({"change_points": {"other": [20]}}, "no entry for experiment 'toy'"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         recovery_metrics(step_and_ramp(), **kwargs)

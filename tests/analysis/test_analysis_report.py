@@ -23,21 +23,42 @@ def test_full_report(simulated_root, tmp_path):
     out = tmp_path / "report"
     report = write_report(simulated_root, out, title="Style shift", reps=200)
     assert report == out / "report.md"
-    for name in ("report.md", "report.html", "metrics.csv", "recovery_per_seed.csv",
-                 "improvement.csv"):
+    for name in (
+        "report.md",
+        "report.html",
+        "metrics.csv",
+        "recovery_per_seed.csv",
+        "improvement.csv",
+    ):
         assert (out / name).stat().st_size > 0
 
     figures = sorted(path.name for path in (out / "figures").glob("*.png"))
-    for kind in ("recovery_world_time", "recovery_tokens", "recovery_seconds", "behavior_shares",
-                 "time_to_recovery", "staleness", "zero_variance", "masked_fractions",
-                 "explained_variance"):
+    for kind in (
+        "recovery_world_time",
+        "recovery_tokens",
+        "recovery_seconds",
+        "behavior_shares",
+        "time_to_recovery",
+        "staleness",
+        "zero_variance",
+        "masked_fractions",
+        "explained_variance",
+    ):
         assert f"style-shift_{kind}.png" in figures
     for name in figures:
         assert_real_png(out / "figures" / name)
 
     metrics = pd.read_csv(out / "metrics.csv")
-    assert {"method", "change_point", "metric", "iqm", "lower", "upper", "censored_fraction",
-            "n_seeds"} <= set(metrics.columns)
+    assert {
+        "method",
+        "change_point",
+        "metric",
+        "iqm",
+        "lower",
+        "upper",
+        "censored_fraction",
+        "n_seeds",
+    } <= set(metrics.columns)
     per_metric = metrics.groupby("metric").size()
     assert (per_metric == 2 * 2).all()  # methods x change points for every metric
     assert "forgetting" in per_metric.index  # the runs have evals
@@ -61,8 +82,15 @@ def test_full_report(simulated_root, tmp_path):
 
 def test_single_seed_single_method_and_no_critic(tmp_path):
     episodes = simulated_episodes(phase_length=100, phases=2, recovery_episodes=30, seed=4)
-    write_run(tmp_path / "runs", "solo", "grpo", 0, episodes, change_points=[100],
-              updates=updates_frame(episodes, with_value_loss=False))
+    write_run(
+        tmp_path / "runs",
+        "solo",
+        "grpo",
+        0,
+        episodes,
+        change_points=[100],
+        updates=updates_frame(episodes, with_value_loss=False),
+    )
     out = tmp_path / "report"
     write_report(tmp_path / "runs", out, reps=50)
     metrics = pd.read_csv(out / "metrics.csv")
@@ -91,8 +119,9 @@ def test_report_from_a_frame_and_without_shifts(tmp_path):
 
 def test_empty_input_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="no episodes"):
-        write_report(pd.DataFrame(columns=["experiment", "method", "seed", "reward"]),
-                     tmp_path / "out")
+        write_report(
+            pd.DataFrame(columns=["experiment", "method", "seed", "reward"]), tmp_path / "out"
+        )
 
 
 HOSTILE_EXPERIMENT = '=HYPERLINK("http://evil.example","x")'
@@ -104,22 +133,37 @@ def test_names_from_runs_cannot_run_in_a_spreadsheet_or_inject_markup(tmp_path):
     root = tmp_path / "runs"
     for method, recovery in (("sao", 30.0), ("grpo", 60.0)):
         for seed in range(2):
-            episodes = simulated_episodes(phase_length=100, phases=2, recovery_episodes=recovery,
-                                          seed=seed)
-            run = write_run(root, "exp", method, seed, episodes, change_points=[100],
-                            phase_names=["<script>alert(1)</script>", HOSTILE_PHASE],
-                            config_overrides={"experiment": HOSTILE_EXPERIMENT})
+            episodes = simulated_episodes(
+                phase_length=100, phases=2, recovery_episodes=recovery, seed=seed
+            )
+            run = write_run(
+                root,
+                "exp",
+                method,
+                seed,
+                episodes,
+                change_points=[100],
+                phase_names=["<script>alert(1)</script>", HOSTILE_PHASE],
+                config_overrides={"experiment": HOSTILE_EXPERIMENT},
+            )
             if method == "grpo":
-                config = (run / "config.yaml").read_text().replace("method: grpo",
-                                                                   f"method: {HOSTILE_METHOD!r}")
+                config = (
+                    (run / "config.yaml")
+                    .read_text()
+                    .replace("method: grpo", f"method: {HOSTILE_METHOD!r}")
+                )
                 (run / "config.yaml").write_text(config)
     out = tmp_path / "report"
     write_report(root, out, reps=50)
     for name in ("metrics.csv", "recovery_per_seed.csv", "improvement.csv"):
         frame = pd.read_csv(out / name, dtype=str, keep_default_na=False)
         cells = [cell for column in frame.columns for cell in frame[column]] + list(frame.columns)
-        formulas = [cell for cell in cells if cell.startswith(("=", "+", "@", "\t", "\r"))
-                    or (cell.startswith("-") and not _is_number(cell))]
+        formulas = [
+            cell
+            for cell in cells
+            if cell.startswith(("=", "+", "@", "\t", "\r"))
+            or (cell.startswith("-") and not _is_number(cell))
+        ]
         assert formulas == [], (name, formulas[:3])
         assert any(cell.startswith("'=") for cell in cells), name  # present, neutralised
     markdown = (out / "report.md").read_text()

@@ -61,12 +61,14 @@ def test_nan_values_are_left_out_and_ties_share_a_value():
 
 
 def test_query_times_between_samples_and_after_the_data():
-    narrow = trailing_mean([0, 1, 2], [1.0, 2.0, 3.0], 1.5, query_times=[1.5, 10.0],
-                           min_window_fraction=0.0)
+    narrow = trailing_mean(
+        [0, 1, 2], [1.0, 2.0, 3.0], 1.5, query_times=[1.5, 10.0], min_window_fraction=0.0
+    )
     assert narrow[0] == pytest.approx(2.0)  # (0, 1.5] holds only the sample at 1
     assert np.isnan(narrow[1])  # nothing in (8.5, 10]
-    wide = trailing_mean([0, 1, 2], [1.0, 2.0, 3.0], 1.6, query_times=[1.5],
-                         min_window_fraction=0.0)
+    wide = trailing_mean(
+        [0, 1, 2], [1.0, 2.0, 3.0], 1.6, query_times=[1.5], min_window_fraction=0.0
+    )
     assert wide[0] == pytest.approx(1.5)
 
 
@@ -82,8 +84,14 @@ def test_matches_the_definition_and_never_looks_ahead(times, width, shift, fract
     values = data.draw(st.lists(st.floats(-5, 5), min_size=len(times), max_size=len(times)))
     times_array = np.array(times, dtype=float)
     queries = np.arange(-1, 42, dtype=float)
-    fast = trailing_mean(times_array, values, width, query_times=queries, phase_starts=[shift],
-                         min_window_fraction=fraction)
+    fast = trailing_mean(
+        times_array,
+        values,
+        width,
+        query_times=queries,
+        phase_starts=[shift],
+        min_window_fraction=fraction,
+    )
     slow = naive_trailing_mean(times_array, values, width, queries, [shift], fraction)
     # cumulative sums cancel to within rounding, hence the absolute tolerance
     np.testing.assert_allclose(fast, slow, atol=1e-9, equal_nan=True)
@@ -91,16 +99,25 @@ def test_matches_the_definition_and_never_looks_ahead(times, width, shift, fract
     # change everything after a cut: nothing at or before the cut may move
     cut = data.draw(st.integers(0, 40))
     changed = np.where(times_array > cut, 99.0, np.asarray(values))
-    altered = trailing_mean(times_array, changed, width, query_times=queries,
-                            phase_starts=[shift], min_window_fraction=fraction)
+    altered = trailing_mean(
+        times_array,
+        changed,
+        width,
+        query_times=queries,
+        phase_starts=[shift],
+        min_window_fraction=fraction,
+    )
     up_to_cut = queries <= cut
     np.testing.assert_allclose(altered[up_to_cut], fast[up_to_cut], atol=1e-9, equal_nan=True)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"width": 0}, "width"),
-    ({"width": 2, "min_window_fraction": 1.5}, "min_window_fraction"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"width": 0}, "width"),
+        ({"width": 2, "min_window_fraction": 1.5}, "min_window_fraction"),
+    ],
+)
 def test_bad_parameters_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         trailing_mean([0, 1], [1.0, 2.0], **kwargs)

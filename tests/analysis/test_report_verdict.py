@@ -14,33 +14,65 @@ from sao_online.analysis.verdict import seed_warnings, verdict_table
 
 
 def aggregated_rows(rows):
-    return pd.DataFrame([{"experiment": "e", "change_point": 1, "phase_before": "a",
-                          "phase_after": "b", "metric": "time_to_recovery",
-                          "censored_fraction": 0.0, **row} for row in rows])
+    return pd.DataFrame(
+        [
+            {
+                "experiment": "e",
+                "change_point": 1,
+                "phase_before": "a",
+                "phase_after": "b",
+                "metric": "time_to_recovery",
+                "censored_fraction": 0.0,
+                **row,
+            }
+            for row in rows
+        ]
+    )
 
 
 def test_the_verdict_names_the_first_to_recover_and_whether_intervals_overlap():
-    apart = verdict_table(aggregated_rows([
-        {"method": "grpo", "iqm": 120.0, "lower": 100.0, "upper": 150.0},
-        {"method": "sao", "iqm": 40.0, "lower": 30.0, "upper": 55.0}]), unit="episodes")
+    apart = verdict_table(
+        aggregated_rows(
+            [
+                {"method": "grpo", "iqm": 120.0, "lower": 100.0, "upper": 150.0},
+                {"method": "sao", "iqm": 40.0, "lower": 30.0, "upper": 55.0},
+            ]
+        ),
+        unit="episodes",
+    )
     assert apart.loc[0, "recovered first"] == "sao" and apart.loc[0, "runner-up"] == "grpo"
     assert apart.loc[0, "time (episodes)"] == "40 [30, 55]"
     assert apart.loc[0, "intervals overlap"] == "no"
     assert apart.loc[0, "verdict"] == "sao first, intervals apart"
-    close = verdict_table(aggregated_rows([
-        {"method": "grpo", "iqm": 60.0, "lower": 50.0, "upper": 90.0, "censored_fraction": 0.5},
-        {"method": "sao", "iqm": 55.0, "lower": 30.0, "upper": 52.0}]))
+    close = verdict_table(
+        aggregated_rows(
+            [
+                {
+                    "method": "grpo",
+                    "iqm": 60.0,
+                    "lower": 50.0,
+                    "upper": 90.0,
+                    "censored_fraction": 0.5,
+                },
+                {"method": "sao", "iqm": 55.0, "lower": 30.0, "upper": 52.0},
+            ]
+        )
+    )
     assert close.loc[0, "intervals overlap"] == "yes"  # 52 >= 50
     assert close.loc[0, "runner-up time"] == "60 [50, 90], 50% censored"
     assert close.loc[0, "verdict"] == "not separated from grpo"
-    nobody = verdict_table(aggregated_rows([
-        {"method": "sao", "iqm": 99.0, "lower": 99.0, "upper": 99.0, "censored_fraction": 1.0}]))
+    nobody = verdict_table(
+        aggregated_rows(
+            [{"method": "sao", "iqm": 99.0, "lower": 99.0, "upper": 99.0, "censored_fraction": 1.0}]
+        )
+    )
     assert nobody.loc[0, "verdict"] == "no method recovered before the next shift"
 
 
 def test_the_seed_warning_fires_below_three_seeds_per_method():
-    frame = pd.DataFrame({"experiment": "e", "method": ["a"] * 3 + ["b"] * 2,
-                          "seed": [0, 1, 2, 0, 1]})
+    frame = pd.DataFrame(
+        {"experiment": "e", "method": ["a"] * 3 + ["b"] * 2, "seed": [0, 1, 2, 0, 1]}
+    )
     [warning] = seed_warnings(frame)
     assert warning.startswith("Too few seeds for the intervals: b (2).")
     assert seed_warnings(frame[frame["method"] == "a"]) == []
@@ -49,15 +81,24 @@ def test_the_seed_warning_fires_below_three_seeds_per_method():
 def two_seed_root(root, *, updates_zero: bool):
     for offset, (method, recovery) in enumerate((("sao", 40.0), ("grpo", 120.0))):
         for seed in range(2):
-            episodes = simulated_episodes(phase_length=200, phases=2,
-                                          recovery_episodes=recovery, seed=seed + 10 * offset)
+            episodes = simulated_episodes(
+                phase_length=200, phases=2, recovery_episodes=recovery, seed=seed + 10 * offset
+            )
             episodes["staleness"] = 0  # as with the sync backend
             updates = updates_frame(episodes, seed=seed)
             if updates_zero:
                 updates["charts/masked_below_fraction"] = 0.0
                 updates["charts/masked_above_fraction"] = 0.0
-            write_run(root, "exp", method, seed, episodes, change_points=[200],
-                      phase_names=["preferred=cute", "preferred=chuunibyou"], updates=updates)
+            write_run(
+                root,
+                "exp",
+                method,
+                seed,
+                episodes,
+                change_points=[200],
+                phase_names=["preferred=cute", "preferred=chuunibyou"],
+                updates=updates,
+            )
     return root
 
 
@@ -92,15 +133,17 @@ def test_wall_clock_curves_are_continuous_when_episodes_arrive_in_bursts(tmp_pat
         # From the first defined point to the end of the run, gaps are only the window
         # refilling right after the shift (the same as on the clock axis), never between
         # bursts: at most one run of NaN.
-        runs_of_nan = np.count_nonzero(np.diff(np.isnan(ys[defined[0]:defined[-1] + 1])
-                                               .astype(int)) == 1)
+        runs_of_nan = np.count_nonzero(
+            np.diff(np.isnan(ys[defined[0] : defined[-1] + 1]).astype(int)) == 1
+        )
         assert runs_of_nan <= 1, line.get_label()
     assert ax.get_xlabel() == "wall-clock seconds"
     assert "window 20 episodes started" in ax.get_title()
 
 
-@pytest.mark.parametrize("x, label", [("world_time", "episodes started"),
-                                      ("tokens", "action tokens generated")])
+@pytest.mark.parametrize(
+    "x, label", [("world_time", "episodes started"), ("tokens", "action tokens generated")]
+)
 def test_axis_labels_say_what_the_clock_counts(tmp_path, x, label):
     root = two_seed_root(tmp_path / "runs", updates_zero=False)
     ax = plot_recovery(load_runs(root), x=x, reps=20)

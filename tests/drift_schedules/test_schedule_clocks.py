@@ -123,12 +123,15 @@ def test_manual_clock_takes_any_valid_reading_in_any_order():
             clock.set(bad)
 
 
-@pytest.mark.parametrize(("clock", "move", "state"), [
-    (EpisodeClock(), lambda clock: clock.advance(4), {"clock": "episodes", "count": 4}),
-    (StepClock(), lambda clock: clock.advance(9), {"clock": "steps", "count": 9}),
-    (VersionClock(), lambda clock: clock.set(2), {"clock": "versions", "version": 2}),
-    (ManualClock(), lambda clock: clock.set(1.25), {"clock": "manual", "t": 1.25}),
-])
+@pytest.mark.parametrize(
+    ("clock", "move", "state"),
+    [
+        (EpisodeClock(), lambda clock: clock.advance(4), {"clock": "episodes", "count": 4}),
+        (StepClock(), lambda clock: clock.advance(9), {"clock": "steps", "count": 9}),
+        (VersionClock(), lambda clock: clock.set(2), {"clock": "versions", "version": 2}),
+        (ManualClock(), lambda clock: clock.set(1.25), {"clock": "manual", "t": 1.25}),
+    ],
+)
 def test_state_dict_round_trips_and_pickles(clock, move, state):
     move(clock)
     assert clock.state_dict() == state
@@ -144,8 +147,9 @@ def test_state_dict_round_trips_and_pickles(clock, move, state):
 
 
 def test_load_state_dict_rejects_another_clock_or_a_bad_field():
-    with pytest.raises(ValueError, match="^state_dict.clock: expected a 'episodes' clock state, "
-                                         "got 'steps'"):
+    with pytest.raises(
+        ValueError, match="^state_dict.clock: expected a 'episodes' clock state, got 'steps'"
+    ):
         EpisodeClock().load_state_dict({"clock": "steps", "count": 3})
     with pytest.raises(ValueError, match="^state_dict.count must be an integer >= 0"):
         EpisodeClock().load_state_dict({"clock": "episodes", "count": -3})
@@ -153,8 +157,12 @@ def test_load_state_dict_rejects_another_clock_or_a_bad_field():
 
 def test_make_clock_knows_the_four_yaml_names():
     made = {name: type(make_clock(name)) for name in ("episodes", "steps", "versions", "seconds")}
-    assert made == {"episodes": EpisodeClock, "steps": StepClock, "versions": VersionClock,
-                    "seconds": WallClock}
+    assert made == {
+        "episodes": EpisodeClock,
+        "steps": StepClock,
+        "versions": VersionClock,
+        "seconds": WallClock,
+    }
     assert isinstance(make_clock(), EpisodeClock)
     with pytest.raises(ScheduleError, match="^clock: unknown clock 'manual'"):
         make_clock("manual")

@@ -50,7 +50,10 @@ def test_abrupt_values_hold_on_half_open_intervals():
 def test_abrupt_with_a_repeated_value_still_counts_its_change_point():
     schedule = one({"kind": "abrupt", "values": ["a", "a", "b"], "at": [0, 3, 6]})
     assert [schedule.at(t) for t in (2, 3, 6)] == [
-        DriftState(0, {"x": "a"}), DriftState(1, {"x": "a"}), DriftState(2, {"x": "b"})]
+        DriftState(0, {"x": "a"}),
+        DriftState(1, {"x": "a"}),
+        DriftState(2, {"x": "b"}),
+    ]
 
 
 def test_linear_interpolates_between_start_and_end_and_is_constant_outside():
@@ -100,11 +103,13 @@ def test_cyclic_with_a_fractional_period_keeps_value_phase_and_listed_times_cons
 
 
 def test_phase_counts_the_union_of_change_points_once_per_time():
-    schedule = Schedule({
-        "style": {"kind": "abrupt", "values": ["a", "b"], "at": [0, 150]},
-        "slip": {"kind": "linear", "from": 0, "to": 1, "start": 150, "end": 300},
-        "tool": {"kind": "gradual", "from": "u", "to": "v", "start": 200, "width": 100},
-    })
+    schedule = Schedule(
+        {
+            "style": {"kind": "abrupt", "values": ["a", "b"], "at": [0, 150]},
+            "slip": {"kind": "linear", "from": 0, "to": 1, "start": 150, "end": 300},
+            "tool": {"kind": "gradual", "from": "u", "to": "v", "start": 200, "width": 100},
+        }
+    )
     # 150 is shared by style and slip; gradual's change point is its midpoint 250.
     assert schedule.change_points() == [150.0, 250.0]
     times = [0, just_before(150), 150, just_before(250), 250, 1e5]
@@ -112,11 +117,14 @@ def test_phase_counts_the_union_of_change_points_once_per_time():
 
 
 def test_phase_with_unbounded_kinds_matches_the_listed_change_points_in_any_order():
-    schedule = Schedule({
-        "style": {"kind": "abrupt", "values": ["a", "b"], "at": [0, 100]},
-        "goal": {"kind": "cyclic", "values": ["n", "s"], "period": 100},
-        "mix": {"kind": "change_points", "values": ["e", "h"], "rate": 0.01},
-    }, seed=3)
+    schedule = Schedule(
+        {
+            "style": {"kind": "abrupt", "values": ["a", "b"], "at": [0, 100]},
+            "goal": {"kind": "cyclic", "values": ["n", "s"], "period": 100},
+            "mix": {"kind": "change_points", "values": ["e", "h"], "rate": 0.01},
+        },
+        seed=3,
+    )
     # Read far first, then near: the cached union must serve both.
     far_phase = schedule.at(3000).phase
     listed = schedule.change_points(until=3000)
@@ -128,16 +136,26 @@ def test_phase_with_unbounded_kinds_matches_the_listed_change_points_in_any_orde
 
 
 def test_paper_protocol_has_three_phases():
-    schedule = Schedule({
-        "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou", "classical"],
-                      "at": [0, 1500, 3000]},
-        "pool": {"kind": "abrupt", "values": ["academic_cute_chuunibyou"] * 2
-                 + ["classical_cute_chuunibyou"], "at": [0, 1500, 3000]},
-    })
+    schedule = Schedule(
+        {
+            "preferred": {
+                "kind": "abrupt",
+                "values": ["cute", "chuunibyou", "classical"],
+                "at": [0, 1500, 3000],
+            },
+            "pool": {
+                "kind": "abrupt",
+                "values": ["academic_cute_chuunibyou"] * 2 + ["classical_cute_chuunibyou"],
+                "at": [0, 1500, 3000],
+            },
+        }
+    )
     assert schedule.change_points() == [1500.0, 3000.0]
     assert [schedule.at(t).phase for t in (0, 1499, 1500, 2999, 3000, 4000)] == [0, 0, 1, 1, 2, 2]
-    assert schedule.at(1500).theta == {"preferred": "chuunibyou",
-                                       "pool": "academic_cute_chuunibyou"}
+    assert schedule.at(1500).theta == {
+        "preferred": "chuunibyou",
+        "pool": "academic_cute_chuunibyou",
+    }
 
 
 @pytest.mark.parametrize("bad_time", [-1, math.nan, math.inf, "5", True, None])
@@ -156,8 +174,9 @@ def test_numpy_times_are_accepted():
 
 
 def test_gradual_probability_follows_the_sigmoid_and_the_change_point_is_the_midpoint():
-    schedule = one({"kind": "gradual", "from": "calc", "to": "compute", "start": 1000,
-                    "width": 200})
+    schedule = one(
+        {"kind": "gradual", "from": "calc", "to": "compute", "start": 1000, "width": 200}
+    )
     gradual = schedule.parameters["x"]
     assert gradual.probability_to(1000) == pytest.approx(1 / (1 + math.exp(4)))  # 0.018
     assert gradual.probability_to(1100) == 0.5
@@ -203,8 +222,9 @@ def test_random_walk_starts_at_start_and_is_constant_between_integers():
 
 
 def test_random_walk_steps_are_gaussian_with_scale_step_when_unclipped():
-    schedule = one({"kind": "random_walk", "start": 0, "step": 0.5, "low": -1e9, "high": 1e9},
-                   seed=2)
+    schedule = one(
+        {"kind": "random_walk", "start": 0, "step": 0.5, "low": -1e9, "high": 1e9}, seed=2
+    )
     path = np.array(values(schedule, range(5001)))
     increments = np.diff(path)
     assert np.std(increments) == pytest.approx(0.5, rel=0.1)
@@ -293,21 +313,32 @@ def test_draws_do_not_depend_on_the_process_hash_seed():
     )
     other_process = subprocess.run(
         [sys.executable, "-c", program, json.dumps(SEEDED), json.dumps(times)],
-        env={**os.environ, "PYTHONHASHSEED": "12345"}, capture_output=True, text=True,
-        check=True, timeout=60,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     here = [Schedule(SEEDED, seed=1).at(t).theta for t in times]
     assert json.loads(other_process.stdout) == here
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"kind": "cyclic", "values": ["a", "b"], "period": 0.5},
-     "parameters.x.period: 20000 change points up to t=10000"),
-    ({"kind": "change_points", "values": ["a", "b"], "rate": 10},
-     "parameters.x.rate: more than 1000 change points"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"kind": "cyclic", "values": ["a", "b"], "period": 0.5},
+            "parameters.x.period: 20000 change points up to t=10000",
+        ),
+        (
+            {"kind": "change_points", "values": ["a", "b"], "rate": 10},
+            "parameters.x.rate: more than 1000 change points",
+        ),
+    ],
+)
 def test_a_rate_or_period_in_the_wrong_unit_is_refused_not_run_out_of_memory(
-        spec, message, monkeypatch):
+    spec, message, monkeypatch
+):
     # The real limit (a million) would make this test slow; the check is the same.
     monkeypatch.setattr(kinds, "MAX_CHANGE_POINTS", 1000)
     monkeypatch.setattr(random_kinds, "MAX_CHANGE_POINTS", 1000)

@@ -31,10 +31,18 @@ def test_paper_timeline_text():
 
 
 def test_timeline_stops_at_until_and_describes_ramps_and_mixtures():
-    schedule = Schedule({
-        "slip": {"kind": "linear", "from": 0, "to": 1, "start": 100, "end": 300},
-        "tool": {"kind": "gradual", "from": "calc", "to": "compute", "start": 100, "width": 200},
-    })
+    schedule = Schedule(
+        {
+            "slip": {"kind": "linear", "from": 0, "to": 1, "start": 100, "end": 300},
+            "tool": {
+                "kind": "gradual",
+                "from": "calc",
+                "to": "compute",
+                "start": 100,
+                "width": 200,
+            },
+        }
+    )
     lines = format_timeline(schedule, until=250).splitlines()
     assert lines[0] == "clock: episodes  seed: 0  3 phase(s) up to t = 250"
     assert lines[2:] == [
@@ -56,8 +64,9 @@ def test_default_horizon():
 
 
 def test_unbounded_schedules_get_a_timeline_without_until():
-    text = format_timeline(Schedule({"goal": {"kind": "cyclic", "values": ["n", "s"],
-                                              "period": 500}}))
+    text = format_timeline(
+        Schedule({"goal": {"kind": "cyclic", "values": ["n", "s"], "period": 500}})
+    )
     assert text.splitlines()[0] == "clock: episodes  seed: 0  4 phase(s) up to t = 2000"
     assert text.splitlines()[-1] == "    3   1500   ...  goal=s"
 
@@ -76,12 +85,17 @@ def test_plot_writes_a_png_for_every_kind(tmp_path):
 
 
 def test_plot_handles_numeric_steps_seconds_and_no_parameters(tmp_path):
-    schedule = Schedule({
-        "level": {"kind": "abrupt", "values": [1, 3, 2], "at": [0, 2.5, 7]},
-        "noise": {"kind": "gradual", "from": 0.0, "to": 0.4, "start": 1, "width": 4},
-    }, clock="seconds")
-    for path in (plot_timeline(schedule, tmp_path / "numeric.png", until=10),
-                 plot_timeline(Schedule({}), tmp_path / "empty.png")):
+    schedule = Schedule(
+        {
+            "level": {"kind": "abrupt", "values": [1, 3, 2], "at": [0, 2.5, 7]},
+            "noise": {"kind": "gradual", "from": 0.0, "to": 0.4, "start": 1, "width": 4},
+        },
+        clock="seconds",
+    )
+    for path in (
+        plot_timeline(schedule, tmp_path / "numeric.png", until=10),
+        plot_timeline(Schedule({}), tmp_path / "empty.png"),
+    ):
         assert path.read_bytes().startswith(PNG_SIGNATURE)
     with pytest.raises(ScheduleError, match="^until"):
         plot_timeline(schedule, tmp_path / "never.png", until=float("nan"))

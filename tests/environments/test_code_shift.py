@@ -16,8 +16,9 @@ from sao_online.environments import CodeShiftEnv, list_envs
 from sao_online.environments.code_shift import Task, extract_program, program_for
 from sao_online.environments.sandbox import SandboxUnavailable, make_sandbox
 
-REGIMES = [{"boundary": b, "helper_version": v}
-           for b in ("inclusive", "exclusive") for v in ("v1", "v2")]
+REGIMES = [
+    {"boundary": b, "helper_version": v} for b in ("inclusive", "exclusive") for v in ("v1", "v2")
+]
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +37,11 @@ def test_task_arithmetic_by_hand():
     assert level.inner(-1) == -1 and level.expected(27, "inclusive") == 6
     assert level.smallest_input_reaching(6) == 24
     assert program_for(shift, "v1", "exclusive") == (
-        "import kit\ndef shift(x):\n    return kit.clamp(x + 3, 2, 9 - 1)\n")
+        "import kit\ndef shift(x):\n    return kit.clamp(x + 3, 2, 9 - 1)\n"
+    )
     assert program_for(Task("fit", "", 0, 0, 5), "v2", "inclusive") == (
-        "import kit\ndef fit(x):\n    return kit.clip(x, (0, 5))\n")
+        "import kit\ndef fit(x):\n    return kit.clip(x, (0, 5))\n"
+    )
 
 
 def test_hidden_tests_straddle_the_boundary_and_the_example_does_not(box):
@@ -81,7 +84,8 @@ def test_demonstrations_are_undecided_and_always_recover(box):
         total = 0.0
         for _ in range(env.max_turns):
             observation, reward, terminated, truncated, info = env.step(
-                env.demonstration_action(observation, info))
+                env.demonstration_action(observation, info)
+            )
             total += reward
             if terminated or truncated:
                 break
@@ -129,8 +133,10 @@ def test_behaviour_without_the_helper_and_inside_a_fence(box):
     env = CodeShiftEnv(sandbox=box)
     _, info = env.reset(seed=3, options={"drift": {"boundary": "inclusive"}})
     task = env._task
-    fenced = (f"Here you go:\n```python\ndef {task.name}(x):\n"
-              f"    return min(max({task.expression}, {task.low}), {task.high})\n```\nDone.")
+    fenced = (
+        f"Here you go:\n```python\ndef {task.name}(x):\n"
+        f"    return min(max({task.expression}, {task.low}), {task.high})\n```\nDone."
+    )
     _, reward, terminated, _, info = env.step(fenced)
     assert reward == 1.0 and terminated and info["behavior"] == "none/inclusive"
     assert extract_program("```\nx = 1\n```") == "x = 1\n"
@@ -138,11 +144,25 @@ def test_behaviour_without_the_helper_and_inside_a_fence(box):
     assert extract_program("x = 1") == "x = 1"
 
 
-@pytest.mark.parametrize("action", [
-    "", "   \n", "\x00\x01", "\ud800 surrogate", "é☃😀", b"\xff\xfe", "x" * 100_000,
-    "```python\n```", "import os\nos.system('echo hi')\n", "def fit(x):\n    return fit(x)\n",
-    "print('ok' * 10 ** 6)\n", "exit()", "import sys\nsys.stdout.close()\n",
-], ids=lambda a: repr(a[:16]))
+@pytest.mark.parametrize(
+    "action",
+    [
+        "",
+        "   \n",
+        "\x00\x01",
+        "\ud800 surrogate",
+        "é☃😀",
+        b"\xff\xfe",
+        "x" * 100_000,
+        "```python\n```",
+        "import os\nos.system('echo hi')\n",
+        "def fit(x):\n    return fit(x)\n",
+        "print('ok' * 10 ** 6)\n",
+        "exit()",
+        "import sys\nsys.stdout.close()\n",
+    ],
+    ids=lambda a: repr(a[:16]),
+)
 def test_garbage_never_raises(box, action):
     env = CodeShiftEnv(sandbox=box, max_turns=2)
     env.reset(seed=0)
@@ -151,28 +171,35 @@ def test_garbage_never_raises(box, action):
     assert math.isfinite(reward) and reward == -0.1 and not (terminated or truncated)
     assert info["tests_passed"] == 0
     _, reward, _, truncated, info = env.step(action)
-    assert truncated and reward == 0.0 and info["behavior"] in (
-        "invalid", "none/unknown", "none/other")
+    assert (
+        truncated
+        and reward == 0.0
+        and info["behavior"] in ("invalid", "none/unknown", "none/other")
+    )
 
 
 def test_refused_programs_say_why(box):
     env = CodeShiftEnv(sandbox=box, max_program_chars=50)
     env.reset(seed=0)
-    observation, *_ , info = env.step("#" * 51)
-    assert observation.startswith("0/6 tests passed: program too long (51 characters; the limit "
-                                  "is 50).")
+    observation, *_, info = env.step("#" * 51)
+    assert observation.startswith(
+        "0/6 tests passed: program too long (51 characters; the limit is 50)."
+    )
     assert info["status"] == "refused"
     observation, *_ = env.step(" ")
     assert "empty program" in observation
 
 
 def test_bad_arguments_are_named(box):
-    for kwargs, field in [({"sandbox": "chroot"}, "unknown backend 'chroot'"),
-                          ({"max_turns": 0}, "max_turns"), ({"retry_cost": 1.5}, "retry_cost"),
-                          ({"reward_mode": "best"}, "reward_mode"),
-                          ({"limits": {"cpu": 1}}, "limits"),
-                          ({"limits": {"wall_seconds": -1}}, "Limits.wall_seconds"),
-                          ({"sandbox": 3}, "sandbox")]:
+    for kwargs, field in [
+        ({"sandbox": "chroot"}, "unknown backend 'chroot'"),
+        ({"max_turns": 0}, "max_turns"),
+        ({"retry_cost": 1.5}, "retry_cost"),
+        ({"reward_mode": "best"}, "reward_mode"),
+        ({"limits": {"cpu": 1}}, "limits"),
+        ({"limits": {"wall_seconds": -1}}, "Limits.wall_seconds"),
+        ({"sandbox": 3}, "sandbox"),
+    ]:
         with pytest.raises(ValueError, match=field):
             CodeShiftEnv(**kwargs)
     env = CodeShiftEnv(sandbox=box)
@@ -198,8 +225,9 @@ def test_default_sandbox_is_the_strongest_available_and_info_says_which():
         from sao_online.environments.sandbox import backend_problems
 
         problems = backend_problems()
-        expected = next(name for name in ("docker", "bubblewrap", "subprocess")
-                        if not problems[name])
+        expected = next(
+            name for name in ("docker", "bubblewrap", "subprocess") if not problems[name]
+        )
     except SandboxUnavailable as error:  # pragma: no cover
         pytest.skip(str(error))
     env = gymnasium.make("sao_online/CodeShift-v0")

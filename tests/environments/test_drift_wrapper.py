@@ -46,8 +46,12 @@ def test_episode_clock_first_reset_sees_zero_and_theta_follows_the_schedule():
         _, info = env.reset(seed=episode)
         seen.append((info["world_time"], info["phase"], info["theta"]["preferred"]))
         env.step("Nya~ something")
-    assert seen == [(0.0, 0, "cute"), (1.0, 0, "cute"), (2.0, 1, "chuunibyou"),
-                    (3.0, 1, "chuunibyou")]
+    assert seen == [
+        (0.0, 0, "cute"),
+        (1.0, 0, "cute"),
+        (2.0, 1, "chuunibyou"),
+        (3.0, 1, "chuunibyou"),
+    ]
     assert schedule.asked == [0.0, 1.0, 2.0, 3.0]
     assert env.episodes_started == 4
 
@@ -102,16 +106,24 @@ def test_construction_errors_name_the_argument(make_args, named):
 
 
 def test_with_a_real_schedule_the_paper_protocol_plays_out():
-    schedule = load_schedule({
-        "clock": "episodes", "seed": 0,
-        "parameters": {
-            "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou", "classical"],
-                          "at": [0, 2, 4]},
-            "pool": {"kind": "abrupt",
-                     "values": ["academic_cute_chuunibyou", "classical_cute_chuunibyou"],
-                     "at": [0, 4]},
-        },
-    })
+    schedule = load_schedule(
+        {
+            "clock": "episodes",
+            "seed": 0,
+            "parameters": {
+                "preferred": {
+                    "kind": "abrupt",
+                    "values": ["cute", "chuunibyou", "classical"],
+                    "at": [0, 2, 4],
+                },
+                "pool": {
+                    "kind": "abrupt",
+                    "values": ["academic_cute_chuunibyou", "classical_cute_chuunibyou"],
+                    "at": [0, 4],
+                },
+            },
+        }
+    )
     env = DriftWrapper(gymnasium.make("sao_online/StyleShift-v0"), schedule)
     rows = []
     for episode in range(6):
@@ -119,13 +131,24 @@ def test_with_a_real_schedule_the_paper_protocol_plays_out():
         action = env.unwrapped.oracle_action(observation, info)
         _, reward, _, _, info = env.step(action)
         rows.append((info["phase"], info["behavior"], reward, "classical" in observation))
-    assert rows == [(0, "cute", 1.0, False)] * 2 + [(1, "chuunibyou", 1.0, False)] * 2 + [
-        (2, "classical", 1.0, True)] * 2
+    assert (
+        rows
+        == [(0, "cute", 1.0, False)] * 2
+        + [(1, "chuunibyou", 1.0, False)] * 2
+        + [(2, "classical", 1.0, True)] * 2
+    )
 
 
 def test_a_real_schedule_on_another_clock_needs_that_clock():
-    schedule = load_schedule({"clock": "steps", "seed": 0, "parameters": {
-        "failure": {"kind": "linear", "from": 0.0, "to": 0.5, "start": 0, "end": 100}}})
+    schedule = load_schedule(
+        {
+            "clock": "steps",
+            "seed": 0,
+            "parameters": {
+                "failure": {"kind": "linear", "from": 0.0, "to": 0.5, "start": 0, "end": 100}
+            },
+        }
+    )
     with pytest.raises(ValueError, match="clock: the schedule counts steps"):
         DriftWrapper(ToolShiftEnv(), schedule)
     env = DriftWrapper(ToolShiftEnv(), schedule, clock=FixedClock(50.0))

@@ -30,8 +30,12 @@ class EchoEnv(DriftingTextEnv):
 
     def _respond(self, action):
         done = self.turn == 2
-        return TurnResult("echo: " + action, reward=len(action), terminated=done,
-                          behavior=self.theta["mode"] if done else None)
+        return TurnResult(
+            "echo: " + action,
+            reward=len(action),
+            terminated=done,
+            behavior=self.theta["mode"] if done else None,
+        )
 
     def oracle_action(self, observation, info):
         return "hi"

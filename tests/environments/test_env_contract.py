@@ -22,16 +22,43 @@ from sao_online.environments import (
     register_envs,
 )
 
-ENV_CLASSES = {"sao_online/StyleShift-v0": StyleShiftEnv, "sao_online/ToolShift-v0": ToolShiftEnv,
-               "sao_online/ReasonShift-v0": ReasonShiftEnv, "sao_online/GridShift-v0": GridShiftEnv}
+ENV_CLASSES = {
+    "sao_online/StyleShift-v0": StyleShiftEnv,
+    "sao_online/ToolShift-v0": ToolShiftEnv,
+    "sao_online/ReasonShift-v0": ReasonShiftEnv,
+    "sao_online/GridShift-v0": GridShiftEnv,
+}
 ENV_IDS = list(ENV_CLASSES)
 
 NASTY_ACTIONS = [
-    "", " ", "\n", "x" * 1_000_000, "\u00e9\u2603\U0001f600", "\x00\x07\x1b[2J", "ANSWER",
-    "ANSWER 99999999999999999999", "CALL calc(", "CALL calc()", "CALL calc(1*2", "CALL (1*2)",
-    "CALL calc(a=1, op=*, b=2, c=3)", "CALL calc(" + "9" * 100_000 + "*2)", "ANSWER -0",
-    "call calc(1*2)", "Nya~\n", "uwu " * 100, "ANSWER: ", "<>", "<" * 1000 + ">" * 1000,
-    "\\boxed{", "\\boxed{}}", "N", " e ", "NN", "N\nE", "\u039d",
+    "",
+    " ",
+    "\n",
+    "x" * 1_000_000,
+    "\u00e9\u2603\U0001f600",
+    "\x00\x07\x1b[2J",
+    "ANSWER",
+    "ANSWER 99999999999999999999",
+    "CALL calc(",
+    "CALL calc()",
+    "CALL calc(1*2",
+    "CALL (1*2)",
+    "CALL calc(a=1, op=*, b=2, c=3)",
+    "CALL calc(" + "9" * 100_000 + "*2)",
+    "ANSWER -0",
+    "call calc(1*2)",
+    "Nya~\n",
+    "uwu " * 100,
+    "ANSWER: ",
+    "<>",
+    "<" * 1000 + ">" * 1000,
+    "\\boxed{",
+    "\\boxed{}}",
+    "N",
+    " e ",
+    "NN",
+    "N\nE",
+    "\u039d",
 ]
 
 
@@ -76,9 +103,15 @@ def test_registration_is_idempotent_and_listed():
         assert description == env_class.description and "\n" not in description
         assert space == env_class.drift_space
     assert set(listed["sao_online/StyleShift-v0"][1]["preferred"].values) == {
-        "academic", "cute", "chuunibyou", "classical"}
+        "academic",
+        "cute",
+        "chuunibyou",
+        "classical",
+    }
     assert listed["sao_online/StyleShift-v0"][1]["pool"].values == (
-        "academic_cute_chuunibyou", "classical_cute_chuunibyou")
+        "academic_cute_chuunibyou",
+        "classical_cute_chuunibyou",
+    )
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
@@ -118,7 +151,8 @@ def test_nasty_actions_never_raise(env_class, action):
             st.sampled_from(["N", "E", "S", "W", "n", " s\n", "X"]),
             st.binary(max_size=50),
         ),
-        min_size=1, max_size=6,
+        min_size=1,
+        max_size=6,
     ),
     seed=st.integers(0, 2**31 - 1),
     regime=st.integers(0, 11),
@@ -126,7 +160,9 @@ def test_nasty_actions_never_raise(env_class, action):
 def test_fuzzed_episodes_stay_in_the_contract(actions, seed, regime):
     for env_class in ENV_CLASSES.values():
         env = env_class()
-        observation, info = env.reset(seed=seed, options={"drift": drifted_theta(env_class, regime)})
+        observation, info = env.reset(
+            seed=seed, options={"drift": drifted_theta(env_class, regime)}
+        )
         assert observation in env.observation_space
         for action in actions:
             if assert_well_formed_step(env, env.step(action)):

@@ -71,10 +71,20 @@ def test_observation_shows_position_goal_offset_and_walls():
     assert observation.endswith(f"Walls: {' '.join(walls) or 'none'}.")
 
 
-@pytest.mark.parametrize(("moves", "letter", "moved"), [
-    ("compass", "N", (-1, 0)), ("compass", "e", (0, 1)), ("rotated", "N", (0, 1)),
-    ("rotated", "E", (1, 0)), ("rotated", "S", (0, -1)), ("rotated", "W", (-1, 0)),
-    ("mirrored", "E", (0, -1)), ("mirrored", "W", (0, 1)), ("mirrored", "S", (1, 0))])
+@pytest.mark.parametrize(
+    ("moves", "letter", "moved"),
+    [
+        ("compass", "N", (-1, 0)),
+        ("compass", "e", (0, 1)),
+        ("rotated", "N", (0, 1)),
+        ("rotated", "E", (1, 0)),
+        ("rotated", "S", (0, -1)),
+        ("rotated", "W", (-1, 0)),
+        ("mirrored", "E", (0, -1)),
+        ("mirrored", "W", (0, 1)),
+        ("mirrored", "S", (1, 0)),
+    ],
+)
 def test_controls_drift(moves, letter, moved):
     env, _, _ = start({"moves": moves})
     env._walls, env._goal, env._position = frozenset(), (4, 4), (2, 2)
@@ -200,9 +210,15 @@ def test_demonstrations_reach_a_shown_goal_when_their_convention_is_live():
     assert reached > 40
 
 
-@pytest.mark.parametrize(("kwargs", "named"), [
-    ({"max_turns": 6}, "max_turns"), ({"max_turns": 10.0}, "max_turns"),
-    ({"move_cost": 0.5}, "move_cost"), ({"move_cost": None}, "move_cost")])
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"max_turns": 6}, "max_turns"),
+        ({"max_turns": 10.0}, "max_turns"),
+        ({"move_cost": 0.5}, "move_cost"),
+        ({"move_cost": None}, "move_cost"),
+    ],
+)
 def test_constructor_arguments_are_validated(kwargs, named):
     with pytest.raises(ValueError, match=named):
         GridShiftEnv(**kwargs)

@@ -29,8 +29,10 @@ def test_sampled_latency_is_slept_and_recorded_on_steps_only_by_default():
     assert all(latency > 0 for latency in latencies) and len(set(latencies)) == 3
 
 
-@pytest.mark.parametrize(("on", "reset_delayed", "step_delayed"),
-                         [("reset", True, False), ("both", True, True), ("step", False, True)])
+@pytest.mark.parametrize(
+    ("on", "reset_delayed", "step_delayed"),
+    [("reset", True, False), ("both", True, True), ("step", False, True)],
+)
 def test_on_selects_which_calls_wait(on, reset_delayed, step_delayed):
     recorder = SleepRecorder()
     env = LatencyWrapper(StyleShiftEnv(), mean=0.1, seed=0, on=on, sleep=recorder)
@@ -43,8 +45,9 @@ def test_on_selects_which_calls_wait(on, reset_delayed, step_delayed):
 
 def test_same_seed_same_latencies_independent_of_the_env_seed():
     def latencies(wrapper_seed, env_seed):
-        env = LatencyWrapper(StyleShiftEnv(), mean=0.1, seed=wrapper_seed, on="reset",
-                             sleep=SleepRecorder())
+        env = LatencyWrapper(
+            StyleShiftEnv(), mean=0.1, seed=wrapper_seed, on="reset", sleep=SleepRecorder()
+        )
         return [env.reset(seed=env_seed + k)[1]["latency"] for k in range(5)]
 
     assert latencies(3, 0) == latencies(3, 100)
@@ -78,9 +81,16 @@ def test_it_really_sleeps_by_default():
 
 @pytest.mark.parametrize(
     ("kwargs", "named"),
-    [({"mean": -1.0}, "mean"), ({"mean": math.inf}, "mean"), ({"mean": "1"}, "mean"),
-     ({"sigma": -0.1}, "sigma"), ({"sigma": math.nan}, "sigma"), ({"on": "close"}, "on"),
-     ({"seed": -1}, "seed"), ({"seed": 1.5}, "seed")],
+    [
+        ({"mean": -1.0}, "mean"),
+        ({"mean": math.inf}, "mean"),
+        ({"mean": "1"}, "mean"),
+        ({"sigma": -0.1}, "sigma"),
+        ({"sigma": math.nan}, "sigma"),
+        ({"on": "close"}, "on"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 1.5}, "seed"),
+    ],
 )
 def test_arguments_are_validated(kwargs, named):
     with pytest.raises(ValueError, match=f"^{named}:"):

@@ -44,8 +44,12 @@ class ListTask(DriftingTextEnv):
         return "Pick.", {}
 
     def _respond(self, action):
-        return TurnResult("ok", float(action == self.theta["side"]), terminated=True,
-                          behavior=action[:8] or "empty")
+        return TurnResult(
+            "ok",
+            float(action == self.theta["side"]),
+            terminated=True,
+            behavior=action[:8] or "empty",
+        )
 
     def oracle_action(self, observation, info):
         return info["theta"]["side"]
@@ -55,8 +59,9 @@ class ListTask(DriftingTextEnv):
 
 
 def side_schedule(at):
-    return load_schedule({"parameters": {"side": {"kind": "abrupt", "values": ["heads", "tails"],
-                                                  "at": at}}})
+    return load_schedule(
+        {"parameters": {"side": {"kind": "abrupt", "values": ["heads", "tails"], "at": at}}}
+    )
 
 
 def test_a_subclass_with_a_plain_list_and_tuple_gets_choice_and_range():
@@ -70,12 +75,15 @@ def test_a_subclass_with_a_plain_list_and_tuple_gets_choice_and_range():
         env.reset(options={"drift": {"side": "edge"}})
 
 
-@pytest.mark.parametrize("space, message", [
-    ({"side": "heads"}, r"drift_space\.side: expected a list \(choices\)"),
-    ({"side": ("heads", "tails")}, r"drift_space\.side: a tuple means a \(low, high\) range"),
-    ({"noise": (1.0, 0.0)}, r"drift_space\.noise: range needs low <= high"),
-    ({"side": []}, r"drift_space\.side: an empty list"),
-])
+@pytest.mark.parametrize(
+    "space, message",
+    [
+        ({"side": "heads"}, r"drift_space\.side: expected a list \(choices\)"),
+        ({"side": ("heads", "tails")}, r"drift_space\.side: a tuple means a \(low, high\) range"),
+        ({"noise": (1.0, 0.0)}, r"drift_space\.noise: range needs low <= high"),
+        ({"side": []}, r"drift_space\.side: an empty list"),
+    ],
+)
 def test_a_bad_plain_space_is_refused_when_the_class_is_made(space, message):
     with pytest.raises(DriftValueError, match=message):
         type("Bad", (ListTask,), {"drift_space": space})
@@ -95,8 +103,9 @@ def test_a_plain_gymnasium_env_under_the_wrapper_reports_the_schedules_phase_and
 
 
 def test_the_wrapper_refuses_a_schedule_value_outside_a_plain_space():
-    schedule = load_schedule({"parameters": {"side": {"kind": "abrupt",
-                                                      "values": ["heads", "edge"], "at": [0, 2]}}})
+    schedule = load_schedule(
+        {"parameters": {"side": {"kind": "abrupt", "values": ["heads", "edge"], "at": [0, 2]}}}
+    )
     with pytest.raises(DriftValueError, match="parameters.side"):
         DriftWrapper(PlainEnv(), schedule)
 
@@ -119,7 +128,8 @@ def test_a_module_prefixed_id_imports_the_module_that_registers_it(tmp_path, mon
         "class ListTask(DriftingTextEnv):\n"
         "    description = 'Pick a side.'\n"
         "    drift_space = {'side': ['heads', 'tails'], 'noise': (0, 1)}\n"
-        "gymnasium.register('plain_space_tasks/Pick-v0', entry_point=ListTask)\n")
+        "gymnasium.register('plain_space_tasks/Pick-v0', entry_point=ListTask)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     check_env_id("plain_space_tasks:plain_space_tasks/Pick-v0")
     [(env_id, description, space)] = list_envs(ids=["plain_space_tasks/Pick-v0", "CartPole-v1"])
@@ -129,7 +139,8 @@ def test_a_module_prefixed_id_imports_the_module_that_registers_it(tmp_path, mon
 
 
 def test_envs_import_lists_a_users_tasks_and_refuses_a_module_without_any(
-        tmp_path, monkeypatch, capsys):
+    tmp_path, monkeypatch, capsys
+):
     from sao_online.cli import main
 
     (tmp_path / "listed_user_tasks.py").write_text(
@@ -137,7 +148,8 @@ def test_envs_import_lists_a_users_tasks_and_refuses_a_module_without_any(
         "class PlainEnv(gymnasium.Env):\n"
         "    'A plain Gymnasium env (not a DriftingTextEnv).'\n"
         "    drift_space = {'side': ['heads', 'tails'], 'noise': (0.0, 0.5)}\n"
-        "gymnasium.register('listed_user_tasks/Coin-v0', entry_point=PlainEnv)\n")
+        "gymnasium.register('listed_user_tasks/Coin-v0', entry_point=PlainEnv)\n"
+    )
     (tmp_path / "empty_user_module.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["envs", "--import", "listed_user_tasks"]) == 0

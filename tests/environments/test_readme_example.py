@@ -24,8 +24,12 @@ class CoinCall(DriftingTextEnv):
     def _respond(self, action):  # any text: never raise, give a defined reward
         said = action.strip().lower()
         won = said == self.theta["side"]
-        return TurnResult("You win." if won else "You lose.", reward=float(won), terminated=True,
-                          behavior=said if said in ("heads", "tails") else "other")
+        return TurnResult(
+            "You win." if won else "You lose.",
+            reward=float(won),
+            terminated=True,
+            behavior=said if said in ("heads", "tails") else "other",
+        )
 
     def oracle_action(self, observation, info):  # the oracle knows the regime
         return info["theta"]["side"]
@@ -35,16 +39,22 @@ class CoinCall(DriftingTextEnv):
 
 
 gymnasium.register("my_tasks/CoinCall-v0", entry_point=CoinCall)
-schedule = load_schedule({"clock": "episodes", "seed": 0, "parameters": {
-    "side": {"kind": "abrupt", "values": ["heads", "tails"], "at": [0, 3]}}})
+schedule = load_schedule(
+    {
+        "clock": "episodes",
+        "seed": 0,
+        "parameters": {"side": {"kind": "abrupt", "values": ["heads", "tails"], "at": [0, 3]}},
+    }
+)
 env = DriftWrapper(gymnasium.make("my_tasks/CoinCall-v0"), schedule)
 history = []
 for episode in range(6):
     observation, info = env.reset(seed=episode)
     _, reward, _, _, info = env.step("heads")  # a policy that never adapts
     history.append((info["phase"], info["theta"]["side"], info["behavior"], reward))
-    print(f"episode {episode}: phase {info['phase']}, {info['theta']['side']} pays, "
-          f"reward {reward}")
+    print(
+        f"episode {episode}: phase {info['phase']}, {info['theta']['side']} pays, reward {reward}"
+    )
 # --- example end ---
 
 
@@ -76,13 +86,16 @@ def test_example_md_shows_exactly_this_code():
 def test_example_md_output_is_what_the_example_prints():
     markdown = (Path(__file__).parents[2] / "environments" / "EXAMPLE.md").read_text()
     shown = markdown.split("Output:\n\n```\n")[1].split("```")[0].splitlines()
-    printed = [f"episode {episode}: phase {phase}, {side} pays, reward {reward}"
-               for episode, (phase, side, _, reward) in enumerate(history)]
+    printed = [
+        f"episode {episode}: phase {phase}, {side} pays, reward {reward}"
+        for episode, (phase, side, _, reward) in enumerate(history)
+    ]
     assert shown == printed
 
 
 def test_list_envs_finds_the_example_in_its_own_namespace():
     from sao_online.environments import list_envs
 
-    assert list_envs("my_tasks") == [("my_tasks/CoinCall-v0", CoinCall.description,
-                                      CoinCall.drift_space)]
+    assert list_envs("my_tasks") == [
+        ("my_tasks/CoinCall-v0", CoinCall.description, CoinCall.drift_space)
+    ]

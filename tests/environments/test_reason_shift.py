@@ -26,18 +26,37 @@ def start(theta=None, seed=0, **kwargs):
     return env, observation, info
 
 
-@pytest.mark.parametrize(("task", "operand", "answer"), [
-    ("reverse", "kqzmwd", "dwmzqk"), ("sort", "907142", "012479"), ("count", "b in abbcab", "3"),
-    ("count", "c in ab", "0"), ("add", "5600+3428", "9028"), ("add", "7+8", "15")])
+@pytest.mark.parametrize(
+    ("task", "operand", "answer"),
+    [
+        ("reverse", "kqzmwd", "dwmzqk"),
+        ("sort", "907142", "012479"),
+        ("count", "b in abbcab", "3"),
+        ("count", "c in ab", "0"),
+        ("add", "5600+3428", "9028"),
+        ("add", "7+8", "15"),
+    ],
+)
 def test_solve_by_hand(task, operand, answer):
     assert solve(task, operand) == answer
 
 
-@pytest.mark.parametrize(("text", "parsed"), [
-    ("ANSWER: 42", ("answer", "42")), ("  ANSWER:dcba\n", ("answer", "dcba")),
-    ("<42>", ("tags", "42")), ("< 42 >", ("tags", "42")), ("\\boxed{012}", ("boxed", "012")),
-    ("42", None), ("answer: 42", None), ("<4<2>", None), ("\\boxed{42", None), ("", None),
-    ("<" + "9" * 70 + ">", None)])
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("ANSWER: 42", ("answer", "42")),
+        ("  ANSWER:dcba\n", ("answer", "dcba")),
+        ("<42>", ("tags", "42")),
+        ("< 42 >", ("tags", "42")),
+        ("\\boxed{012}", ("boxed", "012")),
+        ("42", None),
+        ("answer: 42", None),
+        ("<4<2>", None),
+        ("\\boxed{42", None),
+        ("", None),
+        ("<" + "9" * 70 + ">", None),
+    ],
+)
 def test_parse_answer(text, parsed):
     assert parse_answer(text) == parsed
 
@@ -130,8 +149,9 @@ def test_info_carries_task_and_difficulty_on_every_call():
         assert info["task"] in TASKS and info["difficulty"] in range(1, 6)
 
 
-@pytest.mark.parametrize(("mix", "difficulty", "answer_format"),
-                         list(itertools.product(MIXES, DIFFICULTIES, FORMATS)))
+@pytest.mark.parametrize(
+    ("mix", "difficulty", "answer_format"), list(itertools.product(MIXES, DIFFICULTIES, FORMATS))
+)
 def test_oracle_scores_its_ceiling_in_every_regime(mix, difficulty, answer_format):
     theta = {"mix": mix, "difficulty": difficulty, "answer_format": answer_format}
     for seed in range(10):
@@ -156,9 +176,15 @@ def test_demonstrations_solve_every_task_and_are_undecided_about_the_format():
     assert all(70 <= count <= 130 for count in formats.values()), formats  # 100 +- 4.1 sd
 
 
-@pytest.mark.parametrize(("kwargs", "named"), [
-    ({"max_turns": 0}, "max_turns"), ({"max_turns": True}, "max_turns"),
-    ({"retry_reward": 1.5}, "retry_reward"), ({"retry_reward": "half"}, "retry_reward")])
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"max_turns": 0}, "max_turns"),
+        ({"max_turns": True}, "max_turns"),
+        ({"retry_reward": 1.5}, "retry_reward"),
+        ({"retry_reward": "half"}, "retry_reward"),
+    ],
+)
 def test_constructor_arguments_are_validated(kwargs, named):
     with pytest.raises(ValueError, match=named):
         ReasonShiftEnv(**kwargs)

@@ -17,8 +17,7 @@ from sao_online.environments.style_shift import (
 )
 
 ALL_REGIMES = [
-    {"preferred": preferred, "pool": pool}
-    for preferred, pool in itertools.product(STYLES, POOLS)
+    {"preferred": preferred, "pool": pool} for preferred, pool in itertools.product(STYLES, POOLS)
 ]
 
 
@@ -78,9 +77,13 @@ def test_rule_judge_scores_quality_and_style_separately():
 
 def test_prompt_names_topic_and_offered_styles_but_not_the_preference():
     env = StyleShiftEnv()
-    prompt, info = env.reset(seed=3, options={"drift": {"preferred": "classical",
-                                                        "pool": "classical_cute_chuunibyou"}})
-    assert prompt == f"Write one short line about {info['topic']}. Styles: classical, cute, chuunibyou."
+    prompt, info = env.reset(
+        seed=3, options={"drift": {"preferred": "classical", "pool": "classical_cute_chuunibyou"}}
+    )
+    assert (
+        prompt
+        == f"Write one short line about {info['topic']}. Styles: classical, cute, chuunibyou."
+    )
     assert info["pool"] == ("classical", "cute", "chuunibyou")
     assert info["topic"] in TOPICS
 

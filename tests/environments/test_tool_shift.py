@@ -1,4 +1,5 @@
-"""ToolShift-v0: grammar, drift of name/schema/failure, rewards, truncation, the oracle's ceiling."""
+"""ToolShift-v0: grammar, drift of name/schema/failure, rewards, truncation, the oracle's
+ceiling."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def run_oracle(env, observation, info):
     total = 0.0
     while True:
         observation, reward, terminated, truncated, info = env.step(
-            env.oracle_action(observation, info))
+            env.oracle_action(observation, info)
+        )
         total += reward
         if terminated or truncated:
             return total, info
@@ -37,8 +39,14 @@ def run_oracle(env, observation, info):
 
 @pytest.mark.parametrize(
     ("args", "parsed"),
-    [("347*281", (347, "*", 281)), (" 3 - -4 ", (3, "-", -4)), ("1+2+3", None), ("a=1", None),
-     ("347 x 281", None), ("", None)],
+    [
+        ("347*281", (347, "*", 281)),
+        (" 3 - -4 ", (3, "-", -4)),
+        ("1+2+3", None),
+        ("a=1", None),
+        ("347 x 281", None),
+        ("", None),
+    ],
 )
 def test_parse_v1(args, parsed):
     assert parse_v1(args) == parsed
@@ -46,9 +54,15 @@ def test_parse_v1(args, parsed):
 
 @pytest.mark.parametrize(
     ("args", "parsed"),
-    [("a=347, op=*, b=281", (347, "*", 281)), ("b=2,a=1,op=+", (1, "+", 2)),
-     ("a=1, op=/, b=2", None), ("a=1, b=2", None), ("a=1, a=2, op=+, b=3", None),
-     ("a=x, op=+, b=2", None), ("347*281", None)],
+    [
+        ("a=347, op=*, b=281", (347, "*", 281)),
+        ("b=2,a=1,op=+", (1, "+", 2)),
+        ("a=1, op=/, b=2", None),
+        ("a=1, b=2", None),
+        ("a=1, a=2, op=+, b=3", None),
+        ("a=x, op=+, b=2", None),
+        ("347*281", None),
+    ],
 )
 def test_parse_v2(args, parsed):
     assert parse_v2(args) == parsed
@@ -57,8 +71,9 @@ def test_parse_v2(args, parsed):
 def test_prompt_documents_the_original_api_whatever_the_drift():
     for tool_name, schema in itertools.product(TOOL_NAMES, SCHEMAS):
         _, observation, info, a, b = start({"tool_name": tool_name, "schema": schema}, seed=5)
-        assert observation == (f"Compute {a}*{b}. Tool: CALL calc(<int><op><int>). "
-                               "Finish with ANSWER <n>.")
+        assert observation == (
+            f"Compute {a}*{b}. Tool: CALL calc(<int><op><int>). Finish with ANSWER <n>."
+        )
         assert 100 <= a <= 999 and 100 <= b <= 999
 
 
@@ -83,8 +98,9 @@ def test_stale_docs_get_errors_that_reveal_the_live_api():
 
 def test_rewards_add_up_by_hand():
     env, _, _, a, b = start()
-    rewards = [env.step(action)[1] for action in
-               ["hello", f"CALL calc({a}*{b})", f" ANSWER {a * b}\n"]]
+    rewards = [
+        env.step(action)[1] for action in ["hello", f"CALL calc({a}*{b})", f" ANSWER {a * b}\n"]
+    ]
     assert rewards == [-0.1, -0.05, 1.0]
     assert sum(rewards) == pytest.approx(0.85)
 
@@ -109,9 +125,13 @@ def test_turn_limit_truncates_and_is_not_termination():
 
 @pytest.mark.parametrize(
     ("first_action", "label"),
-    [("CALL calc(1*2)", "calc/v1"), ("CALL compute(a=1, op=+, b=2)", "compute/v2"),
-     ("CALL calc(a=1, op=+, b=2)", "calc/v2"), ("CALL eval(1*2)", "other/v1"),
-     ("CALL compute(one times two)", "compute/bad_args")],
+    [
+        ("CALL calc(1*2)", "calc/v1"),
+        ("CALL compute(a=1, op=+, b=2)", "compute/v2"),
+        ("CALL calc(a=1, op=+, b=2)", "calc/v2"),
+        ("CALL eval(1*2)", "other/v1"),
+        ("CALL compute(one times two)", "compute/bad_args"),
+    ],
 )
 def test_behavior_is_the_first_call(first_action, label):
     env, _, _, a, b = start({"tool_name": "compute"})
@@ -177,8 +197,12 @@ def test_format_call_round_trips_through_the_parsers():
 
 @pytest.mark.parametrize(
     ("kwargs", "named"),
-    [({"max_turns": 1}, "max_turns"), ({"max_turns": 2.0}, "max_turns"),
-     ({"call_cost": -0.1}, "call_cost"), ({"malformed_penalty": "big"}, "malformed_penalty")],
+    [
+        ({"max_turns": 1}, "max_turns"),
+        ({"max_turns": 2.0}, "max_turns"),
+        ({"call_cost": -0.1}, "call_cost"),
+        ({"malformed_penalty": "big"}, "malformed_penalty"),
+    ],
 )
 def test_constructor_arguments_are_validated(kwargs, named):
     with pytest.raises(ValueError, match=named):

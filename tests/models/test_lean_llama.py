@@ -19,10 +19,19 @@ VOCAB = 97
 
 def _llama(kv_heads=4, tie=True, bias=False, seed=0):
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=256,
-        tie_word_embeddings=tie, attention_bias=bias, rms_norm_eps=1e-5, rope_theta=500.0,
-        attn_implementation="sdpa")
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=256,
+        tie_word_embeddings=tie,
+        attention_bias=bias,
+        rms_norm_eps=1e-5,
+        rope_theta=500.0,
+        attn_implementation="sdpa",
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config).eval()
@@ -36,16 +45,26 @@ def _llama(kv_heads=4, tie=True, bias=False, seed=0):
 
 def _qwen2():
     config = Qwen2Config(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        tie_word_embeddings=False, attn_implementation="sdpa")
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1)
         model = Qwen2ForCausalLM(config).eval()
         with torch.no_grad():  # Qwen2 has q/k/v biases; make them nonzero
             for layer in model.model.layers:
-                for projection in (layer.self_attn.q_proj, layer.self_attn.k_proj,
-                                   layer.self_attn.v_proj):
+                for projection in (
+                    layer.self_attn.q_proj,
+                    layer.self_attn.k_proj,
+                    layer.self_attn.v_proj,
+                ):
                     projection.bias.normal_()
     return model
 
@@ -62,7 +81,8 @@ def _drive(decoder, model, sequences, decode_steps, generator):
     assert slots == list(range(len(sequences)))
     for slot in slots:
         torch.testing.assert_close(
-            logits[slot], _reference_last_logits(model, sequences[slot]), atol=1e-5, rtol=1e-5)
+            logits[slot], _reference_last_logits(model, sequences[slot]), atol=1e-5, rtol=1e-5
+        )
     for _ in range(decode_steps):
         fed = [[int(torch.randint(VOCAB, (1,), generator=generator))] for _ in sequences]
         for sequence, tokens in zip(sequences, fed):
@@ -70,7 +90,8 @@ def _drive(decoder, model, sequences, decode_steps, generator):
         slots, logits = decoder.step(fed)
         for row, slot in enumerate(slots):
             torch.testing.assert_close(
-                logits[row], _reference_last_logits(model, sequences[slot]), atol=1e-5, rtol=1e-5)
+                logits[row], _reference_last_logits(model, sequences[slot]), atol=1e-5, rtol=1e-5
+            )
 
 
 @pytest.mark.parametrize(
@@ -91,13 +112,15 @@ def test_prefill_and_decode_logits_equal_the_huggingface_forward(build):
     decoder.restart(1)
     sequences[1] = [5, 6, 7]
     slots, logits = decoder.step([[], sequences[1], []])
-    torch.testing.assert_close(logits[0], _reference_last_logits(model, sequences[1]),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        logits[0], _reference_last_logits(model, sequences[1]), atol=1e-5, rtol=1e-5
+    )
     sequences[1].append(11)
     slots, logits = decoder.step([[], [11], []])
     assert slots == [1]
-    torch.testing.assert_close(logits[0], _reference_last_logits(model, sequences[1]),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        logits[0], _reference_last_logits(model, sequences[1]), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_in_place_weight_updates_are_seen_and_rebuild_only_the_changed_fused_matrix():
@@ -124,13 +147,15 @@ def test_in_place_weight_updates_are_seen_and_rebuild_only_the_changed_fused_mat
     assert lean.lean.fused_rebuilds == built + 1 + 4
     lean.restart(0)
     _, logits = lean.step([[10, 20, 30], []])
-    torch.testing.assert_close(logits[0], _reference_last_logits(model, [10, 20, 30]),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        logits[0], _reference_last_logits(model, [10, 20, 30]), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_unsupported_architectures_fall_back_or_are_refused_with_the_reason():
-    config = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2, n_positions=64,
-                        attn_implementation="sdpa")
+    config = GPT2Config(
+        vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2, n_positions=64, attn_implementation="sdpa"
+    )
     gpt2 = GPT2LMHeadModel(config).eval()
     assert "gpt2" in lean_forward_support(gpt2)
     with pytest.raises(ValueError, match="model type 'gpt2'"):

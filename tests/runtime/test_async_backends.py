@@ -20,10 +20,18 @@ from sao_online.config import ConfigError, load_config
 from sao_online.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
-TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
-        "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",
-        "rollout.batch_size=8", "runtime.num_workers=2", "algorithm.critic_warmup_steps=0",
-        "logging.checkpoint_every=0"]
+TINY = [
+    "model.warm_start=false",
+    "model.num_layers=2",
+    "model.hidden_size=64",
+    "rollout.max_turns=1",
+    "rollout.max_action_tokens=12",
+    "rollout.max_episode_tokens=128",
+    "rollout.batch_size=8",
+    "runtime.num_workers=2",
+    "algorithm.critic_warmup_steps=0",
+    "logging.checkpoint_every=0",
+]
 BACKENDS = ["local", "ray"]
 
 
@@ -43,9 +51,12 @@ def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
 
 
 def rollout_worker_pids(backend: str) -> list[int]:
-    """The live rollout workers: our child processes, or the processes Ray titled after our actor."""
+    """The live rollout workers: our child processes, or the processes Ray titled after our
+    actor."""
     if backend == "local":
-        return [p.pid for p in multiprocessing.active_children() if p.name.startswith("sao-rollout")]
+        return [
+            p.pid for p in multiprocessing.active_children() if p.name.startswith("sao-rollout")
+        ]
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -66,8 +77,9 @@ def assert_workers_stopped(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sao_spends_its_budget_within_the_staleness_bound(tmp_path, backend):
-    summary = run_experiment(tiny(backend, "budget.episodes=48", "runtime.max_staleness=1"),
-                             tmp_path, threads=1)
+    summary = run_experiment(
+        tiny(backend, "budget.episodes=48", "runtime.max_staleness=1"), tmp_path, threads=1
+    )
     episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
     assert summary["updates"] == 6 and updates["version"].tolist() == [1, 2, 3, 4, 5, 6]
     assert len(episodes) == 48 and not episodes["dropped"].any()
@@ -89,23 +101,38 @@ def test_sao_spends_its_budget_within_the_staleness_bound(tmp_path, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_group_method_trains_whole_groups_only(tmp_path, backend):
-    run_experiment(tiny(backend, "algorithm.name=grpo", "algorithm.group_size=4",
-                        "budget.episodes=32", "runtime.max_staleness=2"), tmp_path, threads=1)
+    run_experiment(
+        tiny(
+            backend,
+            "algorithm.name=grpo",
+            "algorithm.group_size=4",
+            "budget.episodes=32",
+            "runtime.max_staleness=2",
+        ),
+        tmp_path,
+        threads=1,
+    )
     episodes = read_table(tmp_path, "episodes")
     assert len(episodes) == 32
     # Rows are logged in training order, B = 8 per update: each update holds whole groups.
     for update in range(4):
-        rows = episodes.iloc[8 * update: 8 * (update + 1)]
+        rows = episodes.iloc[8 * update : 8 * (update + 1)]
         assert rows.groupby("group_id").size().tolist() == [4, 4], rows["group_id"].tolist()
     assert episodes["staleness"].between(0, 2).all()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(tmp_path, backend,
-                                                                          caplog):
+def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(
+    tmp_path, backend, caplog
+):
     # Latency keeps episodes in flight for a while, so the kill finds plans to drop.
-    config = tiny(backend, "budget.episodes=32", "env.latency_mean=0.15", "env.latency_sigma=0.5",
-                  "runtime.max_staleness=1")
+    config = tiny(
+        backend,
+        "budget.episodes=32",
+        "env.latency_mean=0.15",
+        "env.latency_sigma=0.5",
+        "runtime.max_staleness=1",
+    )
     killed: list[int] = []
 
     def kill_every_worker_after_the_first_update(episodes: int) -> None:
@@ -115,8 +142,9 @@ def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(tmp_pa
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
 
-    summary = run_experiment(config, tmp_path, threads=1,
-                             progress_callback=kill_every_worker_after_the_first_update)
+    summary = run_experiment(
+        config, tmp_path, threads=1, progress_callback=kill_every_worker_after_the_first_update
+    )
     assert killed, "the test never found a worker to kill"
     episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
     dropped, trained = episodes[episodes["dropped"]], episodes[~episodes["dropped"]]
@@ -157,12 +185,12 @@ def test_interrupted_run_resumes_without_losing_or_repeating_episodes(tmp_path, 
 
 def test_more_ray_workers_than_ray_cpus_is_a_named_error(tmp_path):
     with pytest.raises(ConfigError, match=r"runtime.num_workers: 3 actors need one CPU each"):
-        run_experiment(tiny("ray", "budget.episodes=8", "runtime.num_workers=3"), tmp_path,
-                       threads=1)
+        run_experiment(
+            tiny("ray", "budget.episodes=8", "runtime.num_workers=3"), tmp_path, threads=1
+        )
 
 
-def test_ray_actor_the_cluster_cannot_place_stops_the_run_with_a_named_error(tmp_path,
-                                                                            monkeypatch):
+def test_ray_actor_the_cluster_cannot_place_stops_the_run_with_a_named_error(tmp_path, monkeypatch):
     import sao_online.runtime.ray_backend as ray_backend
 
     monkeypatch.setattr(ray_backend, "_SCHEDULE_SECONDS", 3.0)
@@ -175,8 +203,11 @@ def test_ray_actor_the_cluster_cannot_place_stops_the_run_with_a_named_error(tmp
     ray.get(squatter.__ray_ready__.remote())
     try:
         # Actor 0 may also still be importing after the short deadline; actor 1 never starts.
-        with pytest.raises(RuntimeError, match=r"rollout actors \[(0, )?1\] were not placed "
-                                               r"and started .* 0 CPUs free"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"rollout actors \[(0, )?1\] were not placed "
+            r"and started .* 0 CPUs free",
+        ):
             run_experiment(tiny("ray", "budget.episodes=16"), tmp_path, threads=1)
     finally:
         ray.kill(squatter)

@@ -19,9 +19,16 @@ from sao_online.config import load_config
 from sao_online.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
-TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
-        "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",
-        "rollout.batch_size=8", "algorithm.critic_warmup_steps=0"]
+TINY = [
+    "model.warm_start=false",
+    "model.num_layers=2",
+    "model.hidden_size=64",
+    "rollout.max_turns=1",
+    "rollout.max_action_tokens=12",
+    "rollout.max_episode_tokens=128",
+    "rollout.batch_size=8",
+    "algorithm.critic_warmup_steps=0",
+]
 
 
 def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
@@ -30,20 +37,32 @@ def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
 
 def comparable_columns(frame: pd.DataFrame) -> list[str]:
     """Numeric columns that do not measure time."""
-    return [c for c in frame.columns if frame[c].dtype.kind in "fib"
-            and "wall" not in c and "seconds" not in c and "charts/ready" not in c
-            and "charts/episodes_running" not in c]
+    return [
+        c
+        for c in frame.columns
+        if frame[c].dtype.kind in "fib"
+        and "wall" not in c
+        and "seconds" not in c
+        and "charts/ready" not in c
+        and "charts/episodes_running" not in c
+    ]
 
 
 @pytest.mark.parametrize("backend", ["local", "ray"])
 def test_max_staleness_zero_reproduces_the_synchronous_run(tmp_path, backend):
     # With ray the run starts (and afterwards shuts down) its own private Ray instance.
-    common = TINY + ["budget.episodes=24", "runtime.num_workers=1", "runtime.max_staleness=0",
-                     "runtime.in_flight_updates=false"]
-    run_experiment(load_config(None, common + ["runtime.backend=sync"]), tmp_path / "sync",
-                   threads=1)
-    run_experiment(load_config(None, common + [f"runtime.backend={backend}"]), tmp_path / "local",
-                   threads=1)
+    common = TINY + [
+        "budget.episodes=24",
+        "runtime.num_workers=1",
+        "runtime.max_staleness=0",
+        "runtime.in_flight_updates=false",
+    ]
+    run_experiment(
+        load_config(None, common + ["runtime.backend=sync"]), tmp_path / "sync", threads=1
+    )
+    run_experiment(
+        load_config(None, common + [f"runtime.backend={backend}"]), tmp_path / "local", threads=1
+    )
     if backend == "ray":
         import ray
 
@@ -53,8 +72,9 @@ def test_max_staleness_zero_reproduces_the_synchronous_run(tmp_path, backend):
         assert len(sync) == len(local) > 0
         columns = comparable_columns(sync)
         assert "reward" in columns or "losses/total" in columns
-        pd.testing.assert_frame_equal(sync[columns], local[columns], check_exact=False,
-                                      atol=1e-6, rtol=0)
+        pd.testing.assert_frame_equal(
+            sync[columns], local[columns], check_exact=False, atol=1e-6, rtol=0
+        )
     episodes = read_table(tmp_path / "local", "episodes")
     assert (episodes["staleness"] == 0).all()
     assert episodes["policy_version"].tolist() == [v for v in range(3) for _ in range(8)]

@@ -39,9 +39,13 @@ class RecordingLoop:
     """Trains by recording (plan, admitted version, trained version); moves the version."""
 
     def __init__(self, config: SimpleNamespace, group_size: int) -> None:
-        self.ctx = SimpleNamespace(config=config, method=SimpleNamespace(group_size=group_size),
-                                   learner=SimpleNamespace(version=0), planner=Planner(group_size),
-                                   policy=None)
+        self.ctx = SimpleNamespace(
+            config=config,
+            method=SimpleNamespace(group_size=group_size),
+            learner=SimpleNamespace(version=0),
+            planner=Planner(group_size),
+            policy=None,
+        )
         self.log = SimpleNamespace(log=lambda table, rows: None)
         self.episodes_logged = 0
         self.trained: list[tuple[Plan, int, int]] = []
@@ -83,8 +87,9 @@ class RandomPool:
             still = []
             for ticket, plan, admitted in tasks:
                 if self.rng.random() < self.finish:
-                    trajectory = SimpleNamespace(plan=plan, admitted=admitted,
-                                                 group_id=plan.group_id)
+                    trajectory = SimpleNamespace(
+                        plan=plan, admitted=admitted, group_id=plan.group_id
+                    )
                     messages.append((index, ("done", ticket, trajectory)))
                 else:
                     still.append((ticket, plan, admitted))
@@ -98,13 +103,22 @@ class RandomPool:
         pass
 
 
-def run_schedule(seed: int, batch_size: int, max_staleness: int, group_size: int, workers: int,
-                 budget: int, die: float = 0.0) -> RecordingLoop:
+def run_schedule(
+    seed: int,
+    batch_size: int,
+    max_staleness: int,
+    group_size: int,
+    workers: int,
+    budget: int,
+    die: float = 0.0,
+) -> RecordingLoop:
     rng = random.Random(seed)
-    config = SimpleNamespace(seed=0, budget=SimpleNamespace(episodes=budget),
-                             rollout=SimpleNamespace(batch_size=batch_size),
-                             runtime=SimpleNamespace(num_workers=workers,
-                                                     max_staleness=max_staleness))
+    config = SimpleNamespace(
+        seed=0,
+        budget=SimpleNamespace(episodes=budget),
+        rollout=SimpleNamespace(batch_size=batch_size),
+        runtime=SimpleNamespace(num_workers=workers, max_staleness=max_staleness),
+    )
     loop = RecordingLoop(config, group_size)
     runtime = AsyncRuntime(loop, RandomPool(rng, finish=rng.uniform(0.05, 0.5), die=die))
     runtime.start()
@@ -114,7 +128,8 @@ def run_schedule(seed: int, batch_size: int, max_staleness: int, group_size: int
         runtime.step(timeout=0.0)
     raise AssertionError(
         f"deadlock at version {loop.ctx.learner.version}: {len(runtime.ready)} ready, "
-        f"gate capacity {runtime.gate.capacity()}")
+        f"gate capacity {runtime.gate.capacity()}"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -123,17 +138,21 @@ def _no_dropped_rows(monkeypatch):
     monkeypatch.setattr(async_runtime, "dropped_episode_record", lambda *args, **kwargs: {})
 
 
-@pytest.mark.parametrize(("batch_size", "max_staleness", "group_size", "workers", "die"), [
-    (8, 4, 1, 2, 0.0),   # the defaults; hung in 22 of 40 seeds when only k = 1 was checked
-    (4, 3, 1, 3, 0.0),
-    (8, 4, 4, 2, 0.0),   # groups
-    (4, 2, 2, 3, 0.0),
-    (2, 0, 1, 2, 0.0),   # the synchronous schedule
-    (4, 1, 2, 3, 0.05),  # workers dying: episodes dropped and issued again
-    (8, 3, 4, 3, 0.03),
-])
+@pytest.mark.parametrize(
+    ("batch_size", "max_staleness", "group_size", "workers", "die"),
+    [
+        (8, 4, 1, 2, 0.0),  # the defaults; hung in 22 of 40 seeds when only k = 1 was checked
+        (4, 3, 1, 3, 0.0),
+        (8, 4, 4, 2, 0.0),  # groups
+        (4, 2, 2, 3, 0.0),
+        (2, 0, 1, 2, 0.0),  # the synchronous schedule
+        (4, 1, 2, 3, 0.05),  # workers dying: episodes dropped and issued again
+        (8, 3, 4, 3, 0.03),
+    ],
+)
 def test_random_schedules_finish_train_everything_once_and_respect_the_bound(
-        batch_size, max_staleness, group_size, workers, die):
+    batch_size, max_staleness, group_size, workers, die
+):
     budget = 12 * batch_size
     for seed in range(25):
         loop = run_schedule(seed, batch_size, max_staleness, group_size, workers, budget, die)

@@ -13,11 +13,13 @@ def test_quick_benchmark_reports_consistent_numbers():
     assert sync["episodes"] == asynchronous["episodes"] == on_ray["episodes"] == 24
     assert sync["updates"] == asynchronous["updates"] == on_ray["updates"] == 3
     assert result["speedup_ray"] == pytest.approx(
-        on_ray["episodes_per_second"] / sync["episodes_per_second"], rel=1e-2)
+        on_ray["episodes_per_second"] / sync["episodes_per_second"], rel=1e-2
+    )
     assert 0 < result["learner_busy_fraction_ray"] <= 1.0
     assert on_ray["max_staleness_observed"] <= result["max_staleness_observed"] <= 4
     assert result["speedup"] == pytest.approx(
-        asynchronous["episodes_per_second"] / sync["episodes_per_second"], rel=1e-2)
+        asynchronous["episodes_per_second"] / sync["episodes_per_second"], rel=1e-2
+    )
     assert sync["max_staleness_observed"] == 0
     assert 0 <= result["max_staleness_observed"] <= result["max_staleness"] == 4
     assert 0 < result["learner_busy_fraction"] <= 1.0

@@ -12,13 +12,22 @@ from sao_online.runtime.launch import DurationEstimate, format_duration, run_exp
 
 
 def config_with_shift_at(at, **extra):
-    return load_config({"schedule": {"parameters": {"preferred": {
-        "kind": "abrupt", "values": ["cute", "classical"], "at": at}}},
-        "budget": {"episodes": 100}, **extra})
+    return load_config(
+        {
+            "schedule": {
+                "parameters": {
+                    "preferred": {"kind": "abrupt", "values": ["cute", "classical"], "at": at}
+                }
+            },
+            "budget": {"episodes": 100},
+            **extra,
+        }
+    )
 
 
-@pytest.mark.parametrize("at, warned", [([0, 50], False), ([0, 99], False), ([0, 100], True),
-                                        ([0, 5000], True)])
+@pytest.mark.parametrize(
+    "at, warned", [([0, 50], False), ([0, 99], False), ([0, 100], True), ([0, 5000], True)]
+)
 def test_a_schedule_whose_shifts_all_fall_past_the_budget_is_warned_about(at, warned):
     config = config_with_shift_at(at)
     messages = budget_warnings(config, resolve_schedule(config))
@@ -32,9 +41,18 @@ def test_a_stationary_schedule_and_the_steps_clock_are_judged_on_their_horizon()
     stationary = load_config({"budget": {"episodes": 100}})
     assert budget_warnings(stationary, resolve_schedule(stationary)) == []
     # Steps: the clock can reach budget x max_turns = 400 readings, so 300 is inside.
-    steps = load_config({"schedule": {"clock": "steps", "parameters": {"preferred": {
-        "kind": "abrupt", "values": ["cute", "classical"], "at": [0, 300]}}},
-        "budget": {"episodes": 100}, "rollout": {"max_turns": 4}})
+    steps = load_config(
+        {
+            "schedule": {
+                "clock": "steps",
+                "parameters": {
+                    "preferred": {"kind": "abrupt", "values": ["cute", "classical"], "at": [0, 300]}
+                },
+            },
+            "budget": {"episodes": 100},
+            "rollout": {"max_turns": 4},
+        }
+    )
     assert budget_warnings(steps, resolve_schedule(steps)) == []
 
 
@@ -45,8 +63,10 @@ def test_run_warns_before_any_work(tmp_path, monkeypatch):
         raise RuntimeError("no work expected after the warning in this test")
 
     monkeypatch.setattr(launch.RunContext, "build", no_work)
-    with pytest.warns(BudgetWarning, match="no change point falls inside the budget"), \
-            pytest.raises(RuntimeError, match="no work expected"):
+    with (
+        pytest.warns(BudgetWarning, match="no change point falls inside the budget"),
+        pytest.raises(RuntimeError, match="no work expected"),
+    ):
         run_experiment(config_with_shift_at([0, 500]), out=tmp_path / "run")
     with warnings.catch_warnings():
         warnings.simplefilter("error", BudgetWarning)

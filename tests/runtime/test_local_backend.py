@@ -19,10 +19,18 @@ from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import make_env
 from sao_online.runtime.weights import SharedWeights
 
-TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
-        "rollout.max_turns=1", "rollout.max_action_tokens=12", "rollout.max_episode_tokens=128",
-        "rollout.batch_size=8", "runtime.backend=local", "runtime.num_workers=2",
-        "algorithm.critic_warmup_steps=0"]
+TINY = [
+    "model.warm_start=false",
+    "model.num_layers=2",
+    "model.hidden_size=64",
+    "rollout.max_turns=1",
+    "rollout.max_action_tokens=12",
+    "rollout.max_episode_tokens=128",
+    "rollout.batch_size=8",
+    "runtime.backend=local",
+    "runtime.num_workers=2",
+    "algorithm.critic_warmup_steps=0",
+]
 
 
 def test_shared_weights_round_trip_and_refuse_going_back():
@@ -68,7 +76,9 @@ def test_in_flight_update_changes_the_version_within_an_episode():
     assert len(versions) >= 2  # an untrained byte-level model rarely stops after one token
     assert versions[0] == 0 and set(versions[1:]) == {1}
     # The loaded weights are the published ones, not the engine's first ones.
-    assert torch.equal(policy.state_dict()["lm_head.weight"], learner_copy.state_dict()["lm_head.weight"])
+    assert torch.equal(
+        policy.state_dict()["lm_head.weight"], learner_copy.state_dict()["lm_head.weight"]
+    )
 
 
 def test_engines_step_environments_in_threads_only_under_simulated_latency():
@@ -88,18 +98,33 @@ def test_worker_pairs_each_trajectory_with_its_own_ticket_when_group_members_fin
     from sao_online.runtime.planner import EpisodePlan
     from sao_online.runtime.rollout_worker import run_rollout_worker
 
-    config = load_config(None, TINY + ["env.latency_mean=0.05", "env.latency_sigma=1.5",
-                                       "rollout.on_action_cap=submit"])
+    config = load_config(
+        None,
+        TINY + ["env.latency_mean=0.05", "env.latency_sigma=1.5", "rollout.on_action_cap=submit"],
+    )
     policy, _ = base_policy(config)
     weights = SharedWeights(policy, multiprocessing.get_context("spawn"), version=0)
     state = SimpleNamespace(theta={}, phase=0)
-    tasks = [(ticket, EpisodePlan(prompt_id=3, group_id=3, seed=100 + ticket, world_time=0.0,
-                                  state=state), 0) for ticket in (10, 11, 12, 13)]
+    tasks = [
+        (
+            ticket,
+            EpisodePlan(prompt_id=3, group_id=3, seed=100 + ticket, world_time=0.0, state=state),
+            0,
+        )
+        for ticket in (10, 11, 12, 13)
+    ]
     inbox = [tasks]
     emitted = []
-    run_rollout_worker(config_dict=config.to_dict(), seed=0, num_slots=4, in_flight=True,
-                       weights=weights, receive=lambda timeout: inbox.pop() if inbox else None,
-                       emit=emitted.append, should_stop=lambda: len(emitted) == 4)
+    run_rollout_worker(
+        config_dict=config.to_dict(),
+        seed=0,
+        num_slots=4,
+        in_flight=True,
+        weights=weights,
+        receive=lambda timeout: inbox.pop() if inbox else None,
+        emit=emitted.append,
+        should_stop=lambda: len(emitted) == 4,
+    )
     assert sorted(message[1] for message in emitted) == [10, 11, 12, 13]
     # The env latencies are seeded per episode: the members really finished out of order.
     assert [message[1] for message in emitted] != [10, 11, 12, 13]

@@ -17,20 +17,39 @@ from sao_online.runlog import RunLog
 from sao_online.runtime import backends
 from sao_online.runtime.launch import run_experiment
 
-TINY = ["model.warm_start=false", "model.num_layers=1", "model.hidden_size=32",
-        "rollout.max_turns=1", "rollout.max_action_tokens=6", "rollout.max_episode_tokens=128",
-        "rollout.batch_size=4", "rollout.num_slots=4", "runtime.backend=ray",
-        "runtime.num_workers=2", "algorithm.critic_warmup_steps=0", "logging.checkpoint_every=0",
-        "eval.every_updates=0", "budget.episodes=8", "runtime.max_staleness=0"]
+TINY = [
+    "model.warm_start=false",
+    "model.num_layers=1",
+    "model.hidden_size=32",
+    "rollout.max_turns=1",
+    "rollout.max_action_tokens=6",
+    "rollout.max_episode_tokens=128",
+    "rollout.batch_size=4",
+    "rollout.num_slots=4",
+    "runtime.backend=ray",
+    "runtime.num_workers=2",
+    "algorithm.critic_warmup_steps=0",
+    "logging.checkpoint_every=0",
+    "eval.every_updates=0",
+    "budget.episodes=8",
+    "runtime.max_staleness=0",
+]
 _SMALL_STORE = 80 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "object_store_memory": _SMALL_STORE, "include_dashboard": False})
-    rollout_node = cluster.add_node(num_cpus=2, resources={"rollout_node": 2},
-                                    object_store_memory=_SMALL_STORE)
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "object_store_memory": _SMALL_STORE,
+            "include_dashboard": False,
+        },
+    )
+    rollout_node = cluster.add_node(
+        num_cpus=2, resources={"rollout_node": 2}, object_store_memory=_SMALL_STORE
+    )
     ray.init(address=cluster.address, log_to_driver=False)
     cluster.wait_for_nodes()
     yield cluster, rollout_node
@@ -38,8 +57,9 @@ def two_nodes():
     cluster.shutdown()
 
 
-def test_rollout_actors_run_on_the_second_node_and_the_run_completes(two_nodes, tmp_path,
-                                                                    monkeypatch):
+def test_rollout_actors_run_on_the_second_node_and_the_run_completes(
+    two_nodes, tmp_path, monkeypatch
+):
     cluster, rollout_node = two_nodes
     pools = []
     make_pool = backends.make_pool

@@ -16,14 +16,27 @@ from sao_online.drift_schedules import Schedule
 from sao_online.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
-TINY = ["model.warm_start=false", "model.num_layers=2", "model.hidden_size=64",
-        "rollout.max_turns=1", "rollout.max_action_tokens=8", "rollout.max_episode_tokens=128",
-        "rollout.batch_size=8", "algorithm.critic_warmup_steps=0", "logging.checkpoint_every=0"]
+TINY = [
+    "model.warm_start=false",
+    "model.num_layers=2",
+    "model.hidden_size=64",
+    "rollout.max_turns=1",
+    "rollout.max_action_tokens=8",
+    "rollout.max_episode_tokens=128",
+    "rollout.batch_size=8",
+    "algorithm.critic_warmup_steps=0",
+    "logging.checkpoint_every=0",
+]
 
 
 def schedule_on(clock: str, shift_at: float) -> dict:
-    return {"clock": clock, "seed": 0, "parameters": {
-        "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou"], "at": [0, shift_at]}}}
+    return {
+        "clock": clock,
+        "seed": 0,
+        "parameters": {
+            "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou"], "at": [0, shift_at]}
+        },
+    }
 
 
 def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
@@ -55,8 +68,11 @@ def test_versions_clock_in_a_sync_run(tmp_path):
 def test_steps_clock_counts_the_env_steps_of_trained_episodes(tmp_path):
     schedule = schedule_on("steps", 12)
     # submit: a cut action still steps the env, so every one-turn episode takes one step.
-    episodes, resolved = run(tmp_path, schedule, ["runtime.backend=sync", "budget.episodes=32",
-                                                  "rollout.on_action_cap=submit"])
+    episodes, resolved = run(
+        tmp_path,
+        schedule,
+        ["runtime.backend=sync", "budget.episodes=32", "rollout.on_action_cap=submit"],
+    )
     assert (episodes["env_steps"] == 1).all()
     steps_before_batch = [0.0, 8.0, 16.0, 24.0]
     assert episodes["world_time"].tolist() == [t for t in steps_before_batch for _ in range(8)]
@@ -69,10 +85,18 @@ def test_seconds_clock_reads_run_time(tmp_path):
     # Each env step sleeps ~0.1 s, so every batch takes at least ~0.08 s: the first batch is
     # planned before the shift at 0.1 s, the last two after it.
     schedule = schedule_on("seconds", 0.1)
-    episodes, resolved = run(tmp_path, schedule, [
-        "runtime.backend=sync", "budget.episodes=32", "rollout.on_action_cap=submit",
-        "env.latency_mean=0.1", "env.latency_sigma=0.1"])
-    batches = [episodes["world_time"].iloc[8 * k: 8 * (k + 1)] for k in range(4)]
+    episodes, resolved = run(
+        tmp_path,
+        schedule,
+        [
+            "runtime.backend=sync",
+            "budget.episodes=32",
+            "rollout.on_action_cap=submit",
+            "env.latency_mean=0.1",
+            "env.latency_sigma=0.1",
+        ],
+    )
+    batches = [episodes["world_time"].iloc[8 * k : 8 * (k + 1)] for k in range(4)]
     assert all(earlier.max() <= later.min() for earlier, later in zip(batches, batches[1:]))
     assert batches[0].max() < 0.1 < batches[2].min()
     assert_phases_follow_the_clock(episodes, schedule)
@@ -81,9 +105,18 @@ def test_seconds_clock_reads_run_time(tmp_path):
 
 def test_versions_clock_under_asynchrony_flags_groups_that_cross_a_shift(tmp_path):
     schedule = schedule_on("versions", 2)
-    episodes, _ = run(tmp_path, schedule, [
-        "runtime.backend=local", "runtime.num_workers=1", "runtime.max_staleness=2",
-        "algorithm.name=grpo", "algorithm.group_size=4", "budget.episodes=48"])
+    episodes, _ = run(
+        tmp_path,
+        schedule,
+        [
+            "runtime.backend=local",
+            "runtime.num_workers=1",
+            "runtime.max_staleness=2",
+            "algorithm.name=grpo",
+            "algorithm.group_size=4",
+            "budget.episodes=48",
+        ],
+    )
     assert len(episodes) == 48 and not episodes["dropped"].any()
     # Planned ahead of the learner: each reading is at most the learner's version at training.
     trained_version = episodes["policy_version"] + episodes["staleness"]

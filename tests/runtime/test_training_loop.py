@@ -30,8 +30,12 @@ def test_batch_counts_extend_past_the_bound_when_seen():
 
 
 def test_run_histogram_leaves_out_dropped_and_untrained_episodes():
-    episodes = pd.DataFrame({"staleness": [0, 2, 2, -1, 0, 2, -1],
-                             "dropped": [False, False, False, True, False, True, False]})
+    episodes = pd.DataFrame(
+        {
+            "staleness": [0, 2, 2, -1, 0, 2, -1],
+            "dropped": [False, False, False, True, False, True, False],
+        }
+    )
     # Dropped rows (index 3 and 5) and the untrained row 6 are left out: {0: 2, 1: 0, 2: 2}.
     histogram = staleness_histogram(episodes)
     assert histogram["staleness"].tolist() == [0, 1, 2]

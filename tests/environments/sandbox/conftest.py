@@ -35,7 +35,10 @@ def sandbox_processes(run_id: str) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if (HARNESS_MARKER.encode() in command_line and run_id.encode() in command_line
-                and state != "Z"):
+        if (
+            HARNESS_MARKER.encode() in command_line
+            and run_id.encode() in command_line
+            and state != "Z"
+        ):
             pids.append(int(entry.name))
     return pids

@@ -17,7 +17,10 @@ def test_verdicts_and_reasons(sandbox):
     assert result.backend == sandbox.name and result.status == "ok"
     assert [o.passed for o in result.outcomes] == [True, False, True]
     assert [o.reason for o in result.outcomes] == [
-        "passed", "wrong answer: got 4, expected 5", "passed"]
+        "passed",
+        "wrong answer: got 4, expected 5",
+        "passed",
+    ]
     assert [o.name for o in result.outcomes] == ["add(1, 2)", "add(2, 2)", "zero"]
     assert result.num_passed == 2 and result.fraction_passed == pytest.approx(2 / 3)
     assert not result.all_passed and result.seconds > 0
@@ -39,8 +42,9 @@ def test_each_process_has_its_own_block_of_run_uids():
 
     with Sandbox.run_uid() as first, Sandbox.run_uid() as second:
         assert first != second
-        assert {first, second} <= set(range(block_of(os.getpid()),
-                                            block_of(os.getpid()) + MAX_CONCURRENT_RUNS))
+        assert {first, second} <= set(
+            range(block_of(os.getpid()), block_of(os.getpid()) + MAX_CONCURRENT_RUNS)
+        )
     with ProcessPoolExecutor(1) as pool:
         child_pid, child_uid = pool.submit(_uid_in_child).result()
     assert block_of(child_pid) <= child_uid < block_of(child_pid) + MAX_CONCURRENT_RUNS
@@ -54,26 +58,45 @@ def test_exceptions_are_per_test(sandbox):
     assert result.outcomes[1].reason == "ZeroDivisionError: integer division or modulo by zero"
 
 
-@pytest.mark.parametrize(("program", "status", "detail"), [
-    ("def add(a, b)\n    return a + b\n", "syntax_error", "syntax error: line 1: expected ':'"),
-    ("import no_such_module\n", "load_error",
-     "while loading: ModuleNotFoundError: No module named 'no_such_module'"),
-    ("def plus(a, b):\n    return a + b\n", "missing_function", "no function named add is defined"),
-    ("raise SystemExit(3)\n", "load_error", "while loading: SystemExit: 3"),
-    ("import os\nos._exit(0)\n", "exited", "the program ended the run before the tests finished"),
-])
-def test_programs_that_do_not_run_fail_every_test_with_the_reason(sandbox, program, status,
-                                                                   detail):
+@pytest.mark.parametrize(
+    ("program", "status", "detail"),
+    [
+        ("def add(a, b)\n    return a + b\n", "syntax_error", "syntax error: line 1: expected ':'"),
+        (
+            "import no_such_module\n",
+            "load_error",
+            "while loading: ModuleNotFoundError: No module named 'no_such_module'",
+        ),
+        (
+            "def plus(a, b):\n    return a + b\n",
+            "missing_function",
+            "no function named add is defined",
+        ),
+        ("raise SystemExit(3)\n", "load_error", "while loading: SystemExit: 3"),
+        (
+            "import os\nos._exit(0)\n",
+            "exited",
+            "the program ended the run before the tests finished",
+        ),
+    ],
+)
+def test_programs_that_do_not_run_fail_every_test_with_the_reason(sandbox, program, status, detail):
     result = sandbox.run(program, "add", TESTS)
     assert (result.status, result.detail) == (status, detail)
     assert [o.reason for o in result.outcomes] == [f"not run: {detail}"] * 3
 
 
 def test_plain_values_only_and_bool_is_not_int(sandbox):
-    program = ("def f(kind):\n"
-               "    return {'bool': True, 'list': (1, [2]), 'set': {1}, 'float': 1.0}[kind]\n")
-    tests = [TestCase(("bool",), 1), TestCase(("list",), [1, [2]]), TestCase(("set",), [1]),
-             TestCase(("float",), 1.0)]
+    program = (
+        "def f(kind):\n"
+        "    return {'bool': True, 'list': (1, [2]), 'set': {1}, 'float': 1.0}[kind]\n"
+    )
+    tests = [
+        TestCase(("bool",), 1),
+        TestCase(("list",), [1, [2]]),
+        TestCase(("set",), [1]),
+        TestCase(("float",), 1.0),
+    ]
     result = sandbox.run(program, "f", tests)
     assert [o.passed for o in result.outcomes] == [False, True, False, True]
     assert result.outcomes[0].reason == "wrong answer: got True, expected 1"
@@ -81,22 +104,28 @@ def test_plain_values_only_and_bool_is_not_int(sandbox):
 
 
 def test_helper_files_and_recorded_calls(sandbox):
-    helper = ("_sao_calls = {}\n"
-              "def double(x):\n"
-              "    _sao_calls['double'] = _sao_calls.get('double', 0) + 1\n"
-              "    return 2 * x\n")
+    helper = (
+        "_sao_calls = {}\n"
+        "def double(x):\n"
+        "    _sao_calls['double'] = _sao_calls.get('double', 0) + 1\n"
+        "    return 2 * x\n"
+    )
     program = "import helper\ndef f(x):\n    return helper.double(x) + 1\n"
-    result = sandbox.run(program, "f", [TestCase((1,), 3), TestCase((5,), 11)],
-                         files={"helper.py": helper})
+    result = sandbox.run(
+        program, "f", [TestCase((1,), 3), TestCase((5,), 11)], files={"helper.py": helper}
+    )
     assert result.all_passed and result.helper_calls == {"double": 2}
 
 
 def test_printed_look_alike_records_do_not_count(sandbox):
     forged = ('{"event": "test", "index": 0, "value": 99}', '{"event": "done"}')
-    program = ("import os, sys\n"
-               + "".join(f"print({line!r})\nos.write(3, b'x ' + {line!r}.encode() + b'\\n')\n"
-                         for line in forged)
-               + "def add(a, b):\n    return 0\n")
+    program = (
+        "import os, sys\n"
+        + "".join(
+            f"print({line!r})\nos.write(3, b'x ' + {line!r}.encode() + b'\\n')\n" for line in forged
+        )
+        + "def add(a, b):\n    return 0\n"
+    )
     result = sandbox.run(program, "add", [TestCase((1, 2), 99)])
     assert result.status == "ok"
     assert not result.outcomes[0].passed and result.outcomes[0].value == 0
@@ -132,8 +161,10 @@ def test_unknown_backend_is_named():
 
 def test_interpret_output_by_hand():
     nonce = "n0"
-    output = (b'n0 {"event": "test", "index": 0, "value": 3, "helper_calls": {"k": 1}}\n'
-              b"noise\nx0 {\"event\": \"done\"}\n")
+    output = (
+        b'n0 {"event": "test", "index": 0, "value": 3, "helper_calls": {"k": 1}}\n'
+        b'noise\nx0 {"event": "done"}\n'
+    )
     tests = [TestCase((1,), 3), TestCase((2,), 4)]
     limits = Limits(wall_seconds=5)
     result = interpret_output(output, nonce, "f", tests, Ending(None, "timeout"), limits)
@@ -158,14 +189,18 @@ def test_concurrent_runs_do_not_disturb_each_other(sandbox):
 
     from sao_online.environments.sandbox import Limits
 
-    bomb = ("import os\ndef add(a, b):\n    while True:\n        try:\n            os.fork()\n"
-            "        except OSError:\n            pass\n")
+    bomb = (
+        "import os\ndef add(a, b):\n    while True:\n        try:\n            os.fork()\n"
+        "        except OSError:\n            pass\n"
+    )
     slow_add = "import time\ndef add(a, b):\n    time.sleep(0.3)\n    return a + b\n"
     limits = Limits(cpu_seconds=1, wall_seconds=2.5)
     with ThreadPoolExecutor(4) as pool:
         bombed = pool.submit(sandbox.run, bomb, "add", TESTS[:1], limits=limits)
-        fine = [pool.submit(sandbox.run, slow_add, "add", [TestCase((k, k), 2 * k)],
-                            limits=limits) for k in range(6)]
+        fine = [
+            pool.submit(sandbox.run, slow_add, "add", [TestCase((k, k), 2 * k)], limits=limits)
+            for k in range(6)
+        ]
         assert all(future.result().all_passed for future in fine)
         assert bombed.result().status in ("timeout", "cpu_limit")
 
@@ -198,11 +233,14 @@ def test_docker_container_goes_away_with_a_killed_process():
         pytest.skip(f"docker sandbox: {problem}")
     import docker
 
-    script = ("import os\nfrom sao_online.environments.sandbox import make_sandbox, TestCase\n"
-              "box = make_sandbox('docker')\nbox.run('def f():\\n    return 1\\n', 'f', "
-              "[TestCase((), 1)])\nprint(box.container_id, flush=True)\nos.kill(os.getpid(), 9)\n")
-    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              timeout=120)
+    script = (
+        "import os\nfrom sao_online.environments.sandbox import make_sandbox, TestCase\n"
+        "box = make_sandbox('docker')\nbox.run('def f():\\n    return 1\\n', 'f', "
+        "[TestCase((), 1)])\nprint(box.container_id, flush=True)\nos.kill(os.getpid(), 9)\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert finished.returncode == -9, finished.stderr
     container_id = finished.stdout.strip()
     client = docker.from_env()

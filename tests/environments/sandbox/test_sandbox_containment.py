@@ -53,8 +53,9 @@ def observation_of(sandbox, body: str, preamble: str = ""):
             results.append(sandbox.run(*args, **kwargs))
             return results[-1]
 
-    env = CodeShiftEnv(sandbox=sandbox, max_turns=1,
-                       limits={"cpu_seconds": 1, "wall_seconds": WALL_SECONDS})
+    env = CodeShiftEnv(
+        sandbox=sandbox, max_turns=1, limits={"cpu_seconds": 1, "wall_seconds": WALL_SECONDS}
+    )
     env.sandbox = Recording()
     _, info = env.reset(seed=0)
     indented = "\n".join("    " + line for line in body.strip().splitlines())
@@ -74,14 +75,16 @@ def observation_of(sandbox, body: str, preamble: str = ""):
 
 def test_reading_files_outside_the_folder(sandbox, tmp_path):
     if sandbox.name == "subprocess" and os.geteuid() != 0:
-        pytest.skip("subprocess sandbox not run as root: the program runs as this user and "
-                    "may read this user's files (use bubblewrap or docker)")
+        pytest.skip(
+            "subprocess sandbox not run as root: the program runs as this user and "
+            "may read this user's files (use bubblewrap or docker)"
+        )
     secret = tmp_path / "secret.txt"
     secret.write_text("the host's secret")
     secret.chmod(0o600)
     observation, _ = observation_of(sandbox, f"return open({str(secret)!r}).read()")
     assert "the host's secret" not in observation
-    assert ("FileNotFoundError" in observation or "PermissionError" in observation), observation
+    assert "FileNotFoundError" in observation or "PermissionError" in observation, observation
 
 
 def test_network_connection_to_a_host_listener(sandbox):
@@ -92,11 +95,14 @@ def test_network_connection_to_a_host_listener(sandbox):
     listener.setblocking(False)
     port = listener.getsockname()[1]
     try:
-        observation, _ = observation_of(sandbox, f"""
+        observation, _ = observation_of(
+            sandbox,
+            f"""
 import socket
 with socket.create_connection(("127.0.0.1", {port}), timeout=1) as connection:
     connection.sendall(b"escaped")
-return 1""")
+return 1""",
+        )
         with pytest.raises(BlockingIOError):
             listener.accept()  # nothing ever connected
     finally:
@@ -105,13 +111,16 @@ return 1""")
 
 
 def test_fork_bomb(sandbox):
-    observation, info = observation_of(sandbox, """
+    observation, info = observation_of(
+        sandbox,
+        """
 import os
 while True:
     try:
         os.fork()
     except OSError:
-        pass""")
+        pass""",
+    )
     assert info["status"] in ("timeout", "cpu_limit"), observation
     assert "not run: timeout" in observation or "not run: CPU time limit" in observation
 
@@ -128,30 +137,45 @@ def test_infinite_loop(sandbox):
 
 
 def test_huge_file(sandbox):
-    observation, _ = observation_of(sandbox, """
+    observation, _ = observation_of(
+        sandbox,
+        """
 with open("huge.bin", "wb") as handle:
     for _ in range(10 * 1024):
         handle.write(b"x" * 1024 * 1024)
-return 1""")
+return 1""",
+    )
     assert "file size limit" in observation
 
 
 def test_filling_the_disk_with_many_files(sandbox):
     _needs_namespaces(sandbox, "the disk")
-    observation, _ = observation_of(sandbox, """
+    observation, _ = observation_of(
+        sandbox,
+        """
 for index in range(10 * 1024):
     with open("part%d.bin" % index, "wb") as handle:
         handle.write(b"x" * (1024 * 1024 - 1))
-return 1""")
+return 1""",
+    )
     assert "No space left on device" in observation
 
 
 def test_writing_outside_the_folder(sandbox, tmp_path):
     _needs_namespaces(sandbox, "/tmp")
-    targets = [f"/tmp/sao-escape-{uuid.uuid4().hex}", str(tmp_path / "escape.txt"),
-               f"/var/tmp/sao-escape-{uuid.uuid4().hex}", f"/dev/shm/sao-escape-{uuid.uuid4().hex}"]
-    body = "".join(f"try:\n    open({target!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
-                   for target in targets) + "return 'written'"
+    targets = [
+        f"/tmp/sao-escape-{uuid.uuid4().hex}",
+        str(tmp_path / "escape.txt"),
+        f"/var/tmp/sao-escape-{uuid.uuid4().hex}",
+        f"/dev/shm/sao-escape-{uuid.uuid4().hex}",
+    ]
+    body = (
+        "".join(
+            f"try:\n    open({target!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
+            for target in targets
+        )
+        + "return 'written'"
+    )
     observation, _ = observation_of(sandbox, body)
     assert "got 'written'" in observation  # the writes "worked", inside the sandbox only
     assert not any(os.path.exists(target) for target in targets)
