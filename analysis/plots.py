@@ -8,6 +8,7 @@ crosses rho x its pre-shift level where ``time_to_recovery`` says it does.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,8 @@ from sao_online.analysis.timeline import (
 
 # Episodes the environment gave no behaviour label (cut by a token or turn cap first).
 UNLABELLED = "(no label: cut by a cap)"
+# Characters per title line of a learner-metric panel (5 inches wide at 9 pt).
+TITLE_CHARS = 60
 # Readable names of the learner metrics the report draws (others are shown as logged).
 METRIC_LABELS = {
     "charts/zero_variance_group_fraction": "groups with equal rewards (share)",
@@ -497,10 +500,13 @@ def plot_update_metric(
     ax.set_xlabel(UPDATE_AXES[x])
     ax.set_ylabel(METRIC_LABELS.get(name, name))
     logged = f"{name}, " if name in METRIC_LABELS else ""  # the key in updates.parquet
+    default_title = (
+        f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
+        f"{smooth:.3g} {UPDATE_AXES[x]})"
+    )
+    # Wrapped to the width of a panel: side-by-side panels would cut a longer line off.
     ax.set_title(
-        title
-        or f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
-        f"{smooth:.3g} {UPDATE_AXES[x]})",
+        title or "\n".join(textwrap.fill(line, TITLE_CHARS) for line in default_title.split("\n")),
         fontsize=9,
     )
     ax.legend(
