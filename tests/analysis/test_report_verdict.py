@@ -147,7 +147,8 @@ def test_wall_clock_curves_are_continuous_when_episodes_arrive_in_bursts(tmp_pat
 def test_axis_labels_say_what_the_clock_counts(tmp_path, x, label):
     root = two_seed_root(tmp_path / "runs", updates_zero=False)
     ax = plot_recovery(load_runs(root), x=x, reps=20)
-    assert ax.get_xlabel() == label
+    # the first line names the axis; lines under it may explain per-method shift lines
+    assert ax.get_xlabel().split("\n")[0] == label
     renderer = FigureCanvasAgg(ax.figure).get_renderer()
     ax.figure.draw(renderer)
     legend = ax.get_legend().get_window_extent(renderer)
