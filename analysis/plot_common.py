@@ -41,6 +41,9 @@ def new_axes(ax: Axes | None, figsize: tuple[float, float] = (9.0, 4.8)) -> Axes
     return Figure(figsize=figsize, layout="constrained").add_subplot()
 
 
+PHASE_LABEL_CHARS = 22  # a longer phase name is numbered on the plot and spelled out below
+
+
 def draw_shift_markers(
     ax: Axes,
     positions: Sequence[float],
@@ -48,21 +51,29 @@ def draw_shift_markers(
     *,
     color: str | tuple = "black",
     label_phases: bool = True,
-) -> None:
-    """Dashed vertical lines at each shift; the name of each phase at its left edge, on top."""
+) -> str | None:
+    """Dashed vertical lines at each shift and a label at the left edge of each phase, on top.
+
+    A phase name of up to ``PHASE_LABEL_CHARS`` characters is the label itself; a longer one
+    (a late, short phase would cut it off at the axes' edge) is labelled ``phase k`` and the
+    names are returned as a caption for the caller to put under the axes (``None`` when every
+    name fits).
+    """
     top = blended_transform_factory(ax.transData, ax.transAxes)
     finite = [position for position in positions if np.isfinite(position)]
     for position in finite:
         ax.axvline(position, color=color, linestyle="--", linewidth=1.0, alpha=0.8, zorder=1)
     if not label_phases or not phase_names:
-        return
+        return None
     x_start = ax.get_xlim()[0]
     starts = [x_start, *finite]
-    for name, start in zip(phase_names, starts):
+    shown = list(zip(phase_names, starts))
+    spelled_out = any(len(str(name)) > PHASE_LABEL_CHARS for name, _ in shown)
+    for number, (name, start) in enumerate(shown, start=1):
         ax.text(
             start,
             0.98,
-            f" {name}",
+            f" phase {number}" if spelled_out else f" {name}",
             transform=top,
             ha="left",
             va="top",
@@ -71,6 +82,9 @@ def draw_shift_markers(
             clip_on=True,
             bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1.0},
         )
+    if not spelled_out:
+        return None
+    return "\n".join(f"phase {number}: {name}" for number, (name, _) in enumerate(shown, 1))
 
 
 def seed_band(

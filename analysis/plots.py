@@ -168,21 +168,26 @@ def _legend_outside(ax: Axes, **kwargs) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, **kwargs)
 
 
-def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> None:
-    """One black line per shift when every run agrees on its position, else one per method."""
+def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> str | None:
+    """One black line per shift when every run agrees on its position, else one per method.
+
+    Returns the phase caption of ``draw_shift_markers`` (None when the names fit on the plot).
+    """
     counts = {len(s.shifts) for s in series}
     all_positions = np.array([s.shifts for s in series]) if len(counts) == 1 else None
     names = series[0].phase_names
     if all_positions is not None and np.allclose(all_positions, all_positions[0]):
-        draw_shift_markers(ax, list(all_positions[0]), names)
-        return
+        return draw_shift_markers(ax, list(all_positions[0]), names)
     by_method: dict[str, list[list[float]]] = {}
     for s in series:
         by_method.setdefault(s.key[1], []).append(s.shifts)
+    caption = None
     for index, (method, shifts) in enumerate(sorted(by_method.items())):
         width = min(map(len, shifts))
         median = list(np.median([row[:width] for row in shifts], axis=0))
-        draw_shift_markers(ax, median, names, color=colors[method], label_phases=index == 0)
+        drawn = draw_shift_markers(ax, median, names, color=colors[method], label_phases=index == 0)
+        caption = caption or drawn
+    return caption
 
 
 def plot_recovery(
@@ -244,8 +249,8 @@ def plot_recovery(
         if len(runs) > 1:
             ax.fill_between(grid, lower, upper, color=colors[method], alpha=0.2, linewidth=0)
     ax.set_xlim(grid[0], grid[-1])
-    _markers(ax, series, colors)
-    ax.set_xlabel(axis_label(x, df))
+    caption = _markers(ax, series, colors)
+    ax.set_xlabel(axis_label(x, df) + (f"\n{caption}" if caption else ""), fontsize=9)
     ax.set_ylabel(f"{metric} (trailing mean)")
     band = f", band: {confidence:.0%} bootstrap CI over seeds" if len(series) > len(colors) else ""
     ax.set_title(

@@ -85,6 +85,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         args.config,
         methods=args.methods.split(","),
         seeds=args.seeds,
+        first_seed=args.first_seed,
         out=args.out,
         overrides=args.set,
         parallel=args.parallel,
@@ -170,7 +171,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sao_online.commands.demo import run_demo
 
-    report = run_demo(out=args.out, seeds=args.seeds, quick=args.quick, fresh=args.fresh)
+    report = run_demo(
+        out=args.out,
+        seeds=args.seeds,
+        first_seed=args.first_seed,
+        quick=args.quick,
+        fresh=args.fresh,
+    )
     print(f"demo report: {report}")
     return 0
 
@@ -260,7 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="methods x seeds at matched budgets")
     add_config_arguments(compare)
     compare.add_argument("--methods", default="sao,grpo", help="comma-separated method names")
-    compare.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
+    compare.add_argument("--seeds", type=int, default=3, help="how many seeds (default 3)")
+    compare.add_argument(
+        "--first-seed", type=int, default=0, help="seeds run from here: K..K+N-1 (default 0)"
+    )
     compare.add_argument("--out", required=True, help="root folder of the runs")
     compare.add_argument("--parallel", type=int, default=None, help="runs at once (default: cores)")
     compare.add_argument("--overwrite", action="store_true", help="replace existing runs")
@@ -312,7 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="the StyleShift paper protocol: SAO vs GRPO, report")
     demo.add_argument("--out", default="runs/demo", help="output folder")
-    demo.add_argument("--seeds", type=int, default=3)
+    demo.add_argument("--seeds", type=int, default=3, help="how many seeds (default 3)")
+    demo.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds run from here: K..K+N-1 (default 0; the README's second seed set is 3)",
+    )
     demo.add_argument("--quick", action="store_true", help="a much shorter protocol")
     demo.add_argument(
         "--fresh",

@@ -103,3 +103,24 @@ def test_as_config_takes_a_path_a_dict_or_a_config_and_applies_overrides(tmp_pat
     assert from_path.algorithm.name == "grpo" and from_path.budget.episodes == 64
     with pytest.raises(ConfigError, match=r"budget.episodes: must be in \[1, "):
         as_config(ExperimentConfig(), ["budget.episodes=0"])
+
+
+@pytest.mark.parametrize(
+    ("seeds", "first_seed", "message"),
+    [(0, 0, r"--seeds: must be >= 1, got 0"), (2, -1, r"--first-seed: must be >= 0, got -1")],
+)
+def test_compare_names_a_bad_seed_range_before_starting_anything(
+    tmp_path, seeds, first_seed, message
+):
+    from sao_online.commands.compare import compare
+
+    with pytest.raises(ConfigError, match=message):
+        compare(
+            Path(__file__).parents[1] / "configs" / "smoke.yaml",
+            methods=["sao"],
+            seeds=seeds,
+            first_seed=first_seed,
+            out=tmp_path,
+            progress=False,
+        )
+    assert list(tmp_path.iterdir()) == []

@@ -93,6 +93,8 @@ def test_a_users_module_task_runs_through_compare_with_workers_and_report(tmp_pa
             "sao_running_mean",
             "--seeds",
             "1",
+            "--first-seed",
+            "2",
             "--parallel",
             "1",
             "--out",
@@ -101,7 +103,11 @@ def test_a_users_module_task_runs_through_compare_with_workers_and_report(tmp_pa
         tmp_path,
     )
     assert compared.returncode == 0, compared.stderr[-3000:]
-    run_dir = tmp_path / "runs" / "sides" / "sao_running_mean" / "seed-0"
+    assert [p.name for p in (tmp_path / "runs" / "sides" / "sao_running_mean").iterdir()] == [
+        "seed-2"
+    ]  # --first-seed 2 --seeds 1: seed 2 alone
+    run_dir = tmp_path / "runs" / "sides" / "sao_running_mean" / "seed-2"
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["seed"] == 2
     episodes = pd.read_parquet(run_dir / "episodes.parquet")
     assert len(episodes) == 48
     assert set(episodes["env_id"]) == {"side_tasks:side_tasks/PickSide-v0"}  # as configured

@@ -54,15 +54,20 @@ def compare(
     methods: list[str],
     seeds: int,
     out: str | Path,
+    first_seed: int = 0,
     overrides: list[str] | None = None,
     parallel: int | None = None,
     overwrite: bool = False,
     resume: bool = False,
     progress: bool = True,
 ) -> Path:
-    """Run every method for seeds 0..seeds-1 with the same budget, model, schedule and seeds.
+    """Run every method for seeds first_seed..first_seed+seeds-1 at the same budget, model,
+    schedule and seeds.
 
-    Runs land in ``<out>/<experiment>/<method>/seed-<k>/``. With ``resume``, runs that exist
+    Runs land in ``<out>/<experiment>/<method>/seed-<k>/``. They start seed by seed, every
+    method of a seed before the next seed, so runs that share the machine at the same time are
+    different methods on the same seed (their wall-clock seconds compare fairly) and an
+    interrupted comparison has whole seeds. With ``resume``, runs that exist
     continue from their last checkpoint (finished ones end at once) and missing ones start.
     The warm start is built once up front (it is shared by every run: same starting checkpoint
     for every method and seed). Runs go in spawned processes: call this under
@@ -85,6 +90,8 @@ def compare(
         raise ConfigError("compare: --resume and --overwrite exclude each other")
     if seeds < 1:
         raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
+    if first_seed < 0:
+        raise ConfigError(f"--first-seed: must be >= 0, got {first_seed}")
     methods = [m.strip() for m in methods if m.strip()]
     if not methods:
         raise ConfigError("--methods: no method given")
@@ -108,8 +115,8 @@ def compare(
         warm_start(base, progress=progress)
     out = Path(out)
     jobs = []
-    for method in methods:
-        for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
+        for method in methods:
             run_overrides = [*overrides, f"algorithm.name={method}", f"seed={seed}"]
             if method in SINGLE_ROLLOUT_METHODS:
                 run_overrides.append("algorithm.group_size=null")

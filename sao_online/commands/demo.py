@@ -1,5 +1,5 @@
-"""``make demo``: the StyleShift protocol, SAO vs GRPO vs the running-mean ablation, and a
-report."""
+"""``make demo``: the StyleShift protocol on the asynchronous learner — SAO, its running-mean
+ablation, GRPO and GRPO with DIS — and a report."""
 
 from __future__ import annotations
 
@@ -10,19 +10,26 @@ from pathlib import Path
 from sao_online.commands.compare import compare
 
 DEMO_CONFIG = Path(str(resources.files("sao_online.configs") / "demo.yaml"))
-DEMO_METHODS = ["sao", "grpo", "sao_running_mean"]
+# sao vs sao_running_mean: the critic; sao_running_mean vs grpo_dis: one rollout per prompt vs
+# groups under the same objective (DIS); grpo_dis vs grpo: DIS vs the PPO clip.
+DEMO_METHODS = ["sao", "sao_running_mean", "grpo_dis", "grpo"]
 
 
 def run_demo(
-    out: str | Path = "runs/demo", seeds: int = 3, quick: bool = False, fresh: bool = False
+    out: str | Path = "runs/demo",
+    seeds: int = 3,
+    first_seed: int = 0,
+    quick: bool = False,
+    fresh: bool = False,
 ) -> Path:
     """Run the demo protocol and write its report; return the report's path.
 
     Runs already in ``out`` continue from their checkpoints (finished ones are reused as they
     are), so an interrupted ``make demo`` picks up where it stopped; ``fresh`` starts again.
 
-    ``quick`` shortens every phase to 160 episodes and uses two seeds: a smoke run of the whole
-    pipeline, not a measurement.
+    Seeds ``first_seed`` .. ``first_seed + seeds - 1`` run; the README's two seed sets are the
+    default (0-2) and ``first_seed=3``. ``quick`` shortens every phase to 160 episodes and uses
+    two seeds: a smoke run of the whole pipeline, not a measurement.
     """
     from sao_online.analysis import write_report
 
@@ -43,6 +50,7 @@ def run_demo(
         DEMO_CONFIG,
         methods=DEMO_METHODS,
         seeds=seeds,
+        first_seed=first_seed,
         out=out,
         overrides=overrides,
         overwrite=fresh,
@@ -51,7 +59,7 @@ def run_demo(
     report = write_report(
         [experiment_dir],
         Path(out) / "report",
-        title="StyleShift: SAO vs GRPO vs running-mean baseline",
+        title="StyleShift, asynchronous learner: SAO, running-mean baseline, GRPO with DIS, GRPO",
     )
     print(f"demo finished in {time.time() - started:.0f} s")
     return report

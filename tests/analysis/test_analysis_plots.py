@@ -198,3 +198,12 @@ def test_metric_intervals_mark_censoring(tmp_path):
     assert distinct_colors(path) > 5
     with pytest.raises(ValueError, match="no aggregated rows"):
         plot_metric_intervals(aggregated, metric="drop")
+
+
+def test_long_phase_names_are_numbered_on_the_plot_and_spelled_out_under_it():
+    episodes = constant_runs({("a", 0): 0.2, ("b", 0): 1.0})
+    long_name = "preferred=classical, pool=classical_cute_chuunibyou"
+    ax = plot_recovery(episodes, smooth=4, change_points=[20], phase_names=["old", long_name])
+    # every label fits however narrow its phase: numbers on the plot, the names below the axes
+    assert [text.get_text().strip() for text in ax.texts] == ["phase 1", "phase 2"]
+    assert ax.get_xlabel() == f"clock time\nphase 1: old\nphase 2: {long_name}"
