@@ -8,6 +8,7 @@ crosses rho x its pre-shift level where ``time_to_recovery`` says it does.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,8 @@ from sao_online.analysis.timeline import (
 
 # Episodes the environment gave no behaviour label (cut by a token or turn cap first).
 UNLABELLED = "(no label: cut by a cap)"
+# Characters per title line of a learner-metric panel (5 inches wide at 9 pt).
+TITLE_CHARS = 60
 # Readable names of the learner metrics the report draws (others are shown as logged).
 METRIC_LABELS = {
     "charts/zero_variance_group_fraction": "groups with equal rewards (share)",
@@ -171,7 +174,8 @@ def _legend_outside(ax: Axes, **kwargs) -> None:
 def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> str | None:
     """One black line per shift when every run agrees on its position, else one per method.
 
-    Returns the phase caption of ``draw_shift_markers`` (None when the names fit on the plot).
+    Returns the caption for under the axes: ``draw_shift_markers``'s (None when the names fit
+    on the plot), or, with one set of lines per method, what the lines are and the phase names.
     """
     counts = {len(s.shifts) for s in series}
     all_positions = np.array([s.shifts for s in series]) if len(counts) == 1 else None
@@ -181,13 +185,16 @@ def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> str | None:
     by_method: dict[str, list[list[float]]] = {}
     for s in series:
         by_method.setdefault(s.key[1], []).append(s.shifts)
-    caption = None
-    for index, (method, shifts) in enumerate(sorted(by_method.items())):
+    # Runs reach the shifts at different x: phase labels on the plot would belong to one
+    # method only, so the phases are named under the axes instead.
+    for method, shifts in sorted(by_method.items()):
         width = min(map(len, shifts))
         median = list(np.median([row[:width] for row in shifts], axis=0))
-        drawn = draw_shift_markers(ax, median, names, color=colors[method], label_phases=index == 0)
-        caption = caption or drawn
-    return caption
+        draw_shift_markers(ax, median, names, color=colors[method], label_phases=False)
+    phases = "\n".join(f"phase {number}: {name}" for number, name in enumerate(names or [], 1))
+    return "dashed lines: each method's shifts (median over its seeds), in its colour" + (
+        f"\n{phases}" if phases else ""
+    )
 
 
 def plot_recovery(
@@ -497,10 +504,13 @@ def plot_update_metric(
     ax.set_xlabel(UPDATE_AXES[x])
     ax.set_ylabel(METRIC_LABELS.get(name, name))
     logged = f"{name}, " if name in METRIC_LABELS else ""  # the key in updates.parquet
+    default_title = (
+        f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
+        f"{smooth:.3g} {UPDATE_AXES[x]})"
+    )
+    # Wrapped to the width of a panel: side-by-side panels would cut a longer line off.
     ax.set_title(
-        title
-        or f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
-        f"{smooth:.3g} {UPDATE_AXES[x]})",
+        title or "\n".join(textwrap.fill(line, TITLE_CHARS) for line in default_title.split("\n")),
         fontsize=9,
     )
     ax.legend(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +37,11 @@ from sao_online.analysis.report_render import (
 )
 from sao_online.analysis.verdict import seed_warnings, verdict_table
 
-# Metrics shown in the report's tables, in order, with their column titles.
+# Metrics shown in the report's tables, in order, with their column titles ({f}: the oracle
+# fraction of the absolute recovery level).
 TABLE_METRICS = {
     "time_to_recovery": "time to recovery",
-    "time_to_oracle_fraction": "time to 0.8 x oracle",
+    "time_to_oracle_fraction": "time to {f:g} x oracle",
     "drop": "drop",
     "recovery_auc": "recovery AUC (x pre-level)",
     "dynamic_regret_per_episode": "regret / episode",
@@ -107,7 +109,13 @@ def _interval(row: pd.Series) -> str:
     return text
 
 
-def _metrics_table(aggregated: pd.DataFrame) -> pd.DataFrame:
+# The metrics that are times: the wall-clock table shows these, in seconds.
+TIME_METRICS = ["time_to_recovery", "time_to_oracle_fraction"]
+
+
+def _metrics_table(
+    aggregated: pd.DataFrame, oracle_fraction: float, metrics: Sequence[str] | None = None
+) -> pd.DataFrame:
     rows = []
     for (method, change_point), group in aggregated.groupby(["method", "change_point"]):
         by_metric = group.set_index("metric")
@@ -119,8 +127,8 @@ def _metrics_table(aggregated: pd.DataFrame) -> pd.DataFrame:
             "seeds": int(by_metric["n_seeds"].max()),
         }
         for metric, title in TABLE_METRICS.items():
-            if metric in by_metric.index:
-                row[title] = _interval(by_metric.loc[metric])
+            if metric in by_metric.index and (metrics is None or metric in metrics):
+                row[title.format(f=oracle_fraction)] = _interval(by_metric.loc[metric])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -222,6 +230,8 @@ def _experiment_blocks(
     confidence: float,
     seed: int,
     smooth: float | None,
+    oracle_fraction: float,
+    aggregated_seconds: pd.DataFrame | None = None,
 ) -> list[Block]:
     blocks: list[Block] = [Heading(f"Experiment: {experiment}")]
     prefix = _slug(experiment)
@@ -256,10 +266,20 @@ def _experiment_blocks(
         blocks.append(Heading("Recovery after each shift", 3))
         blocks.append(
             Table(
-                _metrics_table(aggregated),
+                _metrics_table(aggregated, oracle_fraction),
                 f"IQM [{confidence:.0%} CI] across seeds; times in {unit}.",
             )
         )
+        if aggregated_seconds is not None and len(aggregated_seconds):
+            blocks.append(
+                Table(
+                    _metrics_table(aggregated_seconds, oracle_fraction, TIME_METRICS),
+                    f"The same times in wall-clock seconds from the shift (IQM [{confidence:.0%} "
+                    "CI] across seeds): what a method's speed per episode makes of its sample "
+                    "efficiency. Seconds compare only between runs that shared the machine in "
+                    "the same way.",
+                )
+            )
         name = f"{prefix}_time_to_recovery.png"
         if (aggregated["metric"] == "time_to_recovery").any():
             plot_metric_intervals(aggregated, "time_to_recovery", path=figures / name, unit=unit)
@@ -437,6 +457,7 @@ def write_report(
     window: float | None = None,
     smooth: float | None = None,
     horizon: float | None = None,
+    oracle_fraction: float = 0.8,
     reps: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
@@ -452,7 +473,9 @@ def write_report(
             ``n_seeds``), ``recovery_per_seed.csv``, ``improvement.csv`` and ``figures/``.
         title: the report's title.
         updates / evals: only with a frame; loaded from the runs when paths are given.
-        rho / window / smooth / horizon: as in :func:`recovery_metrics` (world_time axis).
+        rho / window / smooth / horizon / oracle_fraction: as in :func:`recovery_metrics`
+            (world_time axis). When the episodes carry wall-clock times, the two recovery times
+            are also given in seconds (``recovery_per_seed_seconds.csv`` and a table).
         reps / confidence / seed: the bootstrap (curve bands use at most 500 reps).
 
     Returns:
@@ -479,9 +502,27 @@ def write_report(
     figures.mkdir(parents=True, exist_ok=True)
 
     per_seed = recovery_metrics(
-        episodes, window=window, rho=rho, horizon=horizon, smooth=smooth, evals=evals
+        episodes,
+        window=window,
+        rho=rho,
+        horizon=horizon,
+        smooth=smooth,
+        evals=evals,
+        oracle_fraction=oracle_fraction,
     )
     aggregated = aggregate_recovery(per_seed, reps=reps, confidence=confidence, seed=seed)
+    per_seed_seconds, aggregated_seconds = None, None
+    if "wall_time" in episodes and np.isfinite(episodes["wall_time"].to_numpy(float)).all():
+        per_seed_seconds = recovery_metrics(
+            episodes, x="seconds", rho=rho, oracle_fraction=oracle_fraction
+        )
+        aggregated_seconds = aggregate_recovery(
+            per_seed_seconds,
+            TIME_METRICS,
+            reps=reps,
+            confidence=confidence,
+            seed=seed,
+        )
     improvement = pd.concat(
         [
             _improvement_rows(
@@ -528,13 +569,19 @@ def write_report(
             confidence=confidence,
             seed=seed,
             smooth=smooth,
+            oracle_fraction=oracle_fraction,
+            aggregated_seconds=None
+            if aggregated_seconds is None
+            else aggregated_seconds[aggregated_seconds["experiment"] == experiment],
         )
     blocks += [
         Heading("Files", 2),
         Paragraph(
             "`metrics.csv`: IQM and interval per experiment, method, shift and metric. "
             "`recovery_per_seed.csv`: every metric per run and shift (with a `note` when a metric "
-            "is undefined). `improvement.csv`: the pairwise comparisons. `figures/`: the PNGs."
+            "is undefined). `recovery_per_seed_seconds.csv` (when episodes carry wall-clock "
+            "times): the recovery times per run and shift in seconds. `improvement.csv`: the "
+            "pairwise comparisons. `figures/`: the PNGs."
             + (
                 " `reward_by_prompt.csv`: mean reward per method, phase and prompt-key value."
                 if len(by_prompt)
@@ -545,6 +592,8 @@ def write_report(
 
     write_csv(aggregated, out_dir / "metrics.csv")
     write_csv(per_seed, out_dir / "recovery_per_seed.csv")
+    if per_seed_seconds is not None:
+        write_csv(per_seed_seconds, out_dir / "recovery_per_seed_seconds.csv")
     write_csv(improvement, out_dir / "improvement.csv")
     if len(by_prompt):
         write_csv(by_prompt, out_dir / "reward_by_prompt.csv")

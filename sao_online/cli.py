@@ -99,7 +99,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from sao_online.analysis import write_report
 
-    path = write_report([Path(p) for p in args.runs], args.out, title=args.title)
+    path = write_report(
+        [Path(p) for p in args.runs],
+        args.out,
+        title=args.title,
+        oracle_fraction=args.oracle_fraction,
+    )
     print(f"wrote {path}")
     return 0
 
@@ -287,6 +292,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--out", required=True, help="report folder")
     report.add_argument("--title", default=None)
+    report.add_argument(
+        "--oracle-fraction",
+        type=float,
+        default=0.8,
+        help="absolute recovery level: time until the smoothed reward reaches this fraction "
+        "of the oracle's (default 0.8)",
+    )
     report.set_defaults(func=_cmd_report)
 
     show = commands.add_parser(

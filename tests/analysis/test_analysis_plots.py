@@ -207,3 +207,16 @@ def test_long_phase_names_are_numbered_on_the_plot_and_spelled_out_under_it():
     # every label fits however narrow its phase: numbers on the plot, the names below the axes
     assert [text.get_text().strip() for text in ax.texts] == ["phase 1", "phase 2"]
     assert ax.get_xlabel() == f"clock time\nphase 1: old\nphase 2: {long_name}"
+
+
+def test_per_method_shift_lines_are_explained_under_the_axes_not_labelled_for_one_method():
+    # "b" spends twice the tokens per episode, so it reaches the shift at twice the tokens.
+    episodes = constant_runs({("a", 0): 0.5, ("b", 0): 0.5})
+    episodes["num_action_tokens"] = np.where(episodes["method"] == "a", 10, 20)
+    ax = plot_recovery(episodes, x="tokens", change_points=[20], phase_names=["old", "new"])
+    assert sorted(vertical_line_positions(ax)) == [210.0, 420.0]
+    assert len(ax.texts) == 0  # no phase label that would belong to one method only
+    assert ax.get_xlabel() == (
+        "action tokens generated\ndashed lines: each method's shifts (median over its seeds), "
+        "in its colour\nphase 1: old\nphase 2: new"
+    )

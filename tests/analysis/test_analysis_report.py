@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_synthetic import simulated_episodes, updates_frame, write_run
+from analysis_synthetic import episodes_frame, simulated_episodes, updates_frame, write_run
 from matplotlib.image import imread
 
 from sao_online.analysis import write_report
@@ -180,3 +180,25 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def test_recovery_times_in_seconds_scale_with_each_runs_seconds_per_episode(tmp_path):
+    # Two methods learn identically per episode; "slow" spends 4x the seconds on each episode.
+    frames = []
+    for method, seconds_per_episode in (("fast", 0.5), ("slow", 2.0)):
+        for seed in range(2):
+            t = np.arange(400)
+            reward = np.where((t >= 200) & (t < 260 + 10 * seed), 0.0, 1.0)
+            frame = episodes_frame(reward, world_time=t, phase=(t >= 200).astype(int), seed=seed)
+            frame["wall_time"] = (t + 1) * seconds_per_episode
+            frame["experiment"], frame["method"], frame["seed"] = "x", method, seed
+            frames.append(frame)
+    write_report(pd.concat(frames, ignore_index=True), tmp_path, reps=100, oracle_fraction=0.5)
+    episodes = pd.read_csv(tmp_path / "recovery_per_seed.csv").set_index(["method", "seed"])
+    seconds = pd.read_csv(tmp_path / "recovery_per_seed_seconds.csv").set_index(["method", "seed"])
+    for metric in ("time_to_recovery", "time_to_oracle_fraction"):
+        assert (episodes.loc["fast", metric] == episodes.loc["slow", metric]).all()
+        np.testing.assert_allclose(seconds.loc["fast", metric], 0.5 * episodes.loc["fast", metric])
+        np.testing.assert_allclose(seconds.loc["slow", metric], 2.0 * episodes.loc["slow", metric])
+    markdown = (tmp_path / "report.md").read_text()
+    assert "time to 0.5 x oracle" in markdown and "wall-clock seconds from the shift" in markdown
