@@ -21,6 +21,7 @@ from sao_online.analysis.plots import (
     plot_staleness_histogram,
     plot_update_metric,
 )
+from sao_online.analysis.prompt_groups import reward_by_prompt_key
 from sao_online.analysis.recovery import RECOVERY_COLUMNS, recovery_metrics
 from sao_online.analysis.report import write_report
 from sao_online.analysis.smoothing import trailing_mean
@@ -41,6 +42,7 @@ __all__ = [
     "plot_update_metric",
     "probability_of_improvement",
     "recovery_metrics",
+    "reward_by_prompt_key",
     "stratified_bootstrap_ci",
     "trailing_mean",
     "write_report",

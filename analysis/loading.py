@@ -30,6 +30,10 @@ EVAL_COLUMNS = [
     "num_episodes",
 ]
 
+#: Prefix of the episode columns that record what kind of prompt an episode got (an env's
+#: ``prompt_keys``, e.g. ``prompt/difficulty``); the report groups rewards by them.
+PROMPT_COLUMN_PREFIX = "prompt/"
+
 _SEED_FOLDER = re.compile(r"^seed-(-?\d+)$")
 
 

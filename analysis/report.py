@@ -23,6 +23,7 @@ from sao_online.analysis.plots import (
     plot_staleness_histogram,
     plot_update_metric,
 )
+from sao_online.analysis.prompt_groups import prompt_key_blocks, reward_by_prompt_key
 from sao_online.analysis.recovery import recovery_metrics
 from sao_online.analysis.report_render import (
     Block,
@@ -222,6 +223,7 @@ def _experiment_blocks(
     per_seed: pd.DataFrame,
     aggregated: pd.DataFrame,
     improvement: pd.DataFrame,
+    by_prompt: pd.DataFrame,
     figures: Path,
     *,
     reps: int,
@@ -330,6 +332,7 @@ def _experiment_blocks(
             )
         )
 
+    blocks += prompt_key_blocks(episodes, by_prompt)
     if "behavior" in episodes and episodes["behavior"].nunique() > 0:
         name = f"{prefix}_behavior_shares.png"
         plot_behavior_shares(episodes, smooth=smooth, path=figures / name)
@@ -534,6 +537,7 @@ def write_report(
         or [_improvement_rows(per_seed, "", reps=reps, confidence=confidence, seed=seed)],
         ignore_index=True,
     )
+    by_prompt = reward_by_prompt_key(episodes)
 
     title = title or "Recovery after distribution shifts"
     unit_note = _clock_unit(episodes, str(episodes["experiment"].iloc[0]))
@@ -559,6 +563,7 @@ def write_report(
             per_seed[per_seed["experiment"] == experiment],
             aggregated[aggregated["experiment"] == experiment],
             improvement[improvement["experiment"] == experiment],
+            by_prompt[by_prompt["experiment"] == experiment],
             figures,
             reps=reps,
             confidence=confidence,
@@ -577,6 +582,11 @@ def write_report(
             "is undefined). `recovery_per_seed_seconds.csv` (when episodes carry wall-clock "
             "times): the recovery times per run and shift in seconds. `improvement.csv`: the "
             "pairwise comparisons. `figures/`: the PNGs."
+            + (
+                " `reward_by_prompt.csv`: mean reward per method, phase and prompt-key value."
+                if len(by_prompt)
+                else ""
+            )
         ),
     ]
 
@@ -585,6 +595,8 @@ def write_report(
     if per_seed_seconds is not None:
         write_csv(per_seed_seconds, out_dir / "recovery_per_seed_seconds.csv")
     write_csv(improvement, out_dir / "improvement.csv")
+    if len(by_prompt):
+        write_csv(by_prompt, out_dir / "reward_by_prompt.csv")
     (out_dir / "report.md").write_text(to_markdown(blocks))
     (out_dir / "report.html").write_text(to_html(blocks, title))
     return out_dir / "report.md"

@@ -39,6 +39,11 @@ _OUTSIDE_CHARSET = re.compile(r"[^\x20-\x7e\n]")
 #: Keys accepted in ``reset(options=...)``.
 RESET_OPTION_KEYS = ("drift", "phase")
 
+#: Types a prompt key may declare (see :attr:`DriftingTextEnv.prompt_keys`).
+PROMPT_KEY_TYPES: tuple[type, ...] = (str, int, float, bool)
+#: Prefix of the ``episodes.parquet`` column that records a prompt key (``prompt/difficulty``).
+PROMPT_KEY_PREFIX = "prompt/"
+
 
 class ActionTypeError(ValueError, TypeError):
     """An action that is not text at all (text that is merely malformed never raises)."""
@@ -118,6 +123,11 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
     max_observation_length: ClassVar[int] = 1024
     #: Longest action the action space contains; longer actions are still accepted by ``step``.
     max_action_length: ClassVar[int] = 512
+    #: Reset-info keys that say what kind of prompt an episode got (its task, its difficulty),
+    #: each with the type of its value (str, int, float or bool). Every run records them as
+    #: ``prompt/<key>`` columns of ``episodes.parquet`` and the report groups rewards by them.
+    #: The type fixes the column's type, so every chunk of the table has the same schema.
+    prompt_keys: ClassVar[Mapping[str, type]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -125,6 +135,8 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
         # a value that is neither fails here, naming the parameter.
         if "drift_space" in cls.__dict__:
             cls.drift_space = normalize_space(cls.drift_space)
+        if "prompt_keys" in cls.__dict__:
+            check_prompt_keys(cls.prompt_keys, where=f"{cls.__name__}.prompt_keys")
 
     def __init__(self) -> None:
         self.observation_space = Text(
@@ -287,3 +299,46 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
         info = {"phase": self._phase, "theta": dict(self._theta)}
         info.update(extra)
         return info
+
+
+def check_prompt_keys(prompt_keys: Any, *, where: str = "prompt_keys") -> dict[str, type]:
+    """``prompt_keys`` as a plain dict, after checking it maps key names to allowed types.
+
+    Raises:
+        TypeError: ``prompt_keys`` is not a mapping, a key is not a non-empty string, or a type
+            is not one of :data:`PROMPT_KEY_TYPES` (the message names which).
+    """
+    if not isinstance(prompt_keys, Mapping):
+        raise TypeError(
+            f"{where}: expected a mapping of info key -> type, got {type(prompt_keys).__name__}"
+        )
+    allowed = ", ".join(kind.__name__ for kind in PROMPT_KEY_TYPES)
+    for key, kind in prompt_keys.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"{where}: keys must be non-empty strings, got {key!r}")
+        if kind not in PROMPT_KEY_TYPES:
+            raise TypeError(f"{where}[{key!r}]: type must be one of {allowed}, got {kind!r}")
+    return dict(prompt_keys)
+
+
+def prompt_key_value(value: Any, kind: type) -> Any:
+    """``value`` as a ``kind`` column entry, or None when it is not a scalar of that kind.
+
+    An int is accepted where a float is declared (an integral reading of a real quantity); a
+    bool is never taken for a number, nor a number for a bool.
+
+    Example:
+        >>> prompt_key_value(3, int), prompt_key_value(3, float), prompt_key_value(True, int)
+        (3, 3.0, None)
+        >>> prompt_key_value([1, 2], str) is None, prompt_key_value("add", str)
+        (True, 'add')
+    """
+    if isinstance(value, bool | np.bool_) or kind is bool:
+        return bool(value) if isinstance(value, bool | np.bool_) and kind is bool else None
+    if kind is float and isinstance(value, int | float | np.integer | np.floating):
+        return float(value)
+    if kind is int and isinstance(value, int | np.integer):
+        return int(value)
+    if kind is str and isinstance(value, str):
+        return value
+    return None

@@ -194,6 +194,7 @@ class CodeShiftEnv(DriftingTextEnv):
         ),
     }
     max_action_length: ClassVar[int] = 256
+    prompt_keys: ClassVar[dict[str, type]] = {"task": str}
 
     def __init__(
         self,

@@ -144,6 +144,7 @@ class GridShiftEnv(DriftingTextEnv):
         "goal": Choice(GOALS, help="goal shown, or hidden at the NE or SW corner"),
     }
     max_action_length: ClassVar[int] = 16
+    prompt_keys: ClassVar[dict[str, type]] = {"difficulty": int}
 
     def __init__(self, max_turns: int = 10, move_cost: float = 0.02) -> None:
         super().__init__()

@@ -147,6 +147,7 @@ class ReasonShiftEnv(DriftingTextEnv):
         ),
     }
     max_action_length: ClassVar[int] = 64
+    prompt_keys: ClassVar[dict[str, type]] = {"task": str, "difficulty": int}
 
     def __init__(self, max_turns: int = 2, retry_reward: float = 0.5) -> None:
         super().__init__()

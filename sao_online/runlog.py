@@ -95,14 +95,22 @@ class RunLog:
         path: the run directory.
         flush_every: rows buffered per table before a part file is written.
         lock: the run directory's lock, held by this writer (released by ``close``).
+        column_types: table -> column -> pandas dtype (e.g. ``"Int64"``) of columns whose
+            values may be null: every part then stores them with the same type, even a part
+            where they are all null.
     """
 
     def __init__(
-        self, path: str | Path, flush_every: int = 256, lock: RunLock | None = None
+        self,
+        path: str | Path,
+        flush_every: int = 256,
+        lock: RunLock | None = None,
+        column_types: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.path = Path(path)
         self.flush_every = flush_every
         self.lock = lock
+        self.column_types = {table: dict(types) for table, types in (column_types or {}).items()}
         self.messages: list[str] = [lock.took_over] if lock and lock.took_over else []
         self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
         self._parts: dict[str, int] = {}
@@ -122,8 +130,9 @@ class RunLog:
         resume: bool = False,
         overwrite: bool = False,
         flush_every: int = 256,
+        column_types: dict[str, dict[str, str]] | None = None,
     ) -> RunLog:
-        """Lock a run directory and open it for writing.
+        """Lock a run directory and open it for writing (``column_types``: see the class).
 
         Raises:
             RunDirError: when the directory already holds a run and neither ``resume`` nor
@@ -166,7 +175,7 @@ class RunLog:
         except BaseException:
             lock.release()
             raise
-        return cls(path, flush_every=flush_every, lock=lock)
+        return cls(path, flush_every=flush_every, lock=lock, column_types=column_types)
 
     def close(self) -> None:
         """Release the run directory's lock (buffered rows are not written: see ``flush``)."""
@@ -199,7 +208,7 @@ class RunLog:
             folder.mkdir(exist_ok=True)
             target = folder / f"part-{self._parts[name]:05d}.parquet"
             tmp = folder / f".{target.name}.tmp"
-            pd.DataFrame(rows).to_parquet(tmp, index=False)
+            self._frame(name, rows).to_parquet(tmp, index=False)
             size, sha = file_digest(tmp)
             os.replace(tmp, target)
             self._records[name][target.name] = {"file": target.name, "bytes": size, "sha256": sha}
@@ -214,8 +223,13 @@ class RunLog:
         """
         frames = [read_part(p) for p in self._part_files(table)]
         if self._buffers.get(table):
-            frames.append(pd.DataFrame(self._buffers[table]))
+            frames.append(self._frame(table, self._buffers[table]))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def _frame(self, table: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
+        frame = pd.DataFrame(rows)
+        types = self.column_types.get(table, {})
+        return frame.astype({column: kind for column, kind in types.items() if column in frame})
 
     def _part_files(self, table: str) -> list[Path]:
         return sorted((self.path / f"{table}.parquet").glob("part-*.parquet"))

@@ -34,6 +34,8 @@ class Trajectory:
         truncated: a turn or token cap ended the episode.
         behavior: the environment's ``info["behavior"]`` label at the end ("" if none).
         info: anything else the environment put in its last ``info`` (JSON-able values only).
+        prompt_info: the entries of the reset ``info`` named by the environment's
+            ``prompt_keys`` (what kind of prompt the episode got, e.g. its difficulty).
         started_at / finished_at: wall-clock seconds (time.time()).
         env_seconds: seconds spent inside env.step/reset for this episode.
         env_steps: ``env.step`` calls of the episode (an action cut by a cap is not stepped).
@@ -57,6 +59,7 @@ class Trajectory:
     truncated: bool
     behavior: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    prompt_info: dict[str, Any] = field(default_factory=dict)
     started_at: float = 0.0
     finished_at: float = 0.0
     env_seconds: float = 0.0

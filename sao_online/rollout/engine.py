@@ -60,7 +60,7 @@ from sao_online.models.chat import ChatLayout
 from sao_online.models.sampling import sample_tokens, validate_sampling
 from sao_online.models.slot_decoder import SlotDecoder, text_config
 from sao_online.rollout.env_calls import EnvCalls
-from sao_online.rollout.episode import EpisodeRequest, EpisodeState, RolloutStats
+from sao_online.rollout.episode import EpisodeRequest, EpisodeState, RolloutStats, prompt_info
 from sao_online.rollout.prompt_sharing import step_sharing_prompts
 from sao_online.types import Trajectory
 
@@ -326,6 +326,7 @@ class RolloutEngine:
         episode.env_seconds = seconds
         episode.messages = [{"role": "user", "content": str(observation)}]
         episode.last_info = info
+        episode.prompt_info = prompt_info(env, info)
         prompt = self.layout.prompt_tokens(str(observation))
         episode.append_context(prompt)
         episode.action_start = len(episode.tokens)

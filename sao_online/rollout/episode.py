@@ -86,6 +86,7 @@ class EpisodeState:
     turn: int = 0
     action_start: int = 0
     last_info: dict[str, Any] = field(default_factory=dict)
+    prompt_info: dict[str, Any] = field(default_factory=dict)
 
     def append_context(self, tokens: list[int]) -> None:
         """Adds prompt or observation tokens (not sampled by the policy)."""
@@ -133,6 +134,7 @@ class EpisodeState:
             truncated=truncated_by is not None,
             behavior=str(self.last_info.get("behavior", "")),
             info=info,
+            prompt_info=dict(self.prompt_info),
             started_at=self.started_at,
             finished_at=time.time(),
             env_seconds=self.env_seconds,
@@ -151,3 +153,13 @@ def _json_safe(info: dict[str, Any]) -> dict[str, Any]:
             continue
         kept[str(key)] = value
     return kept
+
+
+def prompt_info(env: Any, reset_info: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``reset_info`` named by the env's ``prompt_keys``, JSON-able ones only.
+
+    A plain Gymnasium env (no ``prompt_keys``) and keys the reset left out give nothing here;
+    the run records them as null.
+    """
+    keys = getattr(getattr(env, "unwrapped", env), "prompt_keys", None) or {}
+    return _json_safe({key: reset_info[key] for key in keys if key in reset_info})

@@ -11,6 +11,7 @@ import gymnasium
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 from sao_online.config import ExperimentConfig
+from sao_online.environments.base import PROMPT_KEY_PREFIX, check_prompt_keys, prompt_key_value
 from sao_online.runtime.planner import EpisodePlan
 from sao_online.types import Trajectory
 
@@ -33,6 +34,52 @@ def _oracle_reward(env_id: str, kwargs_json: str, theta_json: str) -> float:
         return math.nan if ceiling is None else float(ceiling(json.loads(theta_json)))
     finally:
         env.close()
+
+
+#: Declared prompt-key type -> the pandas dtype of its column (nullable, so a missing key is null
+#: without changing the column's type).
+_PROMPT_COLUMN_DTYPES: dict[type, str] = {
+    str: "string",
+    int: "Int64",
+    float: "Float64",
+    bool: "boolean",
+}
+
+
+def prompt_keys(config: ExperimentConfig) -> dict[str, type]:
+    """The env's declared prompt keys, name -> type (empty for an env that declares none)."""
+    return dict(_prompt_keys(config.env.id, json.dumps(config.env.kwargs, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=64)
+def _prompt_keys(env_id: str, kwargs_json: str) -> tuple[tuple[str, type], ...]:
+    env = gymnasium.make(env_id, **json.loads(kwargs_json))
+    try:
+        declared = getattr(env.unwrapped, "prompt_keys", None) or {}
+        where = f"{env_id} prompt_keys"
+        return tuple(check_prompt_keys(declared, where=where).items())
+    finally:
+        env.close()
+
+
+def episode_column_types(config: ExperimentConfig) -> dict[str, str]:
+    """Column -> pandas dtype of the ``prompt/<key>`` columns (for ``RunLog(column_types=)``)."""
+    return {
+        PROMPT_KEY_PREFIX + key: _PROMPT_COLUMN_DTYPES[kind]
+        for key, kind in prompt_keys(config).items()
+    }
+
+
+def prompt_columns(config: ExperimentConfig, prompt_info: dict[str, Any]) -> dict[str, Any]:
+    """The ``prompt/<key>`` columns of an episode: each declared key's value, None if absent.
+
+    A value that is not a scalar of the declared type is recorded as None too, so a faulty env
+    never stops a run nor changes a column's type.
+    """
+    return {
+        PROMPT_KEY_PREFIX + key: prompt_key_value(prompt_info.get(key), kind)
+        for key, kind in prompt_keys(config).items()
+    }
 
 
 def _planned_columns(
@@ -97,6 +144,7 @@ def episode_record(
         "dropped": False,
         "env_seconds": trajectory.env_seconds,
         "env_steps": trajectory.env_steps,
+        **prompt_columns(config, trajectory.prompt_info),
     }
 
 
@@ -128,4 +176,6 @@ def dropped_episode_record(
         "dropped": True,
         "env_seconds": 0.0,
         "env_steps": 0,
+        # The prompt a lost episode got is not known here (the env ran in the dead worker).
+        **prompt_columns(config, {}),
     }

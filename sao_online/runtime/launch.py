@@ -22,6 +22,7 @@ from sao_online.runlog import RunLog, run_directory
 from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import clock_horizon, warn_about_budget
+from sao_online.runtime.episode_rows import episode_column_types
 from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.main_guard import require_main_guard
 from sao_online.runtime.threads import AUTO, census
@@ -224,6 +225,7 @@ def _run(
         resume=resume,
         overwrite=overwrite,
         flush_every=config.logging.flush_every,
+        column_types={"episodes": episode_column_types(config)},
     )
     try:
         return _run_locked(

@@ -1,5 +1,9 @@
 """Every built-in environment: Gymnasium's checker without warnings, registration, and a fuzz test
-showing that no text action makes them raise or leave their spaces."""
+showing that no text action makes them raise or leave their spaces.
+
+CodeShift runs with the subprocess sandbox (the cheapest backend; each checked submission starts
+one Python process), and gets a smaller fuzz budget of its own to keep this file quick.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from hypothesis import strategies as st
 
 from sao_online.drift_schedules import Choice, Range
 from sao_online.environments import (
+    CodeShiftEnv,
     GridShiftEnv,
     ReasonShiftEnv,
     StyleShiftEnv,
@@ -27,8 +32,13 @@ ENV_CLASSES = {
     "sao_online/ToolShift-v0": ToolShiftEnv,
     "sao_online/ReasonShift-v0": ReasonShiftEnv,
     "sao_online/GridShift-v0": GridShiftEnv,
+    "sao_online/CodeShift-v0": CodeShiftEnv,
 }
 ENV_IDS = list(ENV_CLASSES)
+#: Constructor arguments per class (CodeShift: the subprocess sandbox, no Docker needed).
+ENV_KWARGS = {CodeShiftEnv: {"sandbox": "subprocess"}}
+#: The classes whose steps cost no process start, fuzzed together with the larger budget.
+CHEAP_CLASSES = [c for c in ENV_CLASSES.values() if c is not CodeShiftEnv]
 
 NASTY_ACTIONS = [
     "",
@@ -59,7 +69,22 @@ NASTY_ACTIONS = [
     "NN",
     "N\nE",
     "\u039d",
+    "def fit(x):\n    return x",
+    "def fit(x):\n    import kit\n    return kit.clip(x, (0, 1))",
+    "def fit(x)\n",
+    "import os\nos._exit(3)",
+    "def fit(x):\n    return 'a' * 10**9",
 ]
+
+
+def build(env_class):
+    """An instance of ``env_class`` built as the contract tests use it."""
+    return env_class(**ENV_KWARGS.get(env_class, {}))
+
+
+def make(env_id):
+    """``gymnasium.make(env_id)`` with the same constructor arguments as :func:`build`."""
+    return gymnasium.make(env_id, **ENV_KWARGS.get(ENV_CLASSES[env_id], {}))
 
 
 def drifted_theta(env_class, draw_index: int) -> dict:
@@ -78,7 +103,7 @@ def drifted_theta(env_class, draw_index: int) -> dict:
 def test_check_env_through_make_without_warnings(env_id):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gymnasium.make(env_id)
+        env = make(env_id)
         check_env(env.unwrapped)
         env.reset(seed=0)
         env.close()
@@ -90,7 +115,9 @@ def test_check_env_on_a_directly_built_env_without_warnings(env_class):
         warnings.simplefilter("error")
         # Built without gymnasium.make there is no spec to remake the env from, so the render
         # check (which needs one) is skipped; there are no render modes anyway.
-        check_env(env_class(), skip_render_check=True)
+        env = build(env_class)
+        check_env(env, skip_render_check=True)
+        env.close()
 
 
 def test_registration_is_idempotent_and_listed():
@@ -116,10 +143,11 @@ def test_registration_is_idempotent_and_listed():
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_make_passes_drift_through_options(env_id):
-    env = gymnasium.make(env_id)
+    env = make(env_id)
     theta = drifted_theta(ENV_CLASSES[env_id], 1)
     _, info = env.reset(seed=0, options={"drift": theta, "phase": 1})
     assert info["theta"] == theta and info["phase"] == 1
+    env.close()
 
 
 def assert_well_formed_step(env, result):
@@ -136,37 +164,57 @@ def assert_well_formed_step(env, result):
 @pytest.mark.parametrize("env_class", list(ENV_CLASSES.values()))
 @pytest.mark.parametrize("action", NASTY_ACTIONS, ids=lambda a: repr(a[:20]))
 def test_nasty_actions_never_raise(env_class, action):
-    env = env_class()
+    env = build(env_class)
     env.reset(seed=0, options={"drift": drifted_theta(env_class, 1)})
     assert_well_formed_step(env, env.step(action))
+    env.close()
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    actions=st.lists(
-        st.one_of(
-            st.text(max_size=200),
-            st.from_regex(r"(CALL|ANSWER)[ ]?[a-z]{0,8}\(?[-0-9a-z=,*+ ]{0,20}\)?", fullmatch=True),
-            st.from_regex(r"(ANSWER: ?|<|\\boxed\{)?[0-9a-z]{0,12}[>}]?", fullmatch=True),
-            st.sampled_from(["N", "E", "S", "W", "n", " s\n", "X"]),
-            st.binary(max_size=50),
-        ),
-        min_size=1,
-        max_size=6,
-    ),
-    seed=st.integers(0, 2**31 - 1),
-    regime=st.integers(0, 11),
+ACTIONS = st.one_of(
+    st.text(max_size=200),
+    st.from_regex(r"(CALL|ANSWER)[ ]?[a-z]{0,8}\(?[-0-9a-z=,*+ ]{0,20}\)?", fullmatch=True),
+    st.from_regex(r"(ANSWER: ?|<|\\boxed\{)?[0-9a-z]{0,12}[>}]?", fullmatch=True),
+    st.sampled_from(["N", "E", "S", "W", "n", " s\n", "X"]),
+    st.binary(max_size=50),
 )
-def test_fuzzed_episodes_stay_in_the_contract(actions, seed, regime):
-    for env_class in ENV_CLASSES.values():
-        env = env_class()
-        observation, info = env.reset(
-            seed=seed, options={"drift": drifted_theta(env_class, regime)}
-        )
+PYTHON_ACTIONS = st.from_regex(
+    # No "*": "9**9**9" would spend the sandbox's whole CPU limit on one example.
+    r"(import kit\n)?def (fit|[a-z]{1,6})\(x\):\n    return [-+/% ()0-9a-z.,]{0,30}",
+    fullmatch=True,
+)
+
+
+def fuzz_episode(env_class, actions, seed, regime):
+    env = build(env_class)
+    try:
+        observation, _ = env.reset(seed=seed, options={"drift": drifted_theta(env_class, regime)})
         assert observation in env.observation_space
         for action in actions:
             if assert_well_formed_step(env, env.step(action)):
                 break
+    finally:
+        env.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    actions=st.lists(ACTIONS, min_size=1, max_size=6),
+    seed=st.integers(0, 2**31 - 1),
+    regime=st.integers(0, 11),
+)
+def test_fuzzed_episodes_stay_in_the_contract(actions, seed, regime):
+    for env_class in CHEAP_CLASSES:
+        fuzz_episode(env_class, actions, seed, regime)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    actions=st.lists(st.one_of(ACTIONS, PYTHON_ACTIONS), min_size=1, max_size=3),
+    seed=st.integers(0, 2**31 - 1),
+    regime=st.integers(0, 11),
+)
+def test_fuzzed_code_shift_episodes_stay_in_the_contract(actions, seed, regime):
+    fuzz_episode(CodeShiftEnv, actions, seed, regime)
 
 
 def test_docstring_examples_run():
@@ -174,6 +222,7 @@ def test_docstring_examples_run():
 
     from sao_online.environments import grid_shift, reason_shift, style_shift, tool_shift
 
+    # (code_shift has no docstring examples: its examples need a sandbox.)
     for module in (style_shift, tool_shift, reason_shift, grid_shift):
         results = doctest.testmod(module)
         assert results.attempted > 0 and results.failed == 0, module.__name__
