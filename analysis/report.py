@@ -364,25 +364,32 @@ def _experiment_blocks(
     return blocks
 
 
-def _verdict_blocks(aggregated: pd.DataFrame, unit: str, confidence: float) -> list[Block]:
-    verdict = verdict_table(aggregated, unit)
-    if not len(verdict):
+def _verdict_blocks(
+    aggregated: pd.DataFrame, unit: str, confidence: float, rho: float, oracle_fraction: float
+) -> list[Block]:
+    """The verdict on the relative recovery time and, when defined, on the absolute one."""
+    blocks: list[Block] = []
+    for metric, threshold in (
+        ("time_to_recovery", f"{rho:g} x its own level before the shift"),
+        ("time_to_oracle_fraction", f"{oracle_fraction:g} x the oracle's reward"),
+    ):
+        verdict = verdict_table(aggregated, unit, metric=metric)
+        if not len(verdict):
+            continue
+        if verdict["experiment"].nunique() == 1:
+            verdict = verdict.drop(columns="experiment")
+        blocks.append(
+            Table(
+                verdict,
+                f"Per shift, the method whose smoothed reward got back to {threshold} first "
+                f"(IQM over seeds) and the runner-up, with {confidence:.0%} intervals; "
+                "overlapping intervals mean these runs do not separate the two. Details and "
+                "the other metrics below.",
+            )
+        )
+    if not blocks:
         return [Paragraph("Verdict: no shift has a defined time to recovery (see below).")]
-    if verdict["experiment"].nunique() == 1:
-        verdict = verdict.drop(columns="experiment")
-    return [
-        Heading("Verdict", 2),
-        Table(
-            verdict,
-            (
-                "Per shift, the method whose smoothed reward got back to the recovery threshold "
-                f"first (IQM over seeds) and the runner-up, with {confidence:.0%} intervals; "
-                "overlapping "
-                "intervals mean these runs do not separate the two. Details and the other metrics "
-                "below."
-            ),
-        ),
-    ]
+    return [Heading("Verdict", 2), *blocks]
 
 
 def _learner_blocks(
@@ -547,7 +554,7 @@ def write_report(
             f"{episodes.groupby(['experiment', 'method', 'seed']).ngroups} runs from {sources}."
         ),
         *(Paragraph(f"Warning: {warning}") for warning in seed_warnings(episodes)),
-        *_verdict_blocks(aggregated, unit_note, confidence),
+        *_verdict_blocks(aggregated, unit_note, confidence, rho, oracle_fraction),
         Table(_runs_table(episodes)),
         Heading("How to read this", 2),
         Paragraph(_how_to_read(rho, confidence, unit_note)),

@@ -25,12 +25,17 @@ def _time(row: pd.Series) -> str:
     return text
 
 
-def verdict_table(aggregated: pd.DataFrame, unit: str = "clock units") -> pd.DataFrame:
+def verdict_table(
+    aggregated: pd.DataFrame, unit: str = "clock units", metric: str = "time_to_recovery"
+) -> pd.DataFrame:
     """Per experiment and shift: who recovered first, the runner-up, and whether it is clear.
 
     Args:
         aggregated: :func:`~sao_online.analysis.aggregate_recovery` output.
         unit: the unit of the times, for the column titles.
+        metric: the time that decides: ``time_to_recovery`` (relative to each run's own level
+            before the shift) or ``time_to_oracle_fraction`` (an absolute level, which does
+            not flatter a method that plateaued lower before the shift).
 
     Returns:
         Columns ``experiment``, ``shift``, ``recovered first``, ``time (IQM [CI])``,
@@ -40,8 +45,7 @@ def verdict_table(aggregated: pd.DataFrame, unit: str = "clock units") -> pd.Dat
         censoring time).
     """
     rows = aggregated[
-        (aggregated["metric"] == "time_to_recovery")
-        & np.isfinite(aggregated["iqm"].to_numpy(dtype=float))
+        (aggregated["metric"] == metric) & np.isfinite(aggregated["iqm"].to_numpy(dtype=float))
     ]
     verdicts = []
     for (experiment, change_point), group in rows.groupby(["experiment", "change_point"]):

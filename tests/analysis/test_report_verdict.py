@@ -153,3 +153,21 @@ def test_axis_labels_say_what_the_clock_counts(tmp_path, x, label):
     ax.figure.draw(renderer)
     legend = ax.get_legend().get_window_extent(renderer)
     assert legend.x0 >= ax.get_window_extent(renderer).x1  # right of the axes: off the curves
+
+
+def test_the_verdict_can_rank_by_the_absolute_level_instead():
+    rows = aggregated_rows(
+        [
+            # relative to its own lower pre-shift level, grpo recovers first ...
+            {"method": "grpo", "iqm": 300.0, "lower": 280.0, "upper": 320.0},
+            {"method": "sao", "iqm": 600.0, "lower": 550.0, "upper": 650.0},
+            # ... but sao reaches the absolute level first
+            {"method": "grpo", "iqm": 850.0, "lower": 800.0, "upper": 900.0},
+            {"method": "sao", "iqm": 650.0, "lower": 600.0, "upper": 700.0},
+        ]
+    )
+    rows.loc[2:, "metric"] = "time_to_oracle_fraction"
+    assert verdict_table(rows).loc[0, "recovered first"] == "grpo"
+    absolute = verdict_table(rows, metric="time_to_oracle_fraction")
+    assert absolute.loc[0, "recovered first"] == "sao"
+    assert absolute.loc[0, "verdict"] == "sao first, intervals apart"
