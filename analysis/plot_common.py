@@ -44,6 +44,11 @@ def new_axes(ax: Axes | None, figsize: tuple[float, float] = (9.0, 4.8)) -> Axes
 PHASE_LABEL_CHARS = 22  # a longer phase name is numbered on the plot and spelled out below
 
 
+def phase_caption(phase_names: Sequence[str]) -> str:
+    """The phase names, one per line, numbered as the plot numbers its phases."""
+    return "\n".join(f"phase {number}: {name}" for number, name in enumerate(phase_names, 1))
+
+
 def draw_shift_markers(
     ax: Axes,
     positions: Sequence[float],
@@ -84,7 +89,7 @@ def draw_shift_markers(
         )
     if not spelled_out:
         return None
-    return "\n".join(f"phase {number}: {name}" for number, (name, _) in enumerate(shown, 1))
+    return phase_caption([name for name, _ in shown])
 
 
 def seed_band(

@@ -26,6 +26,7 @@ from sao_online.analysis.plot_common import (
     label_colors,
     method_colors,
     new_axes,
+    phase_caption,
     save_figure,
     seed_band,
 )
@@ -191,7 +192,7 @@ def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> str | None:
         width = min(map(len, shifts))
         median = list(np.median([row[:width] for row in shifts], axis=0))
         draw_shift_markers(ax, median, names, color=colors[method], label_phases=False)
-    phases = "\n".join(f"phase {number}: {name}" for number, name in enumerate(names or [], 1))
+    phases = phase_caption(names or [])
     return "dashed lines: each method's shifts (median over its seeds), in its colour" + (
         f"\n{phases}" if phases else ""
     )
