@@ -25,7 +25,8 @@ class Batch:
     episode_rewards: torch.Tensor  # [B] float32
     group_ids: torch.Tensor  # [B] int64
     num_action_tokens: torch.Tensor  # [B] int64
-    # The environment's last info of each episode (task, difficulty, ...), for keyed baselines.
+    # What each episode's prompt was (task, difficulty, ...), for keyed baselines: the env's last
+    # info, overlaid with the reset-info entries it declares as ``prompt_keys`` (those win).
     episode_infos: tuple[dict, ...] = ()
 
     @property
@@ -86,5 +87,5 @@ def collate(trajectories: Sequence[Trajectory], pad_token_id: int) -> Batch:
         episode_rewards=rewards.sum(dim=1),
         group_ids=torch.tensor([t.group_id for t in trajectories], dtype=torch.long),
         num_action_tokens=action_mask.sum(dim=1),
-        episode_infos=tuple(t.info for t in trajectories),
+        episode_infos=tuple({**t.info, **t.prompt_info} for t in trajectories),
     )

@@ -23,7 +23,12 @@ TURN_IDS = [-1, 0, 0, -1, -1, 1]
 VALUES = torch.tensor([[0.0, 0.5, 0.6, 0.2, 0.3, 0.8]])
 
 
-def trajectory(reward: float = 1.0, info: dict | None = None, group_id: int = 0) -> Trajectory:
+def trajectory(
+    reward: float = 1.0,
+    info: dict | None = None,
+    group_id: int = 0,
+    prompt_info: dict | None = None,
+) -> Trajectory:
     n = len(ACTION_MASK)
     rewards = torch.zeros(n)
     rewards[-1] = reward
@@ -44,6 +49,7 @@ def trajectory(reward: float = 1.0, info: dict | None = None, group_id: int = 0)
         terminated=True,
         truncated=False,
         info=info or {},
+        prompt_info=prompt_info or {},
     )
 
 
@@ -140,6 +146,18 @@ def test_per_prompt_baseline_reads_the_env_info_through_the_batch():
     assert result.advantages[0].tolist() == [0, -1.0, -1.0, 0, 0, -1.0]
     assert result.advantages[1].tolist() == [0.0] * 6
     assert set(estimator.state_dict()["rewards"]) == {"add/1", "add/5", "sort/5"}
+
+
+def test_per_prompt_baseline_prefers_what_the_reset_said_the_prompt_was():
+    # The last info can describe the end state (here a task the env moved on to); the class
+    # comes from the reset's declared prompt keys, and keys the reset left out from the info.
+    estimator = KeyedRunningMeanAdvantage(keys=("task", "difficulty"), window=4)
+    batch = collate(
+        [trajectory(1.0, {"task": "end", "difficulty": 3}, prompt_info={"task": "add"})],
+        pad_token_id=0,
+    )
+    estimator(batch, None)
+    assert set(estimator.state_dict()["rewards"]) == {"add/3"}
 
 
 def test_per_prompt_baseline_names_a_missing_info_key():

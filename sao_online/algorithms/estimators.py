@@ -116,9 +116,11 @@ class RunningMeanAdvantage:
 class KeyedRunningMeanAdvantage:
     """Advantage = episode reward minus the running mean of its prompt class (no critic).
 
-    The prompt class is read from the environment's last ``info`` of each episode: the values
-    of ``keys`` joined by ``/`` (e.g. ``keys=("task", "difficulty")`` gives ``"add/3"``). The
-    paper's per-prompt running-mean ablation, with prompts grouped by what the env reports.
+    The prompt class is the values of ``keys`` joined by ``/`` (e.g. ``keys=("task",
+    "difficulty")`` gives ``"add/3"``), read from what the reset said the prompt was (the env's
+    ``prompt_keys``), else from the episode's last ``info``, so envs that declare no
+    ``prompt_keys`` work too. The paper's per-prompt running-mean ablation, with prompts grouped
+    by what the env reports.
 
     Raises (when called):
         ValueError: an episode's info lacks one of ``keys`` (the message lists what it has).
