@@ -10,7 +10,8 @@ torch.set_num_threads(1)
 TESTS = Path(__file__).resolve().parent
 
 #: `make test` runs the suite on every core (pytest-xdist, ``--dist loadgroup``). The modules
-#: below run together, one after another, on one worker; everything else is spread freely.
+#: below run together, one after another, on one worker; everything else is spread freely,
+#: except tests marked ``xdist_group`` in their module (those sharing an expensive fixture).
 RUN_TOGETHER = {
     # Sandboxes: the containment tests check that no ``sao-sandbox-*`` folder is left in the
     # shared temp dir (a run on another worker would leave one for a moment), and their fork
@@ -20,17 +21,26 @@ RUN_TOGETHER = {
     "environments/test_code_shift.py": "sandbox",
     "environments/test_env_contract.py": "sandbox",
     "test_bench_sandbox.py": "sandbox",
-    # SmolLM2: one module-scoped load of a 135M-parameter model instead of one per worker.
-    "test_smollm2.py": "smollm2",
 }
+
+
+#: Modules of the longest tests (a real model, several end-to-end runs each), handed out first:
+#: a minutes-long test that starts last keeps one worker busy after the other has finished.
+START_FIRST = ["test_smollm2.py", "runtime/test_bench_async.py", "runtime/test_async_backends.py"]
+
+
+def _module(item: pytest.Item) -> str | None:
+    try:
+        return item.path.relative_to(TESTS).as_posix()
+    except ValueError:  # a test outside tests/ (run by path)
+        return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
 def pytest_collection_modifyitems(items):
     for item in items:
-        try:
-            module = item.path.relative_to(TESTS).as_posix()
-        except ValueError:  # a test outside tests/ (run by path): no group
-            continue
-        if module in RUN_TOGETHER:
-            item.add_marker(pytest.mark.xdist_group(RUN_TOGETHER[module]))
+        if _module(item) in RUN_TOGETHER:
+            item.add_marker(pytest.mark.xdist_group(RUN_TOGETHER[_module(item)]))
+    # A stable sort: the first modules in START_FIRST order, everything else as collected.
+    rank = {module: position for position, module in enumerate(START_FIRST)}
+    items.sort(key=lambda item: rank.get(_module(item), len(START_FIRST)))

@@ -26,16 +26,26 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "smollm2-styleshift.y
 
 
 @pytest.fixture(scope="module")
-def smollm2():
+def smollm2_installed():
     try:
         resolve_model_source("smollm2-135m")
     except ModelNotFoundError as error:
         if os.environ.get("CI"):
             raise
         pytest.skip(f"SmolLM2 not installed: {error}")
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_installed):
     return load_policy("smollm2-135m")
 
 
+# The tests that use the loaded model run on one xdist worker, so it is loaded once (`make test`
+# runs with --dist loadgroup); the training run loads its own and may run beside them.
+shares_the_loaded_model = pytest.mark.xdist_group("smollm2-model")
+
+
+@shares_the_loaded_model
 def test_gguf_loads_with_its_chat_template(smollm2):
     model, tokenizer = smollm2
     assert model.config.num_hidden_layers == 30 and model.config.num_key_value_heads == 3
@@ -48,6 +58,7 @@ def test_gguf_loads_with_its_chat_template(smollm2):
     )
 
 
+@shares_the_loaded_model
 def test_cached_decoding_and_prefix_sharing_equal_uncached_references(smollm2):
     model, tokenizer = smollm2
     stop_ids = {tokenizer.eos_token_id}
@@ -104,7 +115,7 @@ def test_cached_decoding_and_prefix_sharing_equal_uncached_references(smollm2):
     )
 
 
-def test_two_sao_updates_on_styleshift(smollm2, tmp_path):
+def test_two_sao_updates_on_styleshift(smollm2_installed, tmp_path):
     config = load_config(
         CONFIG,
         [
