@@ -17,6 +17,7 @@ import pytest
 from conftest import sandbox_processes
 
 from sao_online.environments import CodeShiftEnv
+from sao_online.environments.sandbox.base import FIRST_RUN_UID, MAX_CONCURRENT_RUNS
 
 WALL_SECONDS = 3.0
 #: Beyond the wall timeout: killing, cleanup and, for Docker, the exec round trips (the
@@ -30,7 +31,26 @@ def _needs_namespaces(sandbox, what: str) -> None:
 
 
 def _host_leftovers() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "sao-sandbox-*")))
+    """The host's sandbox folders that runs of this process made.
+
+    As root each run's folder belongs to one of this process's run uids (a block of
+    ``MAX_CONCURRENT_RUNS`` from ``FIRST_RUN_UID + pid * MAX_CONCURRENT_RUNS``), so the folders
+    of tests running meanwhile in other processes (pytest-xdist workers) are left out; without
+    root every folder counts.
+    """
+    folders = set(glob.glob(os.path.join(tempfile.gettempdir(), "sao-sandbox-*")))
+    if os.geteuid() != 0:
+        return folders
+    first_uid = FIRST_RUN_UID + os.getpid() * MAX_CONCURRENT_RUNS
+    ours = set()
+    for folder in folders:
+        try:
+            owner = os.stat(folder).st_uid
+        except FileNotFoundError:  # removed meanwhile
+            continue
+        if first_uid <= owner < first_uid + MAX_CONCURRENT_RUNS:
+            ours.add(folder)
+    return ours
 
 
 def _assert_no_process_left(run_id: str) -> None:
@@ -179,3 +199,25 @@ def test_writing_outside_the_folder(sandbox, tmp_path):
     observation, _ = observation_of(sandbox, body)
     assert "got 'written'" in observation  # the writes "worked", inside the sandbox only
     assert not any(os.path.exists(target) for target in targets)
+
+
+def test_the_leftover_check_sees_a_folder_a_run_of_this_process_leaves(sandbox, monkeypatch):
+    """What the no-folder-left assertions rely on: a folder this process's run failed to remove
+    is counted, however many other processes run sandboxes at the same time."""
+    if sandbox.name == "docker":
+        pytest.skip("the docker sandbox makes no host folder")
+    import shutil
+
+    from sao_online.environments.sandbox import TestCase, local
+
+    kept = []
+    monkeypatch.setattr(local.shutil, "rmtree", lambda path, **_: kept.append(str(path)))
+    before = _host_leftovers()
+    result = sandbox.run("def add(a, b):\n    return a + b\n", "add", [TestCase((1, 2), 3)])
+    monkeypatch.undo()
+    try:
+        assert result.all_passed and len(kept) == 1
+        assert _host_leftovers() - before == set(kept)
+    finally:
+        for folder in kept:
+            shutil.rmtree(folder, ignore_errors=True)
