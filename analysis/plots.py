@@ -508,8 +508,7 @@ def plot_update_metric(
     # A window of 99.5 episodes reads as a bug; whole units are what a reader counts in.
     window = f"{smooth:,.0f}" if smooth >= 10 else f"{smooth:.3g}"
     default_title = (
-        f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
-        f"{window} {UPDATE_AXES[x]})"
+        f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over {window} {UPDATE_AXES[x]})"
     )
     # Wrapped to the width of a panel: side-by-side panels would cut a longer line off.
     ax.set_title(
