@@ -505,9 +505,10 @@ def plot_update_metric(
     ax.set_xlabel(UPDATE_AXES[x])
     ax.set_ylabel(METRIC_LABELS.get(name, name))
     logged = f"{name}, " if name in METRIC_LABELS else ""  # the key in updates.parquet
+    # A window of 99.5 episodes reads as a bug; whole units are what a reader counts in.
+    window = f"{smooth:,.0f}" if smooth >= 10 else f"{smooth:.3g}"
     default_title = (
-        f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over "
-        f"{smooth:.3g} {UPDATE_AXES[x]})"
+        f"{METRIC_LABELS.get(name, name)}\n({logged}trailing mean over {window} {UPDATE_AXES[x]})"
     )
     # Wrapped to the width of a panel: side-by-side panels would cut a longer line off.
     ax.set_title(

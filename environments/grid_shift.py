@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -133,6 +133,10 @@ class GridShiftEnv(DriftingTextEnv):
     Args:
         max_turns: actions before truncation (at least 7, the longest start distance).
         move_cost: reward subtracted per action, in [0, 0.1].
+        demo_moves: the conventions demonstrations draw their controls from (default: all of
+            :data:`CONVENTIONS`). A warm start learns the mixture step by step, not one
+            convention per episode, so each convention added makes it a worse walker; name
+            the ones a schedule moves between to keep it undecided about just those.
     """
 
     description: ClassVar[str] = (
@@ -146,7 +150,12 @@ class GridShiftEnv(DriftingTextEnv):
     max_action_length: ClassVar[int] = 16
     prompt_keys: ClassVar[dict[str, type]] = {"difficulty": int}
 
-    def __init__(self, max_turns: int = 10, move_cost: float = 0.02) -> None:
+    def __init__(
+        self,
+        max_turns: int = 10,
+        move_cost: float = 0.02,
+        demo_moves: Sequence[str] | None = None,
+    ) -> None:
         super().__init__()
         if (
             isinstance(max_turns, bool)
@@ -160,8 +169,22 @@ class GridShiftEnv(DriftingTextEnv):
             or not 0 <= move_cost <= 0.1
         ):
             raise ValueError(f"move_cost: expected a number in [0, 0.1], got {move_cost!r}")
+        if demo_moves is None:
+            demo_moves = tuple(CONVENTIONS)
+        if (
+            isinstance(demo_moves, str)
+            or not isinstance(demo_moves, Sequence)
+            or not demo_moves
+            or not set(demo_moves) <= set(CONVENTIONS)
+        ):
+            raise ValueError(
+                f"demo_moves: expected a non-empty list drawn from {', '.join(CONVENTIONS)}, "
+                f"got {demo_moves!r}"
+            )
         self.max_turns = max_turns
         self.move_cost = float(move_cost)
+        # In CONVENTIONS order, duplicates dropped, so a draw depends on the set only.
+        self.demo_moves = tuple(name for name in CONVENTIONS if name in demo_moves)
         self._walls: frozenset[Cell] = frozenset()
         self._goal: Cell = (0, 0)
         self._position: Cell = (0, 0)
@@ -291,12 +314,12 @@ class GridShiftEnv(DriftingTextEnv):
     def demonstration_action(self, observation: str, info: dict[str, Any]) -> str:
         """A shortest-path move under controls drawn once per episode, not the live ones.
 
-        The controls are drawn uniformly from :data:`CONVENTIONS`. A hidden goal is looked for
+        The controls are drawn uniformly from ``demo_moves``. A hidden goal is looked for
         at a corner drawn uniformly, then at the other one; a shown goal is walked to. So the
         demonstrations navigate competently and are undecided about what the drift hides.
         """
         if self._demo_plan is None:
-            conventions = tuple(CONVENTIONS)
+            conventions = self.demo_moves
             convention = conventions[int(self.np_random.integers(len(conventions)))]
             if self._theta["goal"] == "shown":
                 targets = [self._goal]

@@ -32,8 +32,8 @@ def sample(ctx):
 @pytest.mark.parametrize(
     ("path", "shift_at", "parameter"),
     [
-        ("configs/reason_shift.yaml", 320, "answer_format"),
-        ("configs/grid_shift.yaml", 240, "moves"),
+        ("configs/reason_shift.yaml", 1500, "answer_format"),
+        ("configs/grid_shift.yaml", 400, "moves"),
     ],
 )
 def test_configs_load_and_their_schedules_fit_the_env(path, shift_at, parameter):

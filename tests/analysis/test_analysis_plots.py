@@ -166,6 +166,10 @@ def test_update_metric_curve_is_the_smoothed_value():
     grid, values = ax.get_lines()[0].get_xdata(), ax.get_lines()[0].get_ydata()
     at_ten = values[np.argmin(np.abs(grid - 10))]
     assert at_ten == pytest.approx(9.5)  # versions 9 and 10
+    # The title names the window in whole units once it spans ten or more.
+    wide = plot_update_metric(updates, "charts/loss", smooth=12.5)
+    assert "trailing mean over 12 learner version" in wide.get_title().replace("\n", " ")
+    assert "over 2 learner version" in ax.get_title().replace("\n", " ")
 
 
 def test_metric_intervals_mark_censoring(tmp_path):

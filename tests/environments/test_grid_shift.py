@@ -210,9 +210,28 @@ def test_demonstrations_reach_a_shown_goal_when_their_convention_is_live():
     assert reached > 40
 
 
+def test_demonstrations_draw_only_the_named_conventions():
+    env = GridShiftEnv(demo_moves=["mirrored", "compass", "mirrored"])
+    assert env.demo_moves == ("compass", "mirrored")
+    drawn = Counter()
+    for seed in range(200):
+        observation, info = env.reset(seed=seed, options={"drift": {"moves": "compass"}})
+        env.demonstration_action(observation, info)
+        drawn[env._demo_plan[0]] += 1
+    assert set(drawn) == {"compass", "mirrored"} and min(drawn.values()) > 70, drawn
+    # With one convention, and it live, every demonstration is the oracle's path.
+    env = GridShiftEnv(demo_moves=["compass"])
+    for seed in range(20):
+        observation, info = env.reset(seed=seed, options={"drift": {"moves": "compass"}})
+        assert run(env, observation, info, env.demonstration_action)[1] == info["difficulty"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "named"),
     [
+        ({"demo_moves": []}, "demo_moves"),
+        ({"demo_moves": "compass"}, "demo_moves"),
+        ({"demo_moves": ["compass", "diagonal"]}, "demo_moves"),
         ({"max_turns": 6}, "max_turns"),
         ({"max_turns": 10.0}, "max_turns"),
         ({"move_cost": 0.5}, "move_cost"),
