@@ -37,6 +37,12 @@ FIRST_RUN_UID = 100_000
 MAX_CONCURRENT_RUNS = 64
 
 
+def run_uid_block(pid: int | None = None) -> range:
+    """The run uids of process ``pid`` (default: this one)."""
+    base = FIRST_RUN_UID + (os.getpid() if pid is None else pid) * MAX_CONCURRENT_RUNS
+    return range(base, base + MAX_CONCURRENT_RUNS)
+
+
 class _RunUids:
     """This process's block of run uids (a forked child takes its own block)."""
 
@@ -52,8 +58,7 @@ class _RunUids:
         with self._lock:
             if self._pid != os.getpid():
                 self._pid = os.getpid()
-                base = FIRST_RUN_UID + self._pid * MAX_CONCURRENT_RUNS
-                self._free = list(range(base + MAX_CONCURRENT_RUNS - 1, base - 1, -1))
+                self._free = list(reversed(run_uid_block(self._pid)))
             uid = self._free.pop()
         try:
             yield uid

@@ -17,7 +17,7 @@ import pytest
 from conftest import sandbox_processes
 
 from sao_online.environments import CodeShiftEnv
-from sao_online.environments.sandbox.base import FIRST_RUN_UID, MAX_CONCURRENT_RUNS
+from sao_online.environments.sandbox.base import run_uid_block
 
 WALL_SECONDS = 3.0
 #: Beyond the wall timeout: killing and cleanup (the machine this runs on may be loaded).
@@ -36,22 +36,21 @@ def _needs_namespaces(sandbox, what: str) -> None:
 def _host_leftovers() -> set[str]:
     """The host's sandbox folders that runs of this process made.
 
-    As root each run's folder belongs to one of this process's run uids (a block of
-    ``MAX_CONCURRENT_RUNS`` from ``FIRST_RUN_UID + pid * MAX_CONCURRENT_RUNS``), so the folders
-    of tests running meanwhile in other processes (pytest-xdist workers) are left out; without
-    root every folder counts.
+    As root each run's folder belongs to one of this process's run uids (``run_uid_block``), so
+    the folders of tests running meanwhile in other processes (pytest-xdist workers) are left
+    out; without root every folder counts.
     """
     folders = set(glob.glob(os.path.join(tempfile.gettempdir(), "sao-sandbox-*")))
     if os.geteuid() != 0:
         return folders
-    first_uid = FIRST_RUN_UID + os.getpid() * MAX_CONCURRENT_RUNS
+    ours_uids = run_uid_block()
     ours = set()
     for folder in folders:
         try:
             owner = os.stat(folder).st_uid
         except FileNotFoundError:  # removed meanwhile
             continue
-        if first_uid <= owner < first_uid + MAX_CONCURRENT_RUNS:
+        if owner in ours_uids:
             ours.add(folder)
     return ours
 
