@@ -1,6 +1,11 @@
-"""The ``local`` backend: rollout workers in spawned processes, the learner in the main process.
+"""The ``local`` backend: rollout workers in fresh processes, the learner in the main process.
 
-Each worker process (spawn context, one torch thread) runs ``run_rollout_worker``. Tasks reach it
+Each worker process (one torch thread) runs ``run_rollout_worker``. Workers come from a
+forkserver that imported torch, transformers and the worker code once: a spawned worker spent
+about 5 s importing them, at every start and every restart after a crash. Like spawn, the
+forkserver starts clean (it never ran the learner: no threads, no torch state to inherit), each
+worker imports the parent's main script again, and the worker takes the parent's environment
+variables as they are at launch (the server's copy dates from its own start). Tasks reach it
 through a pipe; trajectories come back through another, sent by a thread so a busy learner never
 stalls decoding. Weights are published through shared memory (``SharedWeights``) with a version
 counter. The orchestration (admission, group barrier, staleness, faults) is ``AsyncRuntime``'s.
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing.connection
+import os
 import pickle
 import queue
 import signal
@@ -28,7 +34,20 @@ from sao_online.runtime.weights import SharedWeights
 _STOP_JOIN_SECONDS = 3.0
 
 
+def worker_context() -> Any:
+    """The multiprocessing context of rollout workers: a forkserver that preloads this module.
+
+    The server starts with the first worker of the process and serves every later run's workers.
+    """
+    context = torch.multiprocessing.get_context("forkserver")
+    # Replaces the default preload (the main script): each worker imports that itself, as
+    # under spawn, so a script without a main guard is caught the same way (main_guard.py).
+    context.set_forkserver_preload([__name__])
+    return context
+
+
 def _worker_main(
+    environment: dict[str, str],
     incarnation: int,
     seed: int,
     config_dict: dict[str, Any],
@@ -39,7 +58,9 @@ def _worker_main(
     in_flight: bool,
     num_slots: int,
 ) -> None:
-    """Body of one rollout-worker process (module level so spawn can import it)."""
+    """Body of one rollout-worker process (module level so the forkserver can import it)."""
+    os.environ.clear()
+    os.environ.update(environment)
     # Ctrl-C reaches the whole process group; only the main process reacts to it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
@@ -85,7 +106,7 @@ class _WorkerProcess:
 
 
 class ProcessWorkerPool:
-    """Rollout workers as spawned processes (a ``WorkerPool``).
+    """Rollout workers as processes from a preloaded forkserver (a ``WorkerPool``).
 
     Args:
         config: the run's config.
@@ -95,7 +116,7 @@ class ProcessWorkerPool:
 
     def __init__(self, config: Any, model: torch.nn.Module, version: int) -> None:
         self.config = config
-        self.context = torch.multiprocessing.get_context("spawn")
+        self.context = worker_context()
         self.weights = SharedWeights(model, self.context, version=version)
         self.stop = self.context.Event()
         self.num_slots = worker_slots(config)
@@ -111,6 +132,7 @@ class ProcessWorkerPool:
             name=f"sao-rollout-{index}",
             daemon=True,
             args=(
+                dict(os.environ),
                 index,
                 seed,
                 self.config.to_dict(),

@@ -30,14 +30,24 @@ from sao_online.runtime.weights import SharedWeights
 
 @pytest.fixture
 def no_network(monkeypatch):
-    """Records (and refuses) every attempt to open a network connection."""
+    """Records (and refuses) every attempt to open a network connection.
+
+    Unix sockets stay open: they never leave the machine, and the local backend's forkserver
+    hands out its rollout workers through one.
+    """
     attempts = []
+    connect = socket.socket.connect
 
     def refuse(*args, **kwargs):
         attempts.append(args)
         raise OSError("network disabled in this test")
 
-    monkeypatch.setattr(socket.socket, "connect", refuse)
+    def connect_unless_network(sock, address):
+        if sock.family == socket.AF_UNIX:
+            return connect(sock, address)
+        return refuse(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect_unless_network)
     monkeypatch.setattr(socket, "create_connection", refuse)
     return attempts
 
