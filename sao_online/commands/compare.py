@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import queue
 import warnings
@@ -15,6 +14,7 @@ from tqdm import tqdm
 from sao_online.config import ConfigError, ExperimentConfig, load_config
 from sao_online.runlog import run_directory
 from sao_online.runtime.main_guard import require_main_guard
+from sao_online.runtime.processes import adopt_environment, process_context
 
 
 def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
@@ -41,7 +41,10 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     )  # to the parent's bar
 
 
-def _worker(job: dict[str, Any], progress: Any, results: Any) -> None:
+def _worker(
+    job: dict[str, Any], environment: dict[str, str], progress: Any, results: Any
+) -> None:
+    adopt_environment(environment)
     try:
         results.put(("ok", job["name"], _run_one(job, progress)))
     except BaseException as error:  # reported to the parent, which raises it with the run's name
@@ -70,7 +73,8 @@ def compare(
     interrupted comparison has whole seeds. With ``resume``, runs that exist
     continue from their last checkpoint (finished ones end at once) and missing ones start.
     The warm start is built once up front (it is shared by every run: same starting checkpoint
-    for every method and seed). Runs go in spawned processes: call this under
+    for every method and seed). Runs go in child processes (a preloaded forkserver's, see
+    ``sao_online.runtime.processes``), which import your script again: call this under
     ``if __name__ == "__main__":`` in a script.
 
     Args:
@@ -132,7 +136,7 @@ def compare(
             )
     total = base.budget.episodes * len(jobs)
     parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
-    context = mp.get_context("spawn")
+    context = process_context()
     progress_queue, results = context.Queue(), context.Queue()
     bar = tqdm(
         total=total,
@@ -146,7 +150,9 @@ def compare(
         while pending or running:
             while pending and len(running) < parallel:
                 job = pending.pop(0)
-                process = context.Process(target=_worker, args=(job, progress_queue, results))
+                process = context.Process(
+                    target=_worker, args=(job, dict(os.environ), progress_queue, results)
+                )
                 process.start()
                 running[job["name"]] = process
             with contextlib.suppress(queue.Empty):

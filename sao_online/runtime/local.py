@@ -1,14 +1,11 @@
 """The ``local`` backend: rollout workers in fresh processes, the learner in the main process.
 
-Each worker process (one torch thread) runs ``run_rollout_worker``. Workers come from a
-forkserver that imported torch, transformers and the worker code once: a spawned worker spent
-about 5 s importing them, at every start and every restart after a crash. Like spawn, the
-forkserver starts clean (it never ran the learner: no threads, no torch state to inherit), each
-worker imports the parent's main script again, and the worker takes the parent's environment
-variables as they are at launch (the server's copy dates from its own start). Tasks reach it
-through a pipe; trajectories come back through another, sent by a thread so a busy learner never
-stalls decoding. Weights are published through shared memory (``SharedWeights``) with a version
-counter. The orchestration (admission, group barrier, staleness, faults) is ``AsyncRuntime``'s.
+Each worker process (one torch thread) runs ``run_rollout_worker``; it comes from the preloaded
+forkserver of ``processes.py``, so a start or a restart after a crash skips the imports. Tasks
+reach it through a pipe; trajectories come back through another, sent by a thread so a busy
+learner never stalls decoding. Weights are published through shared memory (``SharedWeights``)
+with a version counter. The orchestration (admission, group barrier, staleness, faults) is
+``AsyncRuntime``'s.
 """
 
 from __future__ import annotations
@@ -28,22 +25,11 @@ import torch
 import torch.multiprocessing
 
 from sao_online.runtime.pool import worker_slots
+from sao_online.runtime.processes import adopt_environment, process_context
 from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 from sao_online.runtime.weights import SharedWeights
 
 _STOP_JOIN_SECONDS = 3.0
-
-
-def worker_context() -> Any:
-    """The multiprocessing context of rollout workers: a forkserver that preloads this module.
-
-    The server starts with the first worker of the process and serves every later run's workers.
-    """
-    context = torch.multiprocessing.get_context("forkserver")
-    # Replaces the default preload (the main script): each worker imports that itself, as
-    # under spawn, so a script without a main guard is caught the same way (main_guard.py).
-    context.set_forkserver_preload([__name__])
-    return context
 
 
 def _worker_main(
@@ -58,9 +44,8 @@ def _worker_main(
     in_flight: bool,
     num_slots: int,
 ) -> None:
-    """Body of one rollout-worker process (module level so the forkserver can import it)."""
-    os.environ.clear()
-    os.environ.update(environment)
+    """Body of one rollout-worker process (module level so the child can import it)."""
+    adopt_environment(environment)
     # Ctrl-C reaches the whole process group; only the main process reacts to it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
@@ -106,7 +91,7 @@ class _WorkerProcess:
 
 
 class ProcessWorkerPool:
-    """Rollout workers as processes from a preloaded forkserver (a ``WorkerPool``).
+    """Rollout workers as child processes (a ``WorkerPool``).
 
     Args:
         config: the run's config.
@@ -116,7 +101,7 @@ class ProcessWorkerPool:
 
     def __init__(self, config: Any, model: torch.nn.Module, version: int) -> None:
         self.config = config
-        self.context = worker_context()
+        self.context = process_context()
         self.weights = SharedWeights(model, self.context, version=version)
         self.stop = self.context.Event()
         self.num_slots = worker_slots(config)
