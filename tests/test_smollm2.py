@@ -5,6 +5,7 @@ update runs a 135M-parameter policy and critic. ``make test`` installs the model
 tests are skipped, except under CI (``CI`` set), where a missing model is a failure.
 """
 
+import copy
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 import torch
 from chat_models import reference_greedy_episode
 
+from sao_online import pretrain
 from sao_online.batching import collate
 from sao_online.config import load_config
 from sao_online.models import ChatLayout, ModelNotFoundError, load_policy, resolve_model_source
@@ -41,7 +43,8 @@ def smollm2(smollm2_installed):
 
 
 # The tests that use the loaded model run on one xdist worker, so it is loaded once (`make test`
-# runs with --dist loadgroup); the training run loads its own and may run beside them.
+# runs with --dist loadgroup): reading the GGUF file takes about 20 s (its 49k-token vocabulary
+# is parsed in Python for the tokenizer, the config and the weights alike).
 shares_the_loaded_model = pytest.mark.xdist_group("smollm2-model")
 
 
@@ -115,21 +118,34 @@ def test_cached_decoding_and_prefix_sharing_equal_uncached_references(smollm2):
     )
 
 
-def test_two_sao_updates_on_styleshift(smollm2_installed, tmp_path):
+@shares_the_loaded_model
+def test_two_sao_updates_on_styleshift(smollm2, tmp_path, monkeypatch):
+    # The run asks for the model by name; it gets a copy of the one loaded above (the tests
+    # above check that loading), so the GGUF file is not read a second time.
+    model, tokenizer = smollm2
+    requested = []
+
+    def copy_of_the_loaded_model(name, gguf_file=None, dtype=None):
+        requested.append((name, gguf_file, dtype))
+        return copy.deepcopy(model), tokenizer
+
+    monkeypatch.setattr(pretrain, "load_policy", copy_of_the_loaded_model)
+    kept = {name: tensor.clone() for name, tensor in list(model.state_dict().items())[:4]}
     config = load_config(
         CONFIG,
         [
-            "budget.episodes=8",
-            "rollout.batch_size=4",
-            "rollout.num_slots=4",
-            "rollout.max_action_tokens=16",
+            "budget.episodes=4",
+            "rollout.batch_size=2",
+            "rollout.num_slots=2",
+            "rollout.max_action_tokens=8",
             "algorithm.critic_warmup_steps=0",
             f"logging.out={tmp_path}",
         ],
     )
     assert config.model.name == "smollm2-135m" and config.algorithm.name == "sao"
     summary = run_experiment(config, threads=1)
-    assert summary["episodes"] == 8 and summary["updates"] == 2
+    assert requested == [("smollm2-135m", None, torch.float32)]
+    assert summary["episodes"] == 4 and summary["updates"] == 2
     run = Path(summary["run_dir"])
     updates = RunLog(run).read("updates")
     assert len(updates) == 2
@@ -139,5 +155,7 @@ def test_two_sao_updates_on_styleshift(smollm2_installed, tmp_path):
             updates[column].notna().all()
             and torch.isfinite(torch.tensor(updates[column].to_numpy())).all()
         ), column
+    # The run trained its copy: the model the other tests read is as loaded.
+    assert all(torch.equal(model.state_dict()[name], kept[name]) for name in kept)
     episodes = RunLog(run).read("episodes")
-    assert len(episodes) == 8 and (episodes["num_action_tokens"] > 0).all()
+    assert len(episodes) == 4 and (episodes["num_action_tokens"] > 0).all()
