@@ -33,6 +33,10 @@ TINY = [
     "logging.checkpoint_every=0",
 ]
 BACKENDS = ["local", "ray"]
+#: Workers of the fault tests (kill, interrupt), which start every worker twice. A Ray actor
+#: imports torch and transformers afresh (about 5 s); the local backend's workers come from a
+#: preloaded forkserver. Several actors at once are exercised by the tests before them.
+FAULT_TEST_WORKERS = {"local": 2, "ray": 1}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -149,6 +153,7 @@ def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(
     # Latency keeps episodes in flight for a while, so the kill finds plans to drop.
     config = tiny(
         backend,
+        f"runtime.num_workers={FAULT_TEST_WORKERS[backend]}",
         "budget.episodes=32",
         "env.latency_mean=0.15",
         "env.latency_sigma=0.5",
@@ -184,7 +189,12 @@ def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_interrupted_run_resumes_without_losing_or_repeating_episodes(tmp_path, backend):
-    config = tiny(backend, "budget.episodes=32", "runtime.max_staleness=2")
+    config = tiny(
+        backend,
+        f"runtime.num_workers={FAULT_TEST_WORKERS[backend]}",
+        "budget.episodes=32",
+        "runtime.max_staleness=2",
+    )
     updates_done = []
 
     def interrupt_after_first_update(episodes: int) -> None:
