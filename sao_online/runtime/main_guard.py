@@ -1,11 +1,12 @@
 """A clear error for the missing ``if __name__ == "__main__":`` guard.
 
-The local backend and ``compare`` start their processes with ``spawn``, which imports the
-parent's main script again in every child. A script that starts a run at top level then starts
-it again in each child, whose workers do the same: without a guard the run never gets going
-and only reports that its workers keep dying. Both sides are checked here: a child that
-finds itself starting a run while it imports the main script stops with this message, and the
-parent refuses to spawn from a script file that has no guard at all.
+The local backend and ``compare`` start their processes as spawn does (from a forkserver,
+``processes.py``): each child imports the parent's main script again. A script that starts a
+run at top level then starts it again in each child, whose workers do the same: without a guard
+the run never gets going and only reports that its workers keep dying. Both sides are checked
+here: a child that finds itself starting a run while it imports the main script stops with
+this message, and the parent refuses to start children from a script file that has no guard at
+all.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ class MissingMainGuardError(RuntimeError):
 
 def _message(what: str, script: str) -> str:
     return (
-        f"{what} starts processes with 'spawn', which runs your script {script} again in each "
+        f"{what} starts processes that run your script {script} again in each "
         'of them; put the code that starts runs under `if __name__ == "__main__":` (see the '
         "README's Python API section), or use runtime.backend: sync"
     )
 
 
 def importing_main_in_child() -> bool:
-    """True while a spawned child process is importing the parent's main script."""
-    # multiprocessing's own check for the same mistake reads this flag (spawn.py).
+    """True while a child process is importing the parent's main script."""
+    # multiprocessing's own check for the same mistake reads this flag (spawn.py; forkserver
+    # children start through the same code).
     return multiprocessing.parent_process() is not None and bool(
         getattr(multiprocessing.current_process(), "_inheriting", False)
     )
