@@ -24,9 +24,21 @@ RUN_TOGETHER = {
 }
 
 
-#: Modules of the longest tests (a real model, several end-to-end runs each), handed out first:
-#: a minutes-long test that starts last keeps one worker busy after the other has finished.
-START_FIRST = ["test_smollm2.py", "runtime/test_bench_async.py", "runtime/test_async_backends.py"]
+#: Modules of the longest single tests (10-30 s each serially: a real model, several processes
+#: per run, CLI processes), handed out first, longest first: one that starts last keeps a worker
+#: busy after the other has finished. Groups go out before any of them (xdist orders work units
+#: by their number of tests): the sandbox group (about two minutes serially on one core), then
+#: SmolLM2's (about one).
+START_FIRST = [
+    "test_smollm2.py",
+    "test_user_task_cli.py",
+    "runtime/test_bench_async.py",
+    "test_api.py",
+    "runtime/test_async_backends.py",
+    "runtime/test_ray_two_nodes.py",
+    "runtime/test_async_invariants.py",
+    "test_chat_model_rollout.py",
+]
 
 
 def _module(item: pytest.Item) -> str | None:
