@@ -47,6 +47,9 @@ PathsLike = str | os.PathLike | Sequence[str | os.PathLike]
 def find_run_dirs(paths: PathsLike) -> list[Path]:
     """Every directory at or below ``paths`` that holds a ``config.yaml``, sorted, no duplicates.
 
+    Symbolic links to folders are followed; a run reached twice (through a link and directly)
+    counts once, by its resolved path.
+
     Args:
         paths: one or more run roots, experiment dirs, method dirs or single seed dirs.
 
@@ -60,7 +63,15 @@ def find_run_dirs(paths: PathsLike) -> list[Path]:
         if not root.is_dir():
             raise RunLoadError(f"{root}: expected a directory of runs, got a file")
         here: list[Path] = []
-        for folder, subfolders, files in os.walk(root):
+        # Symlinked folders are followed (pooling seed sets from two --out roots by linking
+        # their runs into one folder is the natural first try); a link back up is walked once.
+        visited: set[str] = set()
+        for folder, subfolders, files in os.walk(root, followlinks=True):
+            real = os.path.realpath(folder)
+            if real in visited:
+                subfolders[:] = []
+                continue
+            visited.add(real)
             if "config.yaml" in files:
                 here.append(Path(folder))
                 subfolders[:] = []  # a run's own folders (tables, checkpoints) hold no runs

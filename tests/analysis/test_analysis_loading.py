@@ -132,3 +132,17 @@ def test_find_run_dirs_does_not_descend_into_runs(tmp_path):
     run_dir = write_run(tmp_path, "e", "m", 0, episodes_frame(np.ones(8)))
     (run_dir / "checkpoints" / "step-000001").mkdir(parents=True)
     assert find_run_dirs(tmp_path) == [run_dir.resolve()]
+
+
+def test_find_run_dirs_follows_symlinked_runs_once(tmp_path):
+    # Two --out roots pooled by linking their runs into one folder, plus a link back up.
+    first = write_run(tmp_path / "set-1", "e", "m", 0, episodes_frame(np.ones(8)))
+    second = write_run(tmp_path / "set-2", "e", "m", 3, episodes_frame(np.ones(8)))
+    pooled = tmp_path / "pooled"
+    pooled.mkdir()
+    (pooled / "seed-0").symlink_to(first, target_is_directory=True)
+    (pooled / "seed-3").symlink_to(second, target_is_directory=True)
+    (pooled / "loop").symlink_to(tmp_path, target_is_directory=True)
+    found = find_run_dirs(pooled)
+    assert found == sorted([first.resolve(), second.resolve()])
+    assert sorted(load_runs(pooled).groupby("seed").size().index) == [0, 3]
