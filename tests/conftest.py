@@ -56,3 +56,30 @@ def pytest_collection_modifyitems(items):
     # A stable sort: the first modules in START_FIRST order, everything else as collected.
     rank = {module: position for position, module in enumerate(START_FIRST)}
     items.sort(key=lambda item: rank.get(_module(item), len(START_FIRST)))
+
+
+
+_GROUPS_LOST = pytest.StashKey[str]()
+
+
+def pytest_collection_finish(session):
+    # pytest-xdist marks a grouped test by appending "@<group>" to its node id in each worker;
+    # pytest 9.2 ignores that (pytest-xdist issue 1386) and the groups are silently dropped:
+    # sandboxes beside sandboxes, the SmolLM2 model loaded twice. Such a run fails its grouped
+    # tests, saying why, instead of running them where they do not belong.
+    if not getattr(session.config.option, "loadgroup", False):
+        return  # not an xdist worker under --dist loadgroup
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+            session.config.stash[_GROUPS_LOST] = (
+                f"--dist loadgroup does not honour xdist_group marks with pytest "
+                f"{pytest.__version__} (pytest-xdist issue 1386): install pytest<9.2 "
+                "(`make venv` does) or run the suite with TEST_WORKERS=0"
+            )
+            return
+
+
+def pytest_runtest_setup(item):
+    lost = item.config.stash.get(_GROUPS_LOST, None)
+    if lost and item.get_closest_marker("xdist_group"):
+        pytest.fail(lost, pytrace=False)

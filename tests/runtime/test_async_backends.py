@@ -1,8 +1,10 @@
 """Both asynchronous backends end to end: ``local`` (worker processes) and ``ray`` (actors).
 
-One local Ray instance with two CPUs serves the module (starting one takes seconds); the runtime
-uses an already initialised Ray as it is and leaves it running. Every run starts its workers
-afresh (a few seconds of imports), so each test checks several things on one run.
+One local Ray instance with two CPUs serves the module's Ray tests (starting one takes seconds;
+they share an xdist group, so ``make test`` starts it once, on one worker, and not at all for
+the local tests); the runtime uses an already initialised Ray as it is and leaves it running.
+Every Ray run starts its actors afresh (a few seconds of imports), so each test checks several
+things on one run.
 """
 
 from __future__ import annotations
@@ -32,20 +34,30 @@ TINY = [
     "algorithm.critic_warmup_steps=0",
     "logging.checkpoint_every=0",
 ]
-BACKENDS = ["local", "ray"]
+#: The module's Ray tests run on one xdist worker, the one whose Ray instance they use.
+ON_THE_MODULES_RAY = pytest.mark.xdist_group("async-backends-ray")
+BACKENDS = ["local", pytest.param("ray", marks=ON_THE_MODULES_RAY)]
 #: Workers of the fault tests (kill, interrupt), which start every worker twice. A Ray actor
 #: imports torch and transformers afresh (about 5 s); the local backend's workers come from a
 #: preloaded forkserver. Several actors at once are exercised by the tests before them.
 FAULT_TEST_WORKERS = {"local": 2, "ray": 1}
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def local_ray():
     # address="local": a new instance even where another process's cluster is up (a bare
     # ray.init() joins the last cluster `ray start` or cluster_utils announced).
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def backend(request):
+    """The backend under test (parametrized); the module's Ray is started for ``ray``."""
+    if request.param == "ray":
+        request.getfixturevalue("local_ray")
+    return request.param
 
 
 def tiny(backend: str, *overrides: str):
@@ -100,7 +112,7 @@ def assert_workers_stopped(backend: str) -> None:
         assert not rollout_worker_pids(backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_sao_spends_its_budget_within_the_staleness_bound(tmp_path, backend):
     summary = run_experiment(
         tiny(backend, "budget.episodes=48", "runtime.max_staleness=1"), tmp_path, threads=1
@@ -121,10 +133,11 @@ def test_sao_spends_its_budget_within_the_staleness_bound(tmp_path, backend):
     assert histogram["episodes"].tolist() == expected.tolist()
     assert [updates[f"staleness/count_{k}"].sum() for k in (0, 1)] == expected.tolist()
     assert_workers_stopped(backend)
-    assert ray.is_initialized()  # a Ray the run did not start is left running
+    if backend == "ray":
+        assert ray.is_initialized()  # a Ray the run did not start is left running
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_group_method_trains_whole_groups_only(tmp_path, backend):
     run_experiment(
         tiny(
@@ -146,7 +159,7 @@ def test_group_method_trains_whole_groups_only(tmp_path, backend):
     assert episodes["staleness"].between(0, 2).all()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(
     tmp_path, backend, caplog
 ):
@@ -187,7 +200,7 @@ def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(
         assert "rollout actor" in caplog.text and "died" in caplog.text  # and why is logged
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_interrupted_run_resumes_without_losing_or_repeating_episodes(tmp_path, backend):
     config = tiny(
         backend,
@@ -214,14 +227,18 @@ def test_interrupted_run_resumes_without_losing_or_repeating_episodes(tmp_path, 
     assert episodes["episode"].tolist() == list(range(32))
 
 
-def test_more_ray_workers_than_ray_cpus_is_a_named_error(tmp_path):
+@ON_THE_MODULES_RAY
+def test_more_ray_workers_than_ray_cpus_is_a_named_error(local_ray, tmp_path):
     with pytest.raises(ConfigError, match=r"runtime.num_workers: 3 actors need one CPU each"):
         run_experiment(
             tiny("ray", "budget.episodes=8", "runtime.num_workers=3"), tmp_path, threads=1
         )
 
 
-def test_ray_actor_the_cluster_cannot_place_stops_the_run_with_a_named_error(tmp_path, monkeypatch):
+@ON_THE_MODULES_RAY
+def test_ray_actor_the_cluster_cannot_place_stops_the_run_with_a_named_error(
+    local_ray, tmp_path, monkeypatch
+):
     import sao_online.runtime.ray_backend as ray_backend
 
     monkeypatch.setattr(ray_backend, "_SCHEDULE_SECONDS", 3.0)
