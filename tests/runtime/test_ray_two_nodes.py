@@ -35,6 +35,8 @@ TINY = [
     "runtime.max_staleness=0",
 ]
 _SMALL_STORE = 80 * 1024 * 1024
+# Both tests on one xdist worker: the cluster (two raylets, about 10 s to start) is started once.
+pytestmark = pytest.mark.xdist_group("ray-two-nodes")
 
 
 @pytest.fixture(scope="module")
