@@ -92,8 +92,9 @@ def compare(
 ) -> Path:
     """Run ``methods`` x seeds 0..seeds-1 at matched budgets (``sao-online compare``).
 
-    Runs go in spawned processes, ``parallel`` at a time (default: one per core); call this
-    under ``if __name__ == "__main__":`` in a script.
+    Runs go in child processes (a preloaded forkserver's, which import your script again as
+    spawn would), ``parallel`` at a time (default: one per core); call this under
+    ``if __name__ == "__main__":`` in a script.
 
     Args:
         config: a YAML path, a dict in the same form, or an ``ExperimentConfig``.

@@ -18,7 +18,8 @@ class SharedWeights:
 
     Args:
         model: the model whose ``state_dict`` layout (names, shapes, dtypes) is shared.
-        context: a multiprocessing context (spawn) that makes the version counter and lock.
+        context: a multiprocessing context (spawn or forkserver) that makes the version counter
+            and lock.
         version: the version of ``model``'s current weights.
 
     Example:
