@@ -58,7 +58,6 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(_module(item), len(START_FIRST)))
 
 
-
 _GROUPS_LOST = pytest.StashKey[str]()
 
 

@@ -41,9 +41,7 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     )  # to the parent's bar
 
 
-def _worker(
-    job: dict[str, Any], environment: dict[str, str], progress: Any, results: Any
-) -> None:
+def _worker(job: dict[str, Any], environment: dict[str, str], progress: Any, results: Any) -> None:
     adopt_environment(environment)
     try:
         results.put(("ok", job["name"], _run_one(job, progress)))
