@@ -51,8 +51,9 @@ def _module(item: pytest.Item) -> str | None:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
 def pytest_collection_modifyitems(items):
     for item in items:
-        if _module(item) in RUN_TOGETHER:
-            item.add_marker(pytest.mark.xdist_group(RUN_TOGETHER[_module(item)]))
+        group = RUN_TOGETHER.get(_module(item))
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
     # A stable sort: the first modules in START_FIRST order, everything else as collected.
     rank = {module: position for position, module in enumerate(START_FIRST)}
     items.sort(key=lambda item: rank.get(_module(item), len(START_FIRST)))

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.multiprocessing
 
 from sao_online.runtime.pool import worker_slots
 from sao_online.runtime.processes import adopt_environment, process_context
