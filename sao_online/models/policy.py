@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.util
 import inspect
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 from transformers import (
@@ -144,7 +149,7 @@ def load_policy(
     # instead of reaching for the hub.
     options = {"gguf_file": source.gguf_file, "local_files_only": True}
     try:
-        with hub_offline():
+        with hub_offline(), _gguf_parsed_once():
             tokenizer = AutoTokenizer.from_pretrained(location, **options)
             model = AutoModelForCausalLM.from_pretrained(
                 location, dtype=_as_dtype(dtype), **options
@@ -165,6 +170,42 @@ def load_policy(
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
     return model, tokenizer
+
+
+@contextlib.contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """Transformers' GGUF loading, with each costly step done once instead of hundreds of times.
+
+    Loading a GGUF checkpoint, transformers opens the file with ``gguf.GGUFReader`` three times
+    (for the tokenizer's config, the model's config and the weights) and builds
+    ``gguf.get_tensor_name_map`` anew for each of the model's modules (about 400 for
+    SmolLM2-135M). Both are pure functions of their arguments, and each costs seconds here: the
+    reader parses the 49k-token vocabulary and merges string by string, the name map is rebuilt
+    from every architecture's table. Inside this context both are memoized, so a load parses
+    the file once and builds one name map; the model and tokenizer are the same as without it.
+    Transformers imports both names from ``gguf`` at call time, which is where they are swapped.
+    Without the ``gguf`` package nothing changes (and a GGUF load fails as it would anyway).
+    """
+    if importlib.util.find_spec("gguf") is None:
+        yield
+        return
+    import gguf
+
+    open_reader = gguf.GGUFReader
+    readers: dict[tuple[str, str], Any] = {}
+
+    def shared_reader(path: str | os.PathLike[str], mode: str = "r") -> Any:
+        key = (os.fspath(path), mode)
+        if key not in readers:
+            readers[key] = open_reader(path, mode)
+        return readers[key]
+
+    name_map = functools.cache(gguf.get_tensor_name_map)
+    with (
+        mock.patch.object(gguf, "GGUFReader", shared_reader),
+        mock.patch.object(gguf, "get_tensor_name_map", name_map),
+    ):
+        yield
 
 
 def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
