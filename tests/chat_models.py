@@ -126,7 +126,9 @@ def reference_greedy_episode(model, layout, env, seed, stop_ids, *, max_action_t
         action = []
         while True:
             with torch.no_grad():
-                logits = model(torch.tensor([tokens])).logits[0, -1].float()
+                # Every token through every layer, without a cache; only the last position's
+                # logits are computed (the head is per position: the others are never read).
+                logits = model(torch.tensor([tokens]), logits_to_keep=1).logits[0, -1].float()
             token = int(logits.argmax())
             logprobs.append(float(torch.log_softmax(logits, dim=-1)[token]))
             positions.append(len(tokens))

@@ -169,6 +169,9 @@ def test_two_sao_updates_on_styleshift(smollm2, tmp_path, monkeypatch):
             "rollout.num_slots=2",
             "rollout.max_action_tokens=8",
             "algorithm.critic_warmup_steps=0",
+            # One critic update per policy update (K = 2 in the config): the K-update loop is
+            # the tiny model's to test; here each update's critic and policy steps run once.
+            "algorithm.critic_updates=1",
             f"logging.out={tmp_path}",
         ],
     )
