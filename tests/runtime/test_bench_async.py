@@ -8,10 +8,12 @@ from sao_online.commands.bench_async import run_async_benchmark
 
 
 def test_quick_benchmark_reports_consistent_numbers():
-    result = run_async_benchmark(quick=True, episodes=24)
+    # Two batches of 8: the steady window (first update to last) holds one batch. Each side's
+    # time is mostly start-up (worker processes, Ray) and the env's simulated latency.
+    result = run_async_benchmark(quick=True, episodes=16)
     sync, asynchronous, on_ray = result["sync"], result["async"], result["ray"]
-    assert sync["episodes"] == asynchronous["episodes"] == on_ray["episodes"] == 24
-    assert sync["updates"] == asynchronous["updates"] == on_ray["updates"] == 3
+    assert sync["episodes"] == asynchronous["episodes"] == on_ray["episodes"] == 16
+    assert sync["updates"] == asynchronous["updates"] == on_ray["updates"] == 2
     assert result["speedup_ray"] == pytest.approx(
         on_ray["episodes_per_second"] / sync["episodes_per_second"], rel=1e-2
     )
@@ -24,7 +26,7 @@ def test_quick_benchmark_reports_consistent_numbers():
     assert 0 <= result["max_staleness_observed"] <= result["max_staleness"] == 4
     assert 0 < result["learner_busy_fraction"] <= 1.0
     for side in (sync, asynchronous, on_ray):
-        # Steady state: the episodes after the first update (2 batches of 8) over its seconds.
-        assert side["episodes_per_second"] == pytest.approx(16 / side["steady_seconds"], rel=2e-2)
+        # Steady state: the episodes after the first update (1 batch of 8) over its seconds.
+        assert side["episodes_per_second"] == pytest.approx(8 / side["steady_seconds"], rel=2e-2)
         assert 0 < side["first_update_seconds"] < side["seconds"]
         assert side["mean_env_seconds_per_episode"] >= 0
