@@ -173,6 +173,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         result = run_sandbox_benchmark(quick=args.quick)
     elif args.what == "throughput":
+        _start_worker_server()  # for its local-backend run
         from sao_online.commands.bench_throughput import run_throughput_benchmark
 
         result = run_throughput_benchmark(quick=args.quick, peer=args.peer)

@@ -40,9 +40,9 @@ def start_server_early() -> None:
 
     Otherwise the first child's ``start()`` waits for them: a run of the local backend would
     stand still while the server imports what the command itself has just imported. Commands
-    that will start children call this first thing (the ``sao-online`` command line for
-    ``run`` on the local backend, ``compare``, ``demo`` and ``bench async``; ``run_experiment``
-    on the local backend). Idempotent: a running server is kept.
+    that will start children call this first thing: the ``sao-online`` command line for ``run``
+    on the local backend, ``compare``, ``demo``, ``bench async`` and ``bench throughput``, and
+    ``run_experiment`` on the local backend. Idempotent: a running server is kept.
     """
     process_context()
     multiprocessing.forkserver.ensure_running()
