@@ -54,6 +54,15 @@ def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
     window = float(last["wall_time"] - first["wall_time"])
     steady_episodes = float(last["episodes_seen"] - first["episodes_seen"])
     learner_seconds = float(updates["charts/learner_seconds"].iloc[1:].sum())
+    # The asynchronous runtime logs why its learner waited before each update (see
+    # async_runtime): held back by the staleness bound with B episodes ready, or short of B.
+    waits = {
+        f"learner_wait_{cause}_fraction": round(
+            float(updates[column].iloc[1:].sum()) / max(window, 1e-9), 3
+        )
+        for cause in ("bound", "episodes")
+        if (column := f"charts/learner_wait_{cause}_seconds") in updates
+    }
     return {
         "episodes": int((~episodes["dropped"]).sum()),
         "updates": int(summary["updates"]),
@@ -67,6 +76,7 @@ def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
         "max_staleness_observed": int(trained["staleness"].max()),
         "mean_staleness": round(float(trained["staleness"].mean()), 3),
         "mean_env_seconds_per_episode": round(float(trained["env_seconds"].mean()), 3),
+        **waits,
     }
 
 
@@ -95,7 +105,11 @@ def run_async_benchmark(
         steady state), ``max_staleness``, ``max_staleness_observed`` (over every asynchronous
         run) and the raw numbers of each run under ``sync`` and ``async``; with Ray also
         ``speedup_ray``, ``learner_busy_fraction_ray`` and ``ray``; ``local_by_max_staleness``:
-        per bound, the local run's ratios to the same sync run, busy fraction and staleness.
+        per bound, the local run's ratios to the same sync run, busy fraction, the share of the
+        time its learner was held back by the bound, and staleness. Asynchronous runs also
+        report ``learner_wait_bound_fraction`` and ``learner_wait_episodes_fraction``: the
+        shares of the steady-state time the learner waited because of the bound, or for
+        episodes.
 
     Raises:
         ValueError: an empty or negative ``max_staleness``.
@@ -173,6 +187,7 @@ def run_async_benchmark(
                     run["episodes_per_second_end_to_end"], sync["episodes_per_second_end_to_end"]
                 ),
                 "learner_busy_fraction": run["learner_busy_fraction"],
+                "learner_wait_bound_fraction": run.get("learner_wait_bound_fraction"),
                 "max_staleness_observed": run["max_staleness_observed"],
                 "mean_staleness": run["mean_staleness"],
             }

@@ -28,6 +28,7 @@ def _fake_runs(monkeypatch) -> list[list[str]]:
             "episodes_per_second": speed,
             "episodes_per_second_end_to_end": speed / 2,
             "learner_busy_fraction": speed / 100,
+            "learner_wait_bound_fraction": 0.1 * bound,
             "max_staleness_observed": 0 if backend == "sync" else bound,
             "mean_staleness": bound / 2,
         }
@@ -55,6 +56,7 @@ def test_each_further_bound_adds_one_local_run_compared_with_the_same_sync_run(m
     assert table[5]["speedup"] == 2.5 and table[5]["speedup_end_to_end"] == 2.5
     assert table[0]["speedup"] == 1.25 and table[0]["learner_busy_fraction"] == 0.125
     assert table[5]["max_staleness_observed"] == 5 and table[5]["mean_staleness"] == 2.5
+    assert table[5]["learner_wait_bound_fraction"] == 0.5
 
 
 @pytest.mark.parametrize("bounds", [[], [-1], [2, -3], ["4"]])
