@@ -11,6 +11,14 @@ import warnings
 from pathlib import Path
 
 
+def _start_worker_server() -> None:
+    """For commands that start child processes: the server that forks them starts importing
+    now, beside this process's own imports, instead of when the first child is asked for."""
+    from sao_online.runtime.processes import start_server_early
+
+    start_server_early()
+
+
 def _cmd_envs(args: argparse.Namespace) -> int:
     import gymnasium
 
@@ -67,10 +75,13 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from sao_online.config import load_config
-    from sao_online.runtime.launch import run_experiment
 
     threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
     config = load_config(args.config, args.set + threads)
+    if config.runtime.backend == "local":
+        _start_worker_server()
+    from sao_online.runtime.launch import run_experiment
+
     summary = run_experiment(
         config, out=args.out, resume=args.resume, overwrite=args.overwrite, progress=True
     )
@@ -79,6 +90,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    _start_worker_server()
     from sao_online.commands.compare import compare
 
     out = compare(
@@ -149,6 +161,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.peer and args.what != "throughput":
         print(f"bench {args.what}: --peer applies to bench throughput only", file=sys.stderr)
         return 2
+    if args.max_staleness is not None and args.what != "async":
+        print(f"bench {args.what}: --max-staleness applies to bench async only", file=sys.stderr)
+        return 2
     if args.what == "rollout":
         from sao_online.commands.bench_rollout import run_rollout_benchmark
 
@@ -158,6 +173,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         result = run_sandbox_benchmark(quick=args.quick)
     elif args.what == "throughput":
+        _start_worker_server()  # for its local-backend run
         from sao_online.commands.bench_throughput import run_throughput_benchmark
 
         result = run_throughput_benchmark(quick=args.quick, peer=args.peer)
@@ -166,14 +182,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         result = run_contention_benchmark(quick=args.quick)
     else:
+        _start_worker_server()
         from sao_online.commands.bench_async import run_async_benchmark
 
-        result = run_async_benchmark(quick=args.quick)
+        result = run_async_benchmark(quick=args.quick, max_staleness=args.max_staleness)
     print(json.dumps(result))
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    _start_worker_server()
     from sao_online.commands.demo import run_demo
 
     report = run_demo(
@@ -197,6 +215,18 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _bounds(text: str) -> list[int]:
+    try:
+        bounds = [int(part) for part in text.split(",")]
+    except ValueError:
+        bounds = []
+    if not bounds or min(bounds) < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated ints >= 0 such as 4,8,16, got {text!r}"
+        )
+    return bounds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -322,6 +352,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="throughput: also run TRL's GRPOTrainer on the same workload and "
         "report the ratio (needs pip install 'sao-online[trl]')",
+    )
+    bench.add_argument(
+        "--max-staleness",
+        type=_bounds,
+        default=None,
+        metavar="N[,N...]",
+        help="async: staleness bounds for the local backend (default 4); the first is used "
+        "for every backend, each further one adds a local run",
     )
     bench.set_defaults(func=_cmd_bench)
 

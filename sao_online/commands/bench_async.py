@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,15 @@ def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
     window = float(last["wall_time"] - first["wall_time"])
     steady_episodes = float(last["episodes_seen"] - first["episodes_seen"])
     learner_seconds = float(updates["charts/learner_seconds"].iloc[1:].sum())
+    # The asynchronous runtime logs why its learner waited before each update (see
+    # async_runtime): held back by the staleness bound with B episodes ready, or short of B.
+    waits = {
+        f"learner_wait_{cause}_fraction": round(
+            float(updates[column].iloc[1:].sum()) / max(window, 1e-9), 3
+        )
+        for cause in ("bound", "episodes")
+        if (column := f"charts/learner_wait_{cause}_seconds") in updates
+    }
     return {
         "episodes": int((~episodes["dropped"]).sum()),
         "updates": int(summary["updates"]),
@@ -66,11 +76,16 @@ def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
         "max_staleness_observed": int(trained["staleness"].max()),
         "mean_staleness": round(float(trained["staleness"].mean()), 3),
         "mean_env_seconds_per_episode": round(float(trained["env_seconds"].mean()), 3),
+        **waits,
     }
 
 
 def run_async_benchmark(
-    quick: bool = False, *, episodes: int | None = None, ray: bool = True
+    quick: bool = False,
+    *,
+    episodes: int | None = None,
+    ray: bool = True,
+    max_staleness: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Run the workload synchronously, with the local backend and (when installed) on Ray.
 
@@ -78,14 +93,32 @@ def run_async_benchmark(
         quick: a short run (under a minute on two cores) instead of the full one.
         episodes: override the workload's episode budget (tests use a tiny one).
         ray: also run the ``ray`` backend when the ray package is installed.
+        max_staleness: staleness bounds to run the local backend at; the first is the
+            workload's bound (all backends), each further one adds a local run. None: the
+            workload's own (4). The learner waits whenever an episode admitted
+            ``max_staleness`` updates ago is still running, so under a long latency tail the
+            bound, not the hardware, can cap how busy it is: the sweep shows by how much.
 
     Returns:
         ``speedup`` (async over sync steady-state episodes per second),
         ``learner_busy_fraction`` (async learner compute seconds over async wall seconds in
         steady state), ``max_staleness``, ``max_staleness_observed`` (over every asynchronous
         run) and the raw numbers of each run under ``sync`` and ``async``; with Ray also
-        ``speedup_ray``, ``learner_busy_fraction_ray`` and ``ray``.
+        ``speedup_ray``, ``learner_busy_fraction_ray`` and ``ray``; ``local_by_max_staleness``:
+        per bound, the local run's ratios to the same sync run, busy fraction, the share of the
+        time its learner was held back by the bound, and staleness. Asynchronous runs also
+        report ``learner_wait_bound_fraction`` and ``learner_wait_episodes_fraction``: the
+        shares of the steady-state time the learner waited because of the bound, or for
+        episodes.
+
+    Raises:
+        ValueError: an empty or negative ``max_staleness``.
     """
+    bounds = list(max_staleness) if max_staleness is not None else [4]
+    if not bounds or any(not isinstance(bound, int) or bound < 0 for bound in bounds):
+        raise ValueError(
+            f"bench async: max_staleness must be one or more ints >= 0, got {max_staleness!r}"
+        )
     # One worker: with environments stepped in threads a worker hides the latency of all its
     # slots, and on two cores a second worker only takes CPU from the learner (measured on the
     # full workload with 16 slots per worker: 1 worker 18.0 episodes/s, 2 workers 15.0, 4
@@ -98,7 +131,7 @@ def run_async_benchmark(
             "episodes": 128,
             "batch_size": 8,
             "workers": 1,
-            "max_staleness": 4,
+            "max_staleness": bounds[0],
             "latency_mean": 0.3,
             "latency_sigma": 1.0,
         }
@@ -107,7 +140,7 @@ def run_async_benchmark(
             "episodes": 384,
             "batch_size": 16,
             "workers": 1,
-            "max_staleness": 4,
+            "max_staleness": bounds[0],
             "latency_mean": 0.5,
             "latency_sigma": 1.0,
         }
@@ -117,17 +150,24 @@ def run_async_benchmark(
         f"budget.episodes={workload['episodes']}",
         f"rollout.batch_size={workload['batch_size']}",
         f"runtime.num_workers={workload['workers']}",
-        f"runtime.max_staleness={workload['max_staleness']}",
         f"env.latency_mean={workload['latency_mean']}",
         f"env.latency_sigma={workload['latency_sigma']}",
     ]
     with_ray = ray and importlib.util.find_spec("ray") is not None
+    bounded = overrides + [f"runtime.max_staleness={bounds[0]}"]
     with tempfile.TemporaryDirectory(prefix="sao-bench-async-") as folder:
-        sync = _measure(overrides + ["runtime.backend=sync"], Path(folder) / "sync")
-        asynchronous = _measure(overrides + ["runtime.backend=local"], Path(folder) / "async")
+        sync = _measure(bounded + ["runtime.backend=sync"], Path(folder) / "sync")
+        asynchronous = _measure(bounded + ["runtime.backend=local"], Path(folder) / "async")
         on_ray = None
         if with_ray:
-            on_ray = _measure(overrides + ["runtime.backend=ray"], Path(folder) / "ray")
+            on_ray = _measure(bounded + ["runtime.backend=ray"], Path(folder) / "ray")
+        local_runs = {bounds[0]: asynchronous}
+        for bound in bounds[1:]:
+            if bound not in local_runs:
+                local_runs[bound] = _measure(
+                    overrides + [f"runtime.max_staleness={bound}", "runtime.backend=local"],
+                    Path(folder) / f"async-{bound}",
+                )
     result = {
         "workload": workload,
         "speedup": _ratio(asynchronous["episodes_per_second"], sync["episodes_per_second"]),
@@ -139,6 +179,20 @@ def run_async_benchmark(
         "max_staleness_observed": asynchronous["max_staleness_observed"],
         "sync": sync,
         "async": asynchronous,
+        "local_by_max_staleness": [
+            {
+                "max_staleness": bound,
+                "speedup": _ratio(run["episodes_per_second"], sync["episodes_per_second"]),
+                "speedup_end_to_end": _ratio(
+                    run["episodes_per_second_end_to_end"], sync["episodes_per_second_end_to_end"]
+                ),
+                "learner_busy_fraction": run["learner_busy_fraction"],
+                "learner_wait_bound_fraction": run.get("learner_wait_bound_fraction"),
+                "max_staleness_observed": run["max_staleness_observed"],
+                "mean_staleness": run["mean_staleness"],
+            }
+            for bound, run in local_runs.items()
+        ],
     }
     if on_ray is not None:
         result.update(

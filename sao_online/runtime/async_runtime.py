@@ -14,6 +14,9 @@ Roles:
   until the whole group is in. Because a slow episode could otherwise be overtaken, the learner
   also waits before a step that would push any admitted episode past ``max_staleness`` and
   trains such "due" episodes first. With ``max_staleness`` 0 this is the synchronous schedule.
+  Each update logs how long the learner waited before it, split by cause:
+  ``charts/learner_wait_bound_seconds`` (B episodes were ready, but the bound held the step
+  back) and ``charts/learner_wait_episodes_seconds`` (fewer than B were ready).
 - Faults: a worker that dies is restarted; the plans it held are logged as dropped episodes
   (``dropped=True``, reward NaN), released from the gate and issued again, so the run still
   trains on its full budget. Ctrl-C stops the workers and saves a checkpoint that records the
@@ -22,6 +25,7 @@ Roles:
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,6 +94,10 @@ class AsyncRuntime:
         self.restarts = 0
         self.dropped = 0
         self.session_version = version
+        # Why the learner is waiting now (None: it is not, or has not looked yet), and how long
+        # it waited for each cause since its last update.
+        self.wait_cause: str | None = None
+        self.waited = {"bound": 0.0, "episodes": 0.0}
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -201,7 +209,10 @@ class AsyncRuntime:
             exhausted=exhausted,
         )
         if selected is None:
+            short = len(self.ready) < self.batch_size and not (exhausted and self.ready)
+            self.wait_cause = "episodes" if short else "bound"
             return None
+        self.wait_cause = None
         batch, self.ready = selected
         return batch
 
@@ -215,8 +226,11 @@ class AsyncRuntime:
                 "charts/episodes_running": float(len(self._all_outstanding())),
                 "charts/dropped_total": float(self.dropped),
                 "charts/worker_restarts": float(self.restarts),
+                "charts/learner_wait_bound_seconds": self.waited["bound"],
+                "charts/learner_wait_episodes_seconds": self.waited["episodes"],
             },
         )
+        self.waited = {"bound": 0.0, "episodes": 0.0}
         self.pool.publish(ctx.policy, ctx.learner.version)
         self.gate.set_version(ctx.learner.version)
         if self.loop.checkpoint_due():
@@ -249,7 +263,10 @@ class AsyncRuntime:
         """One scheduling round: admit what the gate allows, collect results for up to
         ``timeout`` seconds, and train on every batch that is ready."""
         self._admit()
+        began = time.perf_counter()
         self._collect(timeout)
+        if self.wait_cause is not None:
+            self.waited[self.wait_cause] += time.perf_counter() - began
         while (batch := self._next_batch()) is not None:
             self._train(batch)
             self._admit()

@@ -25,6 +25,7 @@ from sao_online.runtime.envs import clock_horizon, warn_about_budget
 from sao_online.runtime.episode_rows import episode_column_types
 from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.main_guard import require_main_guard
+from sao_online.runtime.processes import start_server_early
 from sao_online.runtime.threads import AUTO, census
 
 
@@ -183,6 +184,8 @@ def run_experiment(
     if config.runtime.backend == "local":
         require_main_guard("the local backend")  # before any work: a child would redo it
     check_machine_fit(config)
+    if config.runtime.backend == "local":
+        start_server_early()  # the workers' imports overlap the learner's set-up
     if threads is None:
         threads = learner_threads(config)
     threads_before = torch.get_num_threads()

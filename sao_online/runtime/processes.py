@@ -11,13 +11,14 @@ below and forks a child per process asked for. What a child sees is what spawn w
 - the parent's environment variables as they are when the child starts (``adopt_environment``;
   the server's own copy dates from its start).
 
-The server starts with the first child of a process and serves every later one; it exits with
-that process.
+The server starts with the first child of a process (or earlier, ``start_server_early``) and
+serves every later one; it exits with that process.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 from typing import Any
 
@@ -32,6 +33,19 @@ def process_context() -> Any:
     # spawn, so only a child that starts a run while importing it fails, and says why.
     context.set_forkserver_preload(PRELOAD)
     return context
+
+
+def start_server_early() -> None:
+    """Start the forkserver now, so its imports (about 3 s) overlap what the caller does next.
+
+    Otherwise the first child's ``start()`` waits for them: a run of the local backend would
+    stand still while the server imports what the command itself has just imported. Commands
+    that will start children call this first thing: the ``sao-online`` command line for ``run``
+    on the local backend, ``compare``, ``demo``, ``bench async`` and ``bench throughput``, and
+    ``run_experiment`` on the local backend. Idempotent: a running server is kept.
+    """
+    process_context()
+    multiprocessing.forkserver.ensure_running()
 
 
 def adopt_environment(environment: dict[str, str]) -> None:

@@ -25,6 +25,14 @@ def test_quick_benchmark_reports_consistent_numbers():
     assert sync["max_staleness_observed"] == 0
     assert 0 <= result["max_staleness_observed"] <= result["max_staleness"] == 4
     assert 0 < result["learner_busy_fraction"] <= 1.0
+    for side in (asynchronous, on_ray):
+        # Busy, held back by the bound, waiting for episodes: shares of one window (the rest is
+        # publishing weights and logging).
+        shares = [
+            side[f"learner_{part}_fraction"] for part in ("busy", "wait_bound", "wait_episodes")
+        ]
+        assert min(shares) >= 0 and sum(shares) <= 1.02
+    assert "learner_wait_bound_fraction" not in sync
     for side in (sync, asynchronous, on_ray):
         # Steady state: the episodes after the first update (1 batch of 8) over its seconds.
         assert side["episodes_per_second"] == pytest.approx(8 / side["steady_seconds"], rel=2e-2)
