@@ -27,8 +27,8 @@ RUN_TOGETHER = {
 #: Modules of the longest single tests (10-30 s each serially: a real model, several processes
 #: per run, CLI processes), handed out first, longest first: one that starts last keeps a worker
 #: busy after the other has finished. Groups go out before any of them (xdist orders work units
-#: by their number of tests): the sandbox group (about two minutes serially on one core), then
-#: SmolLM2's (about one).
+#: by their number of tests): the sandbox group (about two minutes serially on one core of a
+#: busy machine, about 45 s on a worker of a quiet ``make test``), then SmolLM2's (about 45 s).
 START_FIRST = [
     "test_smollm2.py",
     "test_user_task_cli.py",
