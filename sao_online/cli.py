@@ -79,6 +79,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
     config = load_config(args.config, args.set + threads)
     if config.runtime.backend == "local":
+        from sao_online.environments import check_env_id
+        from sao_online.runtime.machine_fit import check_machine_fit
+
+        # The checks run_experiment makes first, here too: a config that cannot run starts no
+        # process (run_experiment warns about workers sharing cores).
+        check_env_id(config.env.id)
+        check_machine_fit(config, warn=False)
         _start_worker_server()
     from sao_online.runtime.launch import run_experiment
 
@@ -90,8 +97,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    _start_worker_server()
-    from sao_online.commands.compare import compare
+    from sao_online.commands.compare import compare  # starts the worker server once checked
 
     out = compare(
         args.config,
@@ -191,8 +197,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    _start_worker_server()
-    from sao_online.commands.demo import run_demo
+    from sao_online.commands.demo import run_demo  # through compare, which starts the server
 
     report = run_demo(
         out=args.out,

@@ -96,8 +96,9 @@ def run_async_benchmark(
         max_staleness: staleness bounds to run the local backend at; the first is the
             workload's bound (all backends), each further one adds a local run. None: the
             workload's own (4). The learner waits whenever an episode admitted
-            ``max_staleness`` updates ago is still running, so under a long latency tail the
-            bound, not the hardware, can cap how busy it is: the sweep shows by how much.
+            ``max_staleness`` updates ago is still running (or the bound refuses the step
+            otherwise), so under a long latency tail the bound, not the hardware, can cap how
+            busy it is: the sweep shows by how much.
 
     Returns:
         ``speedup`` (async over sync steady-state episodes per second),

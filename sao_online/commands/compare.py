@@ -14,7 +14,7 @@ from tqdm import tqdm
 from sao_online.config import ConfigError, ExperimentConfig, load_config
 from sao_online.runlog import run_directory
 from sao_online.runtime.main_guard import require_main_guard
-from sao_online.runtime.processes import adopt_environment, process_context
+from sao_online.runtime.processes import adopt_environment, process_context, start_server_early
 
 
 def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
@@ -108,6 +108,8 @@ def compare(
             raise ConfigError(
                 f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}"
             )
+    # Every run is a child of the worker server: its imports overlap the warm start below.
+    start_server_early()
     from sao_online.runtime.envs import warn_about_budget
 
     warn_about_budget(base)

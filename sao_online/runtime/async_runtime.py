@@ -15,8 +15,9 @@ Roles:
   also waits before a step that would push any admitted episode past ``max_staleness`` and
   trains such "due" episodes first. With ``max_staleness`` 0 this is the synchronous schedule.
   Each update logs how long the learner waited before it, split by cause:
-  ``charts/learner_wait_bound_seconds`` (B episodes were ready, but the bound held the step
-  back) and ``charts/learner_wait_episodes_seconds`` (fewer than B were ready).
+  ``charts/learner_wait_bound_seconds`` (B episodes were ready, but ``select_batch``'s
+  staleness rules refused the step) and ``charts/learner_wait_episodes_seconds`` (fewer than B
+  were ready, whatever the bound).
 - Faults: a worker that dies is restarted; the plans it held are logged as dropped episodes
   (``dropped=True``, reward NaN), released from the gate and issued again, so the run still
   trains on its full budget. Ctrl-C stops the workers and saves a checkpoint that records the
@@ -25,10 +26,10 @@ Roles:
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from sao_online.runtime.batch_selection import select_batch
@@ -263,10 +264,10 @@ class AsyncRuntime:
         """One scheduling round: admit what the gate allows, collect results for up to
         ``timeout`` seconds, and train on every batch that is ready."""
         self._admit()
-        began = time.perf_counter()
+        began = perf_counter()
         self._collect(timeout)
         if self.wait_cause is not None:
-            self.waited[self.wait_cause] += time.perf_counter() - began
+            self.waited[self.wait_cause] += perf_counter() - began
         while (batch := self._next_batch()) is not None:
             self._train(batch)
             self._admit()

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,14 +14,16 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig
+from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
+from sao_online.environments import check_env_id
 from sao_online.runlog import RunLog, run_directory
 from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import clock_horizon, warn_about_budget
 from sao_online.runtime.episode_rows import episode_column_types
 from sao_online.runtime.loop import TrainingLoop
+from sao_online.runtime.machine_fit import check_machine_fit
 from sao_online.runtime.main_guard import require_main_guard
 from sao_online.runtime.processes import start_server_early
 from sao_online.runtime.threads import AUTO, census
@@ -87,36 +87,6 @@ def format_duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-# More local rollout workers than this many per core make no progress (each is a process with
-# its own copy of the model, decoding on one thread).
-WORKERS_PER_CORE_LIMIT = 4
-
-
-def check_machine_fit(config: ExperimentConfig, cores: int | None = None) -> None:
-    """Refuse (or warn about) settings this machine cannot run usefully, before any work.
-
-    Raises:
-        ConfigError: ``runtime.num_workers`` far beyond the cores of the ``local`` backend.
-    """
-    if config.runtime.backend != "local":
-        return  # ray places actors on a cluster's cores; sync has no workers
-    cores = cores or os.cpu_count() or 1
-    workers = config.runtime.num_workers
-    if workers > WORKERS_PER_CORE_LIMIT * cores:
-        raise ConfigError(
-            f"runtime.num_workers: {workers} worker processes on {cores} CPU "
-            f"core(s) make no progress; use at most {cores}"
-        )
-    if workers > cores:
-        warnings.warn(
-            ConfigWarning(
-                f"runtime.num_workers={workers} is more than the {cores} CPU core(s); the workers "
-                f"will share them and each runs slower"
-            ),
-            stacklevel=2,
-        )
 
 
 def _say(message: str) -> None:
@@ -185,6 +155,7 @@ def run_experiment(
         require_main_guard("the local backend")  # before any work: a child would redo it
     check_machine_fit(config)
     if config.runtime.backend == "local":
+        check_env_id(config.env.id)  # a config that cannot run starts no process
         start_server_early()  # the workers' imports overlap the learner's set-up
     if threads is None:
         threads = learner_threads(config)

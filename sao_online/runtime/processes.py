@@ -39,9 +39,10 @@ def start_server_early() -> None:
     """Start the forkserver now, so its imports (about 3 s) overlap what the caller does next.
 
     Otherwise the first child's ``start()`` waits for them: a run of the local backend would
-    stand still while the server imports what the command itself has just imported. Commands
-    that will start children call this first thing: the ``sao-online`` command line for ``run``
-    on the local backend, ``compare``, ``demo``, ``bench async`` and ``bench throughput``, and
+    stand still while the server imports what the command itself has just imported. Callers
+    that will start children call this as soon as their input is checked (a config that cannot
+    run should start no process): the ``sao-online`` command line for ``run`` on the local
+    backend, ``bench async`` and ``bench throughput``; ``compare`` (and so ``demo``) and
     ``run_experiment`` on the local backend. Idempotent: a running server is kept.
     """
     process_context()

@@ -187,7 +187,7 @@ def test_learner_waits_are_logged_by_cause(monkeypatch):
     # due (admitted at 0, the learner is at 1), so the bound holds the step back through polls
     # 3 and 4 until 2 arrives. Poll 2 itself was spent waiting for episodes.
     clock = [0.0]
-    monkeypatch.setattr(async_runtime.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(async_runtime, "perf_counter", lambda: clock[0])
     config = SimpleNamespace(
         seed=0,
         budget=SimpleNamespace(episodes=6),
