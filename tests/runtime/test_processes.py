@@ -58,12 +58,16 @@ def _server_pid() -> int | None:
 
 def test_the_server_starts_before_any_child_is_asked_for():
     # A fresh interpreter: here an earlier test's child may already have started the server.
+    # The probe stops the server it started: otherwise the server would hold the probe's output
+    # open (and a core busy) until its own imports finish.
     probe = (
-        "import multiprocessing.forkserver as forkserver\n"
+        "import multiprocessing.forkserver as forkserver, os, signal\n"
         "from sao_online.runtime.processes import start_server_early\n"
         "assert forkserver._forkserver._forkserver_pid is None\n"
         "start_server_early()\n"
-        "print(forkserver._forkserver._forkserver_pid)\n"
+        "server = forkserver._forkserver._forkserver_pid\n"
+        "print(server)\n"
+        "os.kill(server, signal.SIGKILL)\n"
     )
     output = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
