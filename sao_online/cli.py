@@ -78,15 +78,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
     config = load_config(args.config, args.set + threads)
-    if config.runtime.backend == "local":
-        from sao_online.environments import check_env_id
-        from sao_online.runtime.machine_fit import check_machine_fit
+    from sao_online.runtime.machine_fit import check_then_start_workers
 
-        # The checks run_experiment makes first, here too: a config that cannot run starts no
-        # process (run_experiment warns about workers sharing cores).
-        check_env_id(config.env.id)
-        check_machine_fit(config, warn=False)
-        _start_worker_server()
+    # Before the heavy imports below, so the server's overlap them (run_experiment repeats it,
+    # a no-op then, and warns about workers sharing cores).
+    check_then_start_workers(config, warn=False)
     from sao_online.runtime.launch import run_experiment
 
     summary = run_experiment(

@@ -11,7 +11,8 @@ import pytest
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.config_ranges import LIST_RANGES, RANGES
 from sao_online.runlog import RunDirError, run_directory
-from sao_online.runtime.launch import check_machine_fit, run_experiment
+from sao_online.runtime.launch import run_experiment
+from sao_online.runtime.machine_fit import check_machine_fit
 
 
 def numeric_fields(cls=ExperimentConfig, prefix=""):

@@ -16,16 +16,14 @@ from tqdm import tqdm
 
 from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
-from sao_online.environments import check_env_id
 from sao_online.runlog import RunLog, run_directory
 from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import clock_horizon, warn_about_budget
 from sao_online.runtime.episode_rows import episode_column_types
 from sao_online.runtime.loop import TrainingLoop
-from sao_online.runtime.machine_fit import check_machine_fit
+from sao_online.runtime.machine_fit import check_then_start_workers
 from sao_online.runtime.main_guard import require_main_guard
-from sao_online.runtime.processes import start_server_early
 from sao_online.runtime.threads import AUTO, census
 
 
@@ -153,10 +151,7 @@ def run_experiment(
     """
     if config.runtime.backend == "local":
         require_main_guard("the local backend")  # before any work: a child would redo it
-    check_machine_fit(config)
-    if config.runtime.backend == "local":
-        check_env_id(config.env.id)  # a config that cannot run starts no process
-        start_server_early()  # the workers' imports overlap the learner's set-up
+    check_then_start_workers(config)  # the workers' imports overlap the learner's set-up
     if threads is None:
         threads = learner_threads(config)
     threads_before = torch.get_num_threads()

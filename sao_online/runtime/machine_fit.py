@@ -1,7 +1,9 @@
-"""Settings this machine cannot run usefully, refused before any work starts.
+"""Settings this machine cannot run usefully, refused before any work starts, and the worker
+server started once a config passes.
 
-A leaf module (no torch): the command line checks a config with it before it starts the worker
-server, so a config that cannot run starts no process.
+A leaf module (no torch): the command line runs ``check_then_start_workers`` before its own
+heavy imports, and ``run_experiment`` runs it again (a no-op for a started server), so a config
+that cannot run starts no process either way.
 """
 
 from __future__ import annotations
@@ -47,3 +49,26 @@ def check_machine_fit(
             ),
             stacklevel=2,
         )
+
+
+def check_then_start_workers(config: ExperimentConfig, *, warn: bool = True) -> None:
+    """The checks a run makes before any work, then (local backend) the worker server.
+
+    ``check_machine_fit``; for the local backend also the env id, then ``start_server_early``,
+    so the workers' imports overlap whatever the caller does next.
+
+    Args:
+        config: the run's config.
+        warn: passed to ``check_machine_fit``.
+
+    Raises:
+        ConfigError / ValueError: the config cannot run here (nothing was started).
+    """
+    check_machine_fit(config, warn=warn)
+    if config.runtime.backend != "local":
+        return
+    from sao_online.environments import check_env_id
+    from sao_online.runtime.processes import start_server_early
+
+    check_env_id(config.env.id)
+    start_server_early()

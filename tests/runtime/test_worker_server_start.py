@@ -19,7 +19,6 @@ def starts(monkeypatch) -> list[str]:
     calls: list[str] = []
     record = lambda: calls.append("start")  # noqa: E731
     monkeypatch.setattr(processes, "start_server_early", record)
-    monkeypatch.setattr(launch, "start_server_early", record)
     monkeypatch.setattr(compare_command, "start_server_early", record)
     return calls
 
