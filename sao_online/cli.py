@@ -207,7 +207,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from sao_online.config_schema import schema_text
+    from sao_online.config.schema import schema_text
 
     text = schema_text()
     if args.out:

@@ -10,7 +10,7 @@ import yaml
 
 from sao_online.cli import main
 from sao_online.config import ConfigError, load_config
-from sao_online.config_schema import config_json_schema, schema_text
+from sao_online.config.schema import config_json_schema, schema_text
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -151,9 +151,9 @@ class RolloutEngine:
         ):
             if not isinstance(value, int) or value < lowest:
                 raise ValueError(f"RolloutEngine: {name} must be an int >= {lowest}, got {value!r}")
-        if on_action_cap not in ("truncate", "submit"):
+        if on_action_cap not in get_args(ActionCapPolicy):
             raise ValueError(
-                "RolloutEngine: on_action_cap must be 'truncate' or 'submit', got "
+                f"RolloutEngine: on_action_cap must be one of {get_args(ActionCapPolicy)}, got "
                 f"{on_action_cap!r}"
             )
         longest = getattr(text_config(model), "max_position_embeddings", None)
