@@ -42,7 +42,7 @@ def first_line(error: BaseException, limit: int = 160) -> str:
     return text[0][:limit] if text else type(error).__name__
 
 
-def number_text(value: Any) -> str:
+def _number_text(value: Any) -> str:
     """A short rendering of a number (a 400-digit integer is cut, not printed whole)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return short_repr(value)
@@ -50,7 +50,7 @@ def number_text(value: Any) -> str:
     return text if len(text) <= 24 else text[:20] + f"... ({len(text)} digits)"
 
 
-def bounds(metadata: list[Any]) -> tuple[Any, Any]:
+def _bounds(metadata: list[Any]) -> tuple[Any, Any]:
     """The lower and upper bound constraints (``annotated_types`` Ge/Gt, Le/Lt) in ``metadata``."""
     low = next(
         (m for m in metadata if isinstance(m, annotated_types.Ge | annotated_types.Gt)), None
@@ -65,9 +65,9 @@ def _finite(metadata: list[Any]) -> bool:
     return any(getattr(m, "allow_inf_nan", True) is False for m in metadata)
 
 
-def range_text(metadata: list[Any]) -> str:
+def _range_text(metadata: list[Any]) -> str:
     """``[0, 3600]``, ``(0, inf]`` (infinity allowed), ``[0, 1)`` from a field's constraints."""
-    low, high = bounds(metadata)
+    low, high = _bounds(metadata)
     if low is None and high is None:
         return ""
     left = "(" if isinstance(low, annotated_types.Gt) else "["
@@ -113,7 +113,7 @@ def describe_type(annotation: Any, metadata: list[Any] = ()) -> str:
         return "true or false"
     if annotation in (int, float):
         noun = "an integer" if annotation is int else "a number"
-        where = range_text(metadata)
+        where = _range_text(metadata)
         return f"{noun} in {where}" if where else noun
     if annotation is str:
         return "a string"
@@ -179,12 +179,12 @@ _RANGE_ERRORS = {
 
 
 def _range_message(value: Any, metadata: list[Any]) -> str:
-    where = range_text(metadata)
+    where = _range_text(metadata)
     if isinstance(value, float) and math.isnan(value):
         return f"must be a number in {where}, got nan"
     if isinstance(value, float) and math.isinf(value) and _finite(metadata):
         return f"must be finite, in {where}, got {value}"
-    return f"must be in {where}, got {number_text(value)}"
+    return f"must be in {where}, got {_number_text(value)}"
 
 
 def _length_message(kind: str, context: dict[str, Any], annotation: Any, meta: list) -> str:
