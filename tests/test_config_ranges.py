@@ -71,7 +71,9 @@ COMPANIONS = {
 }
 
 
-@pytest.mark.parametrize(("path", "kind", "found"), scalar_numbers(), ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize(
+    ("path", "kind", "found"), [pytest.param(*slot, id=slot[0]) for slot in scalar_numbers()]
+)
 def test_each_range_is_enforced_at_both_ends(path, kind, found):
     low = next(c for c in found if isinstance(c, LOW))
     high = next((c for c in found if isinstance(c, HIGH)), None)
