@@ -36,6 +36,7 @@ from sao_online.analysis.report_render import (
     write_csv,
 )
 from sao_online.analysis.verdict import seed_warnings, verdict_table
+from sao_online.defaults import DEFAULT_ORACLE_FRACTION
 
 # Metrics shown in the report's tables, in order, with their column titles ({f}: the oracle
 # fraction of the absolute recovery level).
@@ -464,7 +465,7 @@ def write_report(
     window: float | None = None,
     smooth: float | None = None,
     horizon: float | None = None,
-    oracle_fraction: float = 0.8,
+    oracle_fraction: float = DEFAULT_ORACLE_FRACTION,
     reps: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
