@@ -234,8 +234,8 @@ def warm_start_path(config: ExperimentConfig) -> Path:
     return warm_start_root() / _cache_key(config)
 
 
-#: SFT steps timed before the warm start announces its estimated duration.
-ANNOUNCE_AFTER_STEPS = 3
+#: SFT steps timed (after the first) before the warm start announces its estimated duration.
+TIMED_STEPS = 3
 
 
 def warm_start_announcement(
@@ -297,10 +297,13 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
     pad = tokenizer.pad_token_id
     losses = []
     bar = tqdm(range(steps), desc="warm start (SFT)", disable=not progress, unit="step")
-    sft_started = time.monotonic()
+    timed_from = 0.0
     for step in bar:
-        if progress and step == ANNOUNCE_AFTER_STEPS:
-            rate = step / max(time.monotonic() - sft_started, 1e-9)
+        # The first step pays one-off costs: the speed is timed over the few after it.
+        if step == 1:
+            timed_from = time.monotonic()
+        elif progress and step == 1 + TIMED_STEPS:
+            rate = TIMED_STEPS / max(time.monotonic() - timed_from, 1e-9)
             bar.write(warm_start_announcement(config, path, steps, num_demos, rate))
         picks = rng.integers(len(demos), size=model_cfg.warm_start_batch_size)
         batch = [demos[i] for i in picks]
