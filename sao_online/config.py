@@ -280,6 +280,13 @@ class LoggingConfig:
         "Write TensorBoard event files under <run>/tensorboard/ (needs "
         "the tensorboard package: pip install 'sao-online[tensorboard]').",
     )
+    wandb: bool = _f(
+        False,
+        "Also log the TensorBoard series and the run's config to Weights & Biases (needs the "
+        "wandb package: pip install 'sao-online[wandb]'); offline under <run>/wandb/ when no "
+        "API key is set up or the server does not answer (WANDB_MODE overrides; `wandb sync` "
+        "uploads); project from WANDB_PROJECT (default sao-online).",
+    )
     transcripts_every: int = _f(
         50,
         "Keep every N-th episode as text in <run>/transcripts.jsonl "
