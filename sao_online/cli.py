@@ -371,7 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one experiment (one method, one seed)")
     add_config_arguments(run)
     run.add_argument("--out", default=None, help="run directory (default from logging.out)")
-    run.add_argument("--resume", action="store_true", help="continue a killed run")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a run from its last checkpoint: a killed one, or a finished one given a "
+        "larger budget (--set budget.episodes=N)",
+    )
     run.add_argument("--overwrite", action="store_true", help="replace an existing run")
     run.add_argument(
         "--threads",
