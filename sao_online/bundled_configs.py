@@ -132,7 +132,8 @@ def copy_config(name: str, destination: str | Path = ".", *, force: bool = False
     existing = [str(dst) for _, dst in copies if dst.exists()]
     if existing and not force:
         raise FileExistsError(
-            f"configs copy: {', '.join(existing)} already exists (--force replaces it)"
+            f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''} "
+            "(--force replaces them)"
         )
     for src, dst in copies:
         dst.parent.mkdir(parents=True, exist_ok=True)

@@ -550,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with quiet_other_libraries(verbose=args.verbose):
             return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, FileExistsError) as error:
         # Configuration and input errors: one clear line, no traceback.
         print(f"sao-online {args.command}: error: {error}", file=sys.stderr)
         return 2

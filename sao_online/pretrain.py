@@ -304,7 +304,9 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
             timed_from = time.monotonic()
         elif progress and step == 1 + TIMED_STEPS:
             rate = TIMED_STEPS / max(time.monotonic() - timed_from, 1e-9)
-            bar.write(warm_start_announcement(config, path, steps, num_demos, rate))
+            bar.write(
+                warm_start_announcement(config, path, steps, num_demos, rate), file=sys.stderr
+            )
         picks = rng.integers(len(demos), size=model_cfg.warm_start_batch_size)
         batch = [demos[i] for i in picks]
         length = max(len(tokens) for tokens, _, _ in batch)
