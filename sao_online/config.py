@@ -201,7 +201,7 @@ class RegularizerConfig:
     kl_coef: float = _f(
         0.0,
         "Per-token KL penalty to the warm-start policy (0 = off, the paper's setting). The tiny "
-        "model's preset sets 0.3 when a config leaves this unset (sao_online.model_presets).",
+        "model's preset sets 0.6 when a config leaves this unset (sao_online.model_presets).",
     )
     kl_estimator: KLEstimator = _f("exact", "exact (over the vocabulary) or k3 (sampled tokens).")
     entropy_coef: float = _f(0.0, "Entropy bonus coefficient (0 = off).")
