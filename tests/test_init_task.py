@@ -60,7 +60,7 @@ def test_the_template_task_passes_the_gymnasium_checks_and_drifts(written_task):
 def test_the_template_config_loads_with_the_tiny_preset_and_its_shift_inside(written_task):
     config = load_config("colour_probe.yaml")
     assert config.env.id == "colour_probe:colour_probe/ColourProbe-v0"
-    assert config.regularizers.kl_coef == 0.3  # the tiny model's preset: the config sets none
+    assert config.regularizers.kl_coef == 0.6  # the tiny model's preset: the config sets none
     assert config.budget.episodes == TEMPLATE_EPISODES
     schedule = resolve_schedule(config)
     assert schedule.change_points(until=TEMPLATE_EPISODES) == [TEMPLATE_SHIFT]

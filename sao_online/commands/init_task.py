@@ -89,7 +89,8 @@ CONFIG_TEMPLATE = Template("""\
 #   sao-online report runs/$name
 # The rewarded colour moves from red to blue at episode $shift of $episodes. Everything not set
 # here takes its default, and the tiny model's preset adds a KL pull to the warm start
-# (regularizers.kl_coef 0.3; the paper uses none, and the tiny policy collapses without it).
+# (regularizers.kl_coef 0.6; the paper uses none, and the tiny policy does not re-adapt without
+# it: docs/tiny_model_preset.md).
 experiment: $name
 schedule:
   clock: episodes
