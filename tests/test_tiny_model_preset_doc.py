@@ -39,3 +39,12 @@ def test_the_preset_is_the_setting_with_which_every_run_re_adapted():
     assert chosen["reached_half_oracle"].all()
     paper = runs[runs["setting"].str.startswith("kl 0 ")]
     assert len(paper) == 6 and not paper["reached_half_oracle"].any()
+
+
+def test_what_the_page_and_the_readme_say_about_kl_0_3_is_what_the_runs_show():
+    runs = pd.read_csv(DATA / "runs.csv")
+    demo = runs[runs["setting"] == "kl 0.3 (demo)"].groupby("method")["reached_half_oracle"]
+    assert demo.sum().to_dict() == {"grpo": 1, "sao": 3}  # "GRPO in one seed of three"
+    paper = runs[runs["setting"] == "kl 0 (paper)"]
+    collapsed = paper[paper["phase1_end_no_colour_share"] > 0.5]
+    assert list(zip(collapsed["method"], collapsed["seed"])) == [("sao", 2)]

@@ -23,8 +23,8 @@ def summary_table(runs: pd.DataFrame) -> str:
     lines = [
         "| setting | method | re-adapted (reached 0.5 x oracle after the shift) | "
         "episodes after the shift to 0.5 x oracle, per seed (* = never) | "
-        "reward at the end of phase 1 -> phase 2, per seed | "
-        "answers naming no colour at the end of phase 2, per seed |",
+        "reward at the end of the first phase -> of the second, per seed | "
+        "answers naming no colour at the end of the second phase, per seed |",
         "|---|---|---|---|---|---|",
     ]
     for (setting, method), group in runs.groupby(["setting", "method"], sort=False):
