@@ -10,8 +10,10 @@ setting) SAO re-adapted in 3 of 3 seeds and GRPO in 1 of 3; at 0.6 both did in 3
 ``regularizers.kl_coef: 0.6``.
 
 A preset only fills in fields the config (or ``--set``) leaves out: a config that sets
-``regularizers.kl_coef`` (0 included, the paper's setting) gets exactly what it says. The run's
-``config.yaml`` records the value used.
+``regularizers.kl_coef`` (0 included, the paper's setting) gets exactly what it says. It applies
+where a config is loaded from YAML or a dict (``load_config``, the command line, the API); an
+``ExperimentConfig`` object built in code has every field set and keeps the paper's defaults.
+The run's ``config.yaml`` records the value used.
 """
 
 from __future__ import annotations
