@@ -294,7 +294,7 @@ def _run_locked(
         if progress_callback is not None:
             progress_callback(n)
         if progress and (line := estimate.update(n)):
-            bar.write(f"{config.algorithm.name} seed {config.seed}: {line}")
+            bar.write(f"{config.algorithm.name} seed {config.seed}: {line}", file=sys.stderr)
 
     loop = TrainingLoop(ctx, log, progress=advance)
     state = None
