@@ -140,10 +140,11 @@ def _logging_out(config_path: str | None, overrides: list[str]) -> str:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from sao_online.analysis import write_report
+    from sao_online.api import default_report_folder
 
     path = write_report(
         [Path(p) for p in args.runs],
-        args.out if args.out is not None else Path(args.runs[0]) / "report",
+        args.out if args.out is not None else default_report_folder(args.runs),
         title=args.title,
         oracle_fraction=args.oracle_fraction,
     )

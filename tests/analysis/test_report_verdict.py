@@ -226,3 +226,17 @@ def test_without_an_oracle_level_the_verdict_ranks_by_the_relative_time_and_says
     verdict = verdict_table(rows).loc[0]
     assert verdict["ranked by"] == "time back to own pre-shift level"
     assert verdict["first"] == "grpo"
+
+
+def test_report_goes_to_runs_report_by_default_and_the_api_takes_the_oracle_fraction(tmp_path):
+    from sao_online import api
+    from sao_online.cli import main
+    from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+
+    root = two_seed_root(tmp_path / "runs", updates_zero=False)
+    assert main(["report", str(root)]) == 0
+    report = (root / "report" / "report.md").read_text()
+    assert f"reached {DEFAULT_ORACLE_FRACTION:g} x the oracle's reward first" in report
+    path = api.report(root, tmp_path / "api", oracle_fraction=0.7)
+    assert "reached 0.7 x the oracle's reward first" in path.read_text()
+    assert api.report(root) == root / "report" / "report.md"
