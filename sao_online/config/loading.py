@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from sao_online.config.errors import ConfigError, one_line, short_repr
 from sao_online.config.experiment import ExperimentConfig
+from sao_online.model_presets import apply_model_preset
 from sao_online.safe_yaml import YamlInputError, load_yaml_text
 
 
@@ -90,6 +91,7 @@ def load_config(
         raise ConfigError(f"config: expected a mapping or a file path, got {type(source).__name__}")
     if overrides:
         data = apply_overrides(data, overrides)
+    data = apply_model_preset(data)  # the model's settings beyond the defaults, where unset
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as error:

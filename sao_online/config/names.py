@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from sao_online.config.errors import ConfigError, short_repr
+from sao_online.suggestions import did_you_mean
 
 # Experiment and method names become folders of a run's path: no separators, no "..".
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -57,8 +58,8 @@ def check_method_name(name: str) -> str:
     methods = builtin_methods()
     if name not in methods:
         raise ValueError(
-            f"unknown method {short_repr(name)}; choose from {', '.join(methods)}, or name "
-            "your own as MODULE:FACTORY"
+            f"unknown method {short_repr(name)}{did_you_mean(name, methods)}; choose from "
+            f"{', '.join(methods)}, or name your own as MODULE:FACTORY"
         )
     return name
 

@@ -268,7 +268,12 @@ class RegularizerConfig(Section):
     """KL and entropy terms."""
 
     kl_coef: Number = Field(
-        0.0, ge=0, le=1e6, description="Per-token KL penalty to the warm-start policy (0 = off)."
+        0.0,
+        ge=0,
+        le=1e6,
+        description="Per-token KL penalty to the warm-start policy (0 = off, the paper's "
+        "setting). The tiny model's preset sets 0.6 when a config leaves this unset "
+        "(sao_online.model_presets).",
     )
     kl_estimator: KLEstimator = Field(
         "exact", description="exact (over the vocabulary) or k3 (sampled tokens)."
@@ -387,6 +392,13 @@ class LoggingConfig(Section):
         False,
         description="Write TensorBoard event files under <run>/tensorboard/ (needs the "
         "tensorboard package: pip install 'sao-online[tensorboard]').",
+    )
+    wandb: StrictBool = Field(
+        False,
+        description="Also log the TensorBoard series and the run's config to Weights & Biases "
+        "(needs the wandb package: pip install 'sao-online[wandb]'); offline under <run>/wandb/ "
+        "when no API key is set up or the server does not answer (WANDB_MODE overrides; "
+        "`wandb sync` uploads); project from WANDB_PROJECT (default sao-online).",
     )
     transcripts_every: StrictInt = Field(
         50,
