@@ -179,6 +179,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from sao_online.commands.bench_throughput import run_throughput_benchmark
 
         result = run_throughput_benchmark(quick=args.quick, peer=args.peer)
+    elif args.what == "learner":
+        from sao_online.commands.bench_learner import run_learner_benchmark
+
+        result = run_learner_benchmark(quick=args.quick)
     elif args.what == "contention":
         from sao_online.commands.bench_contention import run_contention_benchmark
 
@@ -345,7 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_cmd_show)
 
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
-    bench.add_argument("what", choices=["rollout", "async", "throughput", "contention", "sandbox"])
+    bench.add_argument(
+        "what", choices=["rollout", "async", "throughput", "contention", "sandbox", "learner"]
+    )
     bench.add_argument("--quick", action="store_true", help="a shorter run")
     bench.add_argument(
         "--peer",

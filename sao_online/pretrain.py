@@ -40,20 +40,13 @@ from sao_online.environments import check_env_id
 from sao_online.models import (
     ChatLayout,
     build_tiny_policy,
+    cache_root,
     load_policy,
     resolve_device,
     resolve_dtype,
 )
 
 WARM_START_FORMAT = 1  # bump when the layout of the cached folder changes
-
-
-def cache_root() -> Path:
-    """``$SAO_ONLINE_CACHE``, else ``$XDG_CACHE_HOME/sao-online``, else ``~/.cache/sao-online``."""
-    if os.environ.get("SAO_ONLINE_CACHE"):
-        return Path(os.environ["SAO_ONLINE_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "sao-online"
 
 
 def base_policy(

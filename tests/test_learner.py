@@ -143,3 +143,67 @@ def test_prefix_sharing_leaves_the_update_unchanged(name, extra):
                 torch.testing.assert_close(
                     shared_parameter.grad, plain_parameter.grad, atol=1e-5, rtol=1e-4, msg=key
                 )
+
+
+@pytest.fixture
+def one_torch_thread():
+    # One thread on both sides: each model then runs the very same kernels in the same order,
+    # so the two paths agree bit for bit (with more threads, up to floating-point order).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("kl_coef", [0.0, 0.2])
+def test_critic_beside_the_policy_gives_the_sequential_parameters(kl_coef, one_torch_thread):
+    # Three updates, the first critic-only, with rewards that give both models gradients.
+    overrides = TINY + [
+        "algorithm.name=sao",
+        "algorithm.critic_warmup_steps=1",
+        f"regularizers.kl_coef={kl_coef}",
+    ]
+    config = load_config(None, overrides)
+    batches = []
+    sampler = RunContext.build(config)
+    for index in range(3):
+        batch = sample_batch(sampler)
+        for trajectory in batch[index::2]:
+            trajectory.rewards[trajectory.action_mask.nonzero()[-1]] = 1.0
+        batches.append(batch)
+    overlapped, sequential = RunContext.build(config), RunContext.build(config)
+    sequential.learner.overlap_critic = False
+    for batch in batches:
+        beside = overlapped.learner.step(batch)
+        alone = sequential.learner.step(batch)
+        assert beside.keys() == alone.keys()
+        for key, value in alone.items():
+            assert beside[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+    assert overlapped.learner._critic_thread is not None
+    assert sequential.learner._critic_thread is None
+    assert beside["charts/grad_norm_policy"] > 0 and beside["charts/grad_norm_critic"] > 0
+    for model in ("policy", "critic"):
+        for (name, a), b in zip(
+            getattr(overlapped.learner, model).named_parameters(),
+            getattr(sequential.learner, model).parameters(),
+        ):
+            assert torch.equal(a, b), f"{model}.{name}"
+    assert all(seconds > 0 for seconds in overlapped.learner.lane_seconds.values())
+    overlapped.learner.close()
+
+
+def test_a_failing_critic_update_stops_the_step_after_both_lanes_are_done():
+    config = load_config(None, TINY + ["algorithm.name=sao", "algorithm.critic_warmup_steps=0"])
+    ctx = RunContext.build(config)
+    batch = sample_batch(ctx)
+    calls = []
+
+    def failing_updates(*args):
+        calls.append("critic")
+        raise RuntimeError("critic blew up")
+
+    ctx.learner._critic_updates = failing_updates
+    with pytest.raises(RuntimeError, match="critic blew up"):
+        ctx.learner.step(batch)
+    assert calls == ["critic"] and ctx.learner.version == 0
+    ctx.learner.close()
