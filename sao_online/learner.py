@@ -76,20 +76,23 @@ class _Lanes:
     ``critic(fn, ...)`` returns a future; with ``executor`` None the work has already run.
     ``policy(fn, ...)`` runs in the calling thread. Leaving the ``with`` block waits for every
     critic job, also when the policy's work raised, so no thread is still moving the critic
-    once the step is over.
+    once the step is over. Each lane's wall seconds and CPU seconds (of the thread it ran on)
+    add up in ``seconds`` and ``cpu_seconds``.
     """
 
     def __init__(self, executor: ThreadPoolExecutor | None) -> None:
         self.executor = executor
         self.seconds = {"critic": 0.0, "policy": 0.0}
+        self.cpu_seconds = {"critic": 0.0, "policy": 0.0}
         self._pending: list[Future] = []
 
     def _timed(self, lane: str, fn: Callable[..., Any], *args: Any) -> Any:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         try:
             return fn(*args)
         finally:
             self.seconds[lane] += time.perf_counter() - started
+            self.cpu_seconds[lane] += time.thread_time() - cpu_started
 
     def critic(self, fn: Callable[..., Any], *args: Any) -> Future:
         if self.executor is not None:
@@ -134,6 +137,8 @@ class Learner:
         lane_seconds: after each ``step``, the seconds of work of the ``critic`` lane (value
             pass and updates) and the ``policy`` lane (forward passes, loss, step); with the
             critic overlapped the step takes about the longer of the two.
+        lane_cpu_seconds: the same in CPU seconds of each lane's thread (what the work costs
+            whatever else the machine is doing).
     """
 
     def __init__(
@@ -161,6 +166,7 @@ class Learner:
         self.share_prefixes = share_prefixes
         self.overlap_critic = overlap_critic
         self.lane_seconds = {"critic": 0.0, "policy": 0.0}
+        self.lane_cpu_seconds = {"critic": 0.0, "policy": 0.0}
         self._critic_thread: ThreadPoolExecutor | None = None
         self.version = 0
         self.device = next(policy.parameters()).device
@@ -224,6 +230,7 @@ class Learner:
         metrics.update(policy_metrics)
         metrics["charts/critic_only_step"] = float(critic_only)
         self.lane_seconds = dict(lanes.seconds)
+        self.lane_cpu_seconds = dict(lanes.cpu_seconds)
         self.version += 1
         return metrics
 

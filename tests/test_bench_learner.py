@@ -34,12 +34,25 @@ def test_every_method_is_timed_on_its_own_batches_and_the_ratios_agree():
     # Both SAO learners train on the same batches; only where the critic runs differs.
     assert per_method["sao"]["batch_tokens"] == per_method[IN_LINE]["batch_tokens"]
     for name in ("sao", IN_LINE):
-        assert per_method[name]["critic_lane_seconds"] > 0
-        assert per_method[name]["policy_lane_seconds"] > 0
+        row = per_method[name]
+        for lane in ("critic", "policy"):
+            assert row[f"{lane}_lane_seconds"] > 0 and row[f"{lane}_lane_cpu_seconds"] > 0
+        assert row["critical_path_cpu_seconds"] <= row["cpu_seconds_per_update"]
+    # In line, one thread does everything: its critical path is all of its CPU time.
+    assert (
+        per_method[IN_LINE]["critical_path_cpu_seconds"]
+        == (per_method[IN_LINE]["cpu_seconds_per_update"])
+    )
+    assert result["cpu_ratio_to_running_mean"]["sao_running_mean"] == 1.0
     sao = result["sao"]
     assert sao["ratio_to_running_mean"] == result["ratio_to_running_mean"]["sao"]
     assert sao["critic_lane_over_running_mean"] == pytest.approx(
         per_method["sao"]["critic_lane_seconds"] / base, abs=1e-3
+    )
+    assert sao["critical_path_cpu_over_running_mean"] == pytest.approx(
+        per_method["sao"]["critical_path_cpu_seconds"]
+        / per_method["sao_running_mean"]["cpu_seconds_per_update"],
+        abs=1e-3,
     )
     assert sao["target_ratio_to_running_mean"] == 1.3
     assert len(result["load_average"]["before"]) == 3

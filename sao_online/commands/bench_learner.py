@@ -79,12 +79,15 @@ def run_learner_benchmark(
         quick: a smoke-sized run (no warm start, 2 batches, 1 round); its numbers mean nothing.
 
     Returns:
-        A JSON-able dict: ``workload``, ``per_method`` (``seconds_per_update`` median, mean,
-        samples, ``batch_tokens``; for the SAO rows ``critic_lane_seconds`` and
-        ``policy_lane_seconds`` medians), ``ratio_to_running_mean`` (each method's median over
-        ``sao_running_mean``'s), ``sao`` (the target, SAO's ratio, the in-line ratio, the
-        overlap's gain and the critic-lane floor), ``load_average`` before and after, and
-        ``machine``.
+        A JSON-able dict: ``workload``, ``per_method`` (``seconds_per_update`` median wall
+        time, ``cpu_seconds_per_update`` median CPU time of every thread the step used, the
+        mean, the samples, ``batch_tokens``; for the SAO rows each lane's wall and CPU seconds
+        and ``critical_path_cpu_seconds``, the longer of the two threads' CPU time),
+        ``ratio_to_running_mean`` and ``cpu_ratio_to_running_mean`` (each method over
+        ``sao_running_mean``), ``sao`` (the target, SAO's ratios overlapped and in line, the
+        overlap's gain, the critic lane's floor, and the critical path's CPU ratio: what a
+        machine with a free core for the critic would show), ``load_average`` before and
+        after, and ``machine``.
 
     Raises:
         ValueError: an unknown method, or ``batches`` / ``rounds`` below 1.
@@ -104,32 +107,16 @@ def run_learner_benchmark(
         torch.set_num_threads(num_threads)
     try:
         learners, samples = _prepare(config_path, methods, batches, extra)
-        seconds = {name: [] for name in learners}
-        lanes = {name: {"critic": [], "policy": []} for name in learners}
+        timings = {name: _Timings() for name in learners}
         for _ in range(rounds):
             for index in range(batches):
                 for name, (learner, method_batches) in learners.items():
-                    started = time.perf_counter()
-                    learner.step(method_batches[index])
-                    seconds[name].append(time.perf_counter() - started)
-                    for lane, value in learner.lane_seconds.items():
-                        lanes[name][lane].append(value)
+                    timings[name].time_step(learner, method_batches[index])
         for learner, _ in learners.values():
             learner.close()
     finally:
         torch.set_num_threads(threads_before)
-    per_method: dict[str, Any] = {}
-    for name, values in seconds.items():
-        row = {
-            "seconds_per_update": _median(values),
-            "mean_seconds_per_update": round(statistics.fmean(values), 4),
-            "samples": [round(value, 4) for value in values],
-            "batch_tokens": samples[name],
-        }
-        if name in ("sao", IN_LINE):
-            row["critic_lane_seconds"] = _median(lanes[name]["critic"])
-            row["policy_lane_seconds"] = _median(lanes[name]["policy"])
-        per_method[name] = row
+    per_method = {name: timing.summary(samples[name]) for name, timing in timings.items()}
     result: dict[str, Any] = {
         "workload": {
             "config": str(config_path or "configs/demo.yaml"),
@@ -142,23 +129,17 @@ def run_learner_benchmark(
         "per_method": per_method,
     }
     if "sao_running_mean" in per_method:
-        base = per_method["sao_running_mean"]["seconds_per_update"]
+        base = per_method["sao_running_mean"]
         result["ratio_to_running_mean"] = {
-            name: round(row["seconds_per_update"] / base, 3) for name, row in per_method.items()
+            name: round(row["seconds_per_update"] / base["seconds_per_update"], 3)
+            for name, row in per_method.items()
+        }
+        result["cpu_ratio_to_running_mean"] = {
+            name: round(row["cpu_seconds_per_update"] / base["cpu_seconds_per_update"], 3)
+            for name, row in per_method.items()
         }
         if "sao" in per_method:
-            sao, in_line = per_method["sao"], per_method[IN_LINE]
-            result["sao"] = {
-                "target_ratio_to_running_mean": TARGET_RATIO,
-                "ratio_to_running_mean": result["ratio_to_running_mean"]["sao"],
-                "in_line_ratio_to_running_mean": result["ratio_to_running_mean"][IN_LINE],
-                "overlap_speedup": round(
-                    in_line["seconds_per_update"] / sao["seconds_per_update"], 3
-                ),
-                # Overlapped, an update takes at least the critic lane: the ratio's floor here.
-                "critic_lane_over_running_mean": round(sao["critic_lane_seconds"] / base, 3),
-                "policy_lane_over_running_mean": round(sao["policy_lane_seconds"] / base, 3),
-            }
+            result["sao"] = _sao_summary(per_method, result, base)
     result["load_average"] = {
         "before": [round(value, 2) for value in load_before],
         "after": [round(value, 2) for value in os.getloadavg()],
@@ -171,6 +152,79 @@ def run_learner_benchmark(
     }
     result["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return result
+
+
+class _Timings:
+    """Wall and CPU seconds of one learner's steps (CPU: the calling thread's plus, for an
+    overlapped critic, its lane's thread's)."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.lanes: dict[str, list[float]] = {
+            f"{lane}_lane_{kind}": []
+            for lane in ("critic", "policy")
+            for kind in ("seconds", "cpu_seconds")
+        }
+        self.critical_path_cpu: list[float] = []
+
+    def time_step(self, learner: Any, batch: list[Trajectory]) -> None:
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        learner.step(batch)
+        self.wall.append(time.perf_counter() - started)
+        caller_cpu = time.thread_time() - cpu_started
+        if not learner.method.uses_critic:
+            self.cpu.append(caller_cpu)
+            return
+        for lane in ("critic", "policy"):
+            self.lanes[f"{lane}_lane_seconds"].append(learner.lane_seconds[lane])
+            self.lanes[f"{lane}_lane_cpu_seconds"].append(learner.lane_cpu_seconds[lane])
+        critic_cpu = learner.lane_cpu_seconds["critic"]
+        if learner.overlap_critic:
+            # Everything else ran on the calling thread: with a core each, the step would take
+            # the longer of the two threads' CPU time.
+            self.cpu.append(caller_cpu + critic_cpu)
+            self.critical_path_cpu.append(max(caller_cpu, critic_cpu))
+        else:
+            self.cpu.append(caller_cpu)
+            self.critical_path_cpu.append(caller_cpu)
+
+    def summary(self, batch_tokens: list[int]) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "seconds_per_update": _median(self.wall),
+            "cpu_seconds_per_update": _median(self.cpu),
+            "mean_seconds_per_update": round(statistics.fmean(self.wall), 4),
+            "samples": [round(value, 4) for value in self.wall],
+            "batch_tokens": batch_tokens,
+        }
+        if self.critical_path_cpu:
+            row.update({name: _median(values) for name, values in self.lanes.items()})
+            row["critical_path_cpu_seconds"] = _median(self.critical_path_cpu)
+        return row
+
+
+def _sao_summary(
+    per_method: dict[str, Any], result: dict[str, Any], base: dict[str, Any]
+) -> dict[str, Any]:
+    sao, in_line = per_method["sao"], per_method[IN_LINE]
+    base_cpu = base["cpu_seconds_per_update"]
+    return {
+        "target_ratio_to_running_mean": TARGET_RATIO,
+        "ratio_to_running_mean": result["ratio_to_running_mean"]["sao"],
+        "in_line_ratio_to_running_mean": result["ratio_to_running_mean"][IN_LINE],
+        "overlap_speedup": round(in_line["seconds_per_update"] / sao["seconds_per_update"], 3),
+        # Overlapped, an update takes at least its critic lane: the floor of the ratio.
+        "critic_lane_over_running_mean": round(
+            sao["critic_lane_seconds"] / base["seconds_per_update"], 3
+        ),
+        # The same from CPU time, which a busy machine disturbs far less than wall time: the
+        # ratio where the critic's thread has a core of its own.
+        "critical_path_cpu_over_running_mean": round(
+            sao["critical_path_cpu_seconds"] / base_cpu, 3
+        ),
+        "critic_lane_cpu_over_running_mean": round(sao["critic_lane_cpu_seconds"] / base_cpu, 3),
+        "in_line_cpu_over_running_mean": round(in_line["cpu_seconds_per_update"] / base_cpu, 3),
+    }
 
 
 def _prepare(
