@@ -231,3 +231,23 @@ def test_two_sao_updates_on_styleshift(smollm2, tmp_path, monkeypatch):
     assert all(torch.equal(model.state_dict()[name], kept[name]) for name in kept)
     episodes = RunLog(run).read("episodes")
     assert len(episodes) == 4 and (episodes["num_action_tokens"] > 0).all()
+
+
+@shares_the_loaded_model
+def test_bench_rollout_runs_the_real_model_from_its_converted_copy(smollm2, gguf_work):
+    from sao_online.commands.bench_rollout import run_rollout_benchmark
+
+    parsed = dict(gguf_work)
+    result = run_rollout_benchmark(
+        model="smollm2-135m", batch_size=4, new_tokens=6, num_episodes=4
+    )
+    assert gguf_work == parsed  # loaded from the cache the module's first load filled
+    assert result["workload"]["model"] == "smollm2-135m (pretrained)"
+    assert result["workload"]["parameters"] == sum(p.numel() for p in smollm2[0].parameters())
+    assert result["engine"]["tokens"] == result["engine_single_buffer"]["tokens"] > 0
+    assert result["generate"]["tokens"] > 0 and "engine_hf_forward" not in result
+    # 30 layers x 3 key/value heads x 64 dims x keys and values x 4 bytes per column.
+    roofline = result["roofline"]
+    assert roofline["engine"]["kv_bytes_read"] == result["engine"]["kv_columns_read"] * (
+        30 * 3 * 64 * 2 * 4
+    )

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from sao_online.models.slot_cache import slot_attention
+from sao_online.models.slot_cache import attention_heads_first
 
-BAND_SIZE = 8
+BAND_SIZE = 16
 BAND_GRANULE = 32
 RESORT_EVERY = 32
 
@@ -40,8 +40,7 @@ class _BandCall:
     band: int
     start: int  # this band's rows are [start, stop) of the chunk in band order
     stop: int
-    rows: torch.Tensor  # [n] row of each within the band
-    whole: bool  # the chunk holds every row of the band, in order: read the buffer in place
+    rows: torch.Tensor | None  # [n] row of each within the band; None: all of them, in order
     row_grid: torch.Tensor  # [n, W] rows broadcast over the chunk (the write's row index)
     columns: torch.Tensor  # [n, W] cache column of each chunk token
     length: int  # columns read
@@ -96,6 +95,7 @@ class BandedKVCache:
         self._order: torch.Tensor | None = None
         self._inverse: torch.Tensor | None = None
         self._column_index = torch.arange(1024)
+        self._aranges: dict[int, torch.Tensor] = {}
 
     def band_rows(self, band: int) -> int:
         return min(self.band_size, self.num_slots - band * self.band_size)
@@ -207,47 +207,56 @@ class BandedKVCache:
             lengths: the columns each slot's row holds before this forward.
         """
         device = columns.device
+        place, band_size = self.place, self.band_size
+        order = sorted(range(len(slots)), key=lambda row: place[slots[row]])
+        identity = order == list(range(len(slots)))
+        if not identity:
+            columns = columns[torch.tensor(order, device=device)]
         write_end = (columns.max(dim=1).values + 1).tolist()
-        by_band: dict[int, list[int]] = {}
-        for row, slot in enumerate(slots):
-            by_band.setdefault(self.place[slot] // self.band_size, []).append(row)
-        order: list[int] = []
-        calls: list[_BandCall] = []
-        for band in sorted(by_band):
-            chunk_rows = sorted(by_band[band], key=lambda row: self.place[slots[row]])
-            in_band = [self.place[slots[row]] % self.band_size for row in chunk_rows]
+        # The chunk's rows in band order, cut into each band's run.
+        runs: list[tuple[int, int, int]] = []  # (band, start, stop)
+        for position, row in enumerate(order):
+            band = place[slots[row]] // band_size
+            if runs and runs[-1][0] == band:
+                runs[-1] = (band, runs[-1][1], position + 1)
+            else:
+                runs.append((band, position, position + 1))
+        calls: list[tuple[int, int, int, torch.Tensor | None, int]] = []
+        for band, start, stop in runs:
+            in_band = [place[slots[order[position]]] % band_size for position in range(start, stop)]
             # Every row of the band must survive a shrink, not only the rows in this call.
-            held = max_in(lengths, self.members[band])
-            needed = max(held, *(write_end[row] for row in chunk_rows))
-            self._reserve(band, needed)
-            whole = in_band == list(range(self.band_rows(band)))
-            length = self.capacity[band] if whole else max(write_end[row] for row in chunk_rows)
-            start = len(order)
-            order.extend(chunk_rows)
-            band_columns = columns[chunk_rows]
-            if length > self._column_index.numel():
-                self._column_index = torch.arange(2 * length)
-            if self._column_index.device != device:
-                self._column_index = self._column_index.to(device)
-            visible = self._column_index[:length] <= band_columns.unsqueeze(-1)
-            hidden = torch.finfo(self.mask_dtype).min
-            mask = torch.where(visible, 0.0, hidden).to(self.mask_dtype).unsqueeze(1)
-            rows = torch.tensor(in_band, device=device)
-            calls.append(
+            written = max(write_end[start:stop])
+            self._reserve(band, max(written, max_in(lengths, self.members[band])))
+            if stop - start == self.band_rows(band):  # in_band is sorted: all rows, in order
+                rows, length = None, self.capacity[band]
+            else:
+                rows, length = torch.tensor(in_band, device=device), written
+            calls.append((band, start, stop, rows, length))
+        # One mask for the chunk, as wide as the widest band read; each band reads a slice.
+        widest = max(call[4] for call in calls)
+        if widest > self._column_index.numel():
+            self._column_index = torch.arange(2 * widest)
+        if self._column_index.device != device:
+            self._column_index = self._column_index.to(device)
+        visible = self._column_index[:widest] <= columns.unsqueeze(-1)
+        hidden = torch.finfo(self.mask_dtype).min
+        mask = torch.where(visible, 0.0, hidden).to(self.mask_dtype).unsqueeze(1)
+        self._calls = []
+        for band, start, stop, rows, length in calls:
+            grid_rows = self._band_arange(band, device) if rows is None else rows
+            band_columns = columns[start:stop]
+            self._calls.append(
                 _BandCall(
                     band=band,
                     start=start,
-                    stop=len(order),
+                    stop=stop,
                     rows=rows,
-                    whole=whole,
-                    row_grid=rows[:, None].expand_as(band_columns),
+                    row_grid=grid_rows[:, None].expand_as(band_columns),
                     columns=band_columns,
                     length=length,
-                    mask=mask,
+                    mask=mask[start:stop, :, :, :length],
                 )
             )
-        self._calls = calls
-        identity = order == list(range(len(slots)))
         self._order = None if identity else torch.tensor(order, device=device)
         self._inverse = None
         if not identity:
@@ -255,6 +264,13 @@ class BandedKVCache:
             for position, row in enumerate(order):
                 inverse[row] = position
             self._inverse = torch.tensor(inverse, device=device)
+
+    def _band_arange(self, band: int, device: torch.device) -> torch.Tensor:
+        rows = self.band_rows(band)
+        cached = self._aranges.get(rows)
+        if cached is None or cached.device != device:
+            cached = self._aranges[rows] = torch.arange(rows, device=device)
+        return cached
 
     def attend(
         self,
@@ -288,18 +304,19 @@ class BandedKVCache:
             # Advanced indices on dims 0 and 2 put the [n, W] index dims first.
             band_keys[call.row_grid, :, call.columns] = keys[span].transpose(1, 2)
             band_values[call.row_grid, :, call.columns] = values[span].transpose(1, 2)
-            if call.whole:
+            if call.rows is None:  # the whole band, contiguous, read in place
                 read_keys, read_values = band_keys, band_values
             else:
                 read_keys = band_keys[call.rows, :, : call.length]
                 read_values = band_values[call.rows, :, : call.length]
             self.columns_read += (call.stop - call.start) * call.length
-            attended, _ = slot_attention(
-                None, queries[span], read_keys, read_values, call.mask, scaling=scaling
+            outputs.append(
+                attention_heads_first(queries[span], read_keys, read_values, call.mask, scaling)
             )
-            outputs.append(attended)
         attended = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
-        return attended if self._inverse is None else attended.index_select(0, self._inverse)
+        if self._inverse is not None:
+            attended = attended.index_select(0, self._inverse)
+        return attended.transpose(1, 2).contiguous()
 
 
 def max_in(lengths: list[int], slots: list[int]) -> int:

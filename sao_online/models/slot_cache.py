@@ -259,6 +259,18 @@ def slot_attention(
     """
     if kwargs.get("softcap") is not None or kwargs.get("sliding_window") is not None:
         raise ValueError("slot_attention supports neither logit soft-capping nor sliding windows")
+    output = attention_heads_first(query, key, value, attention_mask, scaling)
+    return output.transpose(1, 2).contiguous(), None
+
+
+def attention_heads_first(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor,
+    scaling: float | None = None,
+) -> torch.Tensor:
+    """``slot_attention``'s arithmetic, returning [B, q_heads, W, D] (heads before positions)."""
     batch, query_heads, width, head_dim = query.shape
     kv_heads, length = key.shape[1], key.shape[2]
     group = query_heads // kv_heads
@@ -271,8 +283,7 @@ def slot_attention(
     # Softmax in float32 as Hugging Face's eager attention does, for half-precision models.
     probabilities = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
     probabilities = probabilities.view(batch, kv_heads, group * width, length)
-    output = torch.matmul(probabilities, value).view(batch, query_heads, width, head_dim)
-    return output.transpose(1, 2).contiguous(), None
+    return torch.matmul(probabilities, value).view(batch, query_heads, width, head_dim)
 
 
 AttentionInterface.register(SLOT_ATTENTION, slot_attention)
