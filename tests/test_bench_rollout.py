@@ -14,8 +14,7 @@ def test_quick_benchmark_counts_the_same_tokens_and_a_consistent_roofline():
         result["engine"]["tokens_per_second"] / result["generate"]["tokens_per_second"]
     )
     assert result["banded_cache_speedup"] == pytest.approx(
-        result["engine"]["tokens_per_second"]
-        / result["engine_single_buffer"]["tokens_per_second"]
+        result["engine"]["tokens_per_second"] / result["engine_single_buffer"]["tokens_per_second"]
     )
     roofline = result["roofline"]
     bandwidth = roofline["read_bandwidth_bytes_per_second"]

@@ -238,9 +238,7 @@ def test_bench_rollout_runs_the_real_model_from_its_converted_copy(smollm2, gguf
     from sao_online.commands.bench_rollout import run_rollout_benchmark
 
     parsed = dict(gguf_work)
-    result = run_rollout_benchmark(
-        model="smollm2-135m", batch_size=4, new_tokens=6, num_episodes=4
-    )
+    result = run_rollout_benchmark(model="smollm2-135m", batch_size=4, new_tokens=6, num_episodes=4)
     assert gguf_work == parsed  # loaded from the cache the module's first load filled
     assert result["workload"]["model"] == "smollm2-135m (pretrained)"
     assert result["workload"]["parameters"] == sum(p.numel() for p in smollm2[0].parameters())
