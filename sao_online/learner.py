@@ -30,14 +30,16 @@ from sao_online.algorithms import Method
 from sao_online.batching import Batch, collate
 from sao_online.config import ExperimentConfig
 from sao_online.losses import value_loss
+from sao_online.models.lean_llama import lean_forward_support
 from sao_online.prefix_sharing import (
     PrefixPlan,
     causal_lm_forward,
+    hidden_state_forward,
     plan_prefix_sharing,
     shared_prefix_forward,
     value_model_forward,
 )
-from sao_online.regularizers import entropy_bonus, exact_kl, k3_kl
+from sao_online.regularizers import k3_kl, token_entropy, token_exact_kl
 from sao_online.types import Trajectory
 
 
@@ -52,22 +54,27 @@ def _shift_to_tokens(per_position: torch.Tensor) -> torch.Tensor:
     return aligned
 
 
-def _token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """log p(token t | tokens < t) at position t (the logits at t - 1 predict token t); 0 at
-    t = 0."""
-    next_logprobs = torch.gather(
-        F.log_softmax(logits[:, :-1], dim=-1), 2, tokens[:, 1:].unsqueeze(-1)
-    )
-    return F.pad(next_logprobs.squeeze(-1), (1, 0))
+def _action_logprobs(action_logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """[B, T] log p(token t | tokens < t) at every action token t, 0 elsewhere, from the logits
+    of the positions that predict action tokens ([N, V], in the order of ``action_mask``)."""
+    predicts = batch.action_mask[:, 1:]
+    targets = batch.tokens[:, 1:][predicts]
+    selected = F.log_softmax(action_logits, dim=-1).gather(1, targets.unsqueeze(1)).squeeze(1)
+    shifted = torch.zeros(predicts.shape, dtype=selected.dtype, device=selected.device)
+    return F.pad(shifted.masked_scatter(predicts, selected), (1, 0))
 
 
 @dataclass
 class PolicyPass:
-    """The policy's forward pass over a batch, before the advantages are known."""
+    """The policy's forward pass over a batch, before the advantages are known.
 
-    logits: torch.Tensor  # [B, T, V], temperature-scaled, with grad
-    logprobs: torch.Tensor  # [B, T] of the batch's tokens, with grad
-    reference_logits: torch.Tensor | None  # [B, T, V] of the frozen reference, without grad
+    Logits are kept only at the N positions that predict an action token (position t - 1 for
+    action token t, in the order of ``batch.action_mask``): nothing else reads them.
+    """
+
+    logits: torch.Tensor  # [N, V], temperature-scaled, with grad
+    logprobs: torch.Tensor  # [B, T] of the batch's action tokens (0 elsewhere), with grad
+    reference_logits: torch.Tensor | None  # [N, V] of the frozen reference, without grad
 
 
 class _Lanes:
@@ -301,12 +308,12 @@ class Learner:
         }
 
     def _policy_forward(self, batch: Batch, plan: PrefixPlan | None) -> PolicyPass:
-        logits = self._logits(self.policy, batch, plan)
+        logits = self._action_logits(self.policy, batch, plan)
         reference_logits = None
         if self.reference is not None:
             with torch.no_grad():
-                reference_logits = self._logits(self.reference, batch, plan)
-        return PolicyPass(logits, _token_logprobs(logits, batch.tokens), reference_logits)
+                reference_logits = self._action_logits(self.reference, batch, plan)
+        return PolicyPass(logits, _action_logprobs(logits, batch), reference_logits)
 
     def _policy_update(
         self, batch: Batch, policy_pass: PolicyPass, advantages: torch.Tensor
@@ -315,19 +322,18 @@ class Learner:
         logits, logprobs = policy_pass.logits, policy_pass.logprobs
         loss, stats = self.method.objective(logprobs, batch, advantages)
         metrics = {"losses/policy": loss.item(), **_namespaced("charts", stats)}
-        shifted_logits = logits[:, :-1]
-        next_mask = batch.action_mask[:, 1:]
+        action_tokens = batch.action_mask[:, 1:].sum().clamp(min=1)
         with torch.set_grad_enabled(regs.entropy_coef > 0):  # a diagnostic unless it is a bonus
-            entropy = entropy_bonus(shifted_logits, next_mask)
+            entropy = token_entropy(logits).sum() / action_tokens
         metrics["charts/entropy"] = entropy.item()
         if regs.entropy_coef > 0:
             loss = loss - regs.entropy_coef * entropy
         if policy_pass.reference_logits is not None:
             ref_logits = policy_pass.reference_logits
             if regs.kl_estimator == "exact":
-                kl = exact_kl(shifted_logits, ref_logits[:, :-1], next_mask)
+                kl = token_exact_kl(logits, ref_logits).sum() / action_tokens
             else:
-                ref_logprobs = _token_logprobs(ref_logits, batch.tokens)
+                ref_logprobs = _action_logprobs(ref_logits, batch)
                 kl = k3_kl(logprobs, ref_logprobs, batch.action_mask)
             metrics["charts/kl_to_reference"] = kl.item()
             loss = loss + regs.kl_coef * kl
@@ -338,18 +344,37 @@ class Learner:
         )
         return metrics
 
-    def _logits(
+    def _action_logits(
         self, model: torch.nn.Module, batch: Batch, plan: PrefixPlan | None
     ) -> torch.Tensor:
-        if plan is None:
-            logits = model(
-                input_ids=batch.tokens, attention_mask=batch.attention_mask.long()
-            ).logits
+        """[N, V] temperature-scaled logits of the positions that predict action tokens.
+
+        For Llama-family models the output head runs on those positions only (the model's
+        final hidden states elsewhere are never needed); for others the whole [B, T, V] logits
+        are computed and the rows picked.
+        """
+        predicts = batch.action_mask[:, 1:]
+        if lean_forward_support(model) is None:
+            if plan is None:
+                hidden = model.model(
+                    input_ids=batch.tokens, attention_mask=batch.attention_mask.long()
+                ).last_hidden_state
+            else:
+                hidden = shared_prefix_forward(
+                    hidden_state_forward(model.model), batch.tokens, plan, self.pad_token_id
+                )
+            logits = model.get_output_embeddings()(hidden[:, :-1][predicts])
         else:
-            logits = shared_prefix_forward(
-                causal_lm_forward(model), batch.tokens, plan, self.pad_token_id
-            )
-        # Skipping the no-op conversions saves a [B, T, V] copy and its backward.
+            if plan is None:
+                full = model(
+                    input_ids=batch.tokens, attention_mask=batch.attention_mask.long()
+                ).logits
+            else:
+                full = shared_prefix_forward(
+                    causal_lm_forward(model), batch.tokens, plan, self.pad_token_id
+                )
+            logits = full[:, :-1][predicts]
+        # Skipping the no-op conversions saves a copy and its backward.
         if logits.dtype != torch.float32:
             logits = logits.float()
         temperature = self.config.rollout.temperature

@@ -7,11 +7,12 @@ beside one 250 tokens into its answer), so about half of what is read is columns
 reached. Reading a shorter slice of that buffer does not help: a strided batch of matrices is
 much slower to multiply on the CPU than a contiguous one (measured: slower than reading it all).
 
-Here the slots are kept in bands of ``band_size`` rows, each band with buffers of its own whose
-capacity follows the band's longest row (rounded up to ``granule`` columns). Attention runs band
-by band over each band's whole, contiguous buffer, so a step reads each band only up to its own
-longest row. Which slot sits in which band is re-decided every ``resort_every`` decoding steps
-(``resort``): slots sorted by length, longest first, so rows of similar length share a band, and
+Here the slots are kept in bands of rows of similar length, each band with buffers of its own
+whose capacity follows the band's longest row (rounded up to ``granule`` columns). Attention
+runs band by band over each band's whole, contiguous buffer, so a step reads each band only up
+to its own longest row. Every ``resort_every`` decoding steps the slots are sorted by length,
+longest first, and cut into bands where that saves more reads than a band's own operations cost
+(``partition``; slots of one length, as in a GRPO batch decoding in lockstep, stay one band);
 each moved slot's cached columns are copied to its new place. Between re-sorts a slot keeps its
 place (a new episode starts in the place its slot had).
 
@@ -28,7 +29,10 @@ import torch
 
 from sao_online.models.slot_cache import attention_heads_first
 
-BAND_SIZE = 16
+# A band's own tensor operations (about ten per layer and forward) cost about what reading this
+# many row-columns of keys and values costs (tiny model, one CPU thread): a band pays for itself
+# when it spares more reads than that.
+BAND_OVERHEAD = 256
 BAND_GRANULE = 32
 RESORT_EVERY = 32
 
@@ -53,7 +57,8 @@ class BandedKVCache:
     Args:
         num_slots: rows of the cache (the engine's concurrent episodes).
         num_layers: attention layers of the model.
-        band_size: slots per band.
+        band_overhead: what a band's own operations cost, in row-columns read (see
+            ``partition``); 0 bands every distinct length apart.
         granule: a band's capacity is a multiple of this many columns.
         mask_dtype: dtype of the additive attention masks (the model's).
 
@@ -67,46 +72,62 @@ class BandedKVCache:
         self,
         num_slots: int,
         num_layers: int,
-        band_size: int = BAND_SIZE,
+        band_overhead: int = BAND_OVERHEAD,
         granule: int = BAND_GRANULE,
         mask_dtype: torch.dtype = torch.float32,
     ) -> None:
-        if min(num_slots, num_layers, band_size, granule) <= 0:
+        if min(num_slots, num_layers, granule) <= 0 or band_overhead < 0:
             raise ValueError(
-                "BandedKVCache: num_slots, num_layers, band_size and granule must be positive, "
-                f"got {num_slots}, {num_layers}, {band_size}, {granule}"
+                "BandedKVCache: num_slots, num_layers and granule must be positive and "
+                f"band_overhead >= 0, got {num_slots}, {num_layers}, {granule}, {band_overhead}"
             )
         self.num_slots = num_slots
         self.num_layers = num_layers
-        self.band_size = band_size
+        self.band_overhead = band_overhead
         self.granule = granule
         self.mask_dtype = mask_dtype
-        self.num_bands = -(-num_slots // band_size)
-        # Place p of the band order is row p % band_size of band p // band_size.
-        self.place = list(range(num_slots))  # slot -> place
-        self.members = [self._band_slots(band) for band in range(self.num_bands)]
-        self.capacity = [granule] * self.num_bands
+        self.place = list(range(num_slots))  # slot -> place in the band order
+        self._set_bands([num_slots], [granule])
         self.keys: list[list[torch.Tensor]] | None = None  # [layer][band]
         self.values: list[list[torch.Tensor]] | None = None
         self.resizes = 0
         self.resorts = 0
-        self.columns_read = 0  # per layer, summed over forwards: rows x columns attention read
+        self.columns_read = 0  # summed over layers and forwards: rows x columns attention read
         self._calls: list[_BandCall] = []
         self._order: torch.Tensor | None = None
         self._inverse: torch.Tensor | None = None
         self._column_index = torch.arange(1024)
         self._aranges: dict[int, torch.Tensor] = {}
 
-    def band_rows(self, band: int) -> int:
-        return min(self.band_size, self.num_slots - band * self.band_size)
+    def _set_bands(self, sizes: list[int], capacity: list[int]) -> None:
+        """Bands of ``sizes`` rows over the places in order, with their capacities."""
+        self.band_sizes = sizes
+        self.capacity = capacity
+        self.band_start = [sum(sizes[:band]) for band in range(len(sizes))]
+        self.band_of_place = [band for band, size in enumerate(sizes) for _ in range(size)]
+        self.members: list[list[int]] = [[] for _ in sizes]
+        for slot in sorted(range(self.num_slots), key=self.place.__getitem__):
+            self.members[self.band_of_place[self.place[slot]]].append(slot)
+
+    @property
+    def num_bands(self) -> int:
+        return len(self.band_sizes)
+
+    def locate(self, slot: int) -> tuple[int, int]:
+        """(band, row within the band) of ``slot``."""
+        band = self.band_of_place[self.place[slot]]
+        return band, self.place[slot] - self.band_start[band]
+
+    def _rounded(self, columns: int) -> int:
+        return max(self.granule, -(-columns // self.granule) * self.granule)
 
     # -- layout -------------------------------------------------------------------------------
     def _allocate(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         def buffers(like: torch.Tensor) -> list[list[torch.Tensor]]:
             return [
                 [
-                    like.new_zeros((self.band_rows(band), like.shape[1], capacity, like.shape[3]))
-                    for band, capacity in enumerate(self.capacity)
+                    like.new_zeros((rows, like.shape[1], capacity, like.shape[3]))
+                    for rows, capacity in zip(self.band_sizes, self.capacity)
                 ]
                 for _ in range(self.num_layers)
             ]
@@ -115,7 +136,7 @@ class BandedKVCache:
 
     def _reserve(self, band: int, needed_columns: int) -> None:
         """Grows the band to hold ``needed_columns``, or shrinks it by more than a granule."""
-        target = max(self.granule, -(-needed_columns // self.granule) * self.granule)
+        target = self._rounded(needed_columns)
         current = self.capacity[band]
         if current - self.granule <= target <= current:
             return
@@ -131,6 +152,29 @@ class BandedKVCache:
                 layer[band] = new
         self.resizes += 1
 
+    def partition(self, sorted_lengths: list[int]) -> list[int]:
+        """Band sizes over rows sorted longest first that minimise the estimated cost.
+
+        A band of n rows whose longest holds L columns costs n x (L + 1, rounded up to the
+        granule) columns read per layer, plus ``band_overhead`` for the band's own tensor
+        operations; ties go to fewer, larger bands. Rows of equal length stay in one band.
+        """
+        count = len(sorted_lengths)
+        best = [0.0] + [float("inf")] * count
+        cut = [0] * (count + 1)
+        for stop in range(1, count + 1):
+            for start in range(stop):
+                width = self._rounded(sorted_lengths[start] + 1)
+                cost = best[start] + (stop - start) * width + self.band_overhead
+                if cost < best[stop]:
+                    best[stop], cut[stop] = cost, start
+        sizes = []
+        stop = count
+        while stop:
+            sizes.append(stop - cut[stop])
+            stop = cut[stop]
+        return sizes[::-1]
+
     def resort(self, lengths: list[int]) -> bool:
         """Re-bands the slots by length (longest first) and moves their cached columns.
 
@@ -138,55 +182,43 @@ class BandedKVCache:
             lengths: the columns each slot's row holds.
 
         Returns:
-            True when any slot moved.
+            True when the layout changed.
         """
         order = sorted(range(self.num_slots), key=lambda slot: (-lengths[slot], slot))
+        sizes = self.partition([lengths[slot] for slot in order])
         place = [0] * self.num_slots
         for position, slot in enumerate(order):
             place[slot] = position
-        if place == self.place:
+        if place == self.place and sizes == self.band_sizes:
             return False
-        old_place = self.place
+        old_locations = [self.locate(slot) for slot in range(self.num_slots)]
         self.place = place
-        self.members = [self._band_slots(band) for band in range(self.num_bands)]
-        capacity = [
-            max(self.granule, -(-max_in(lengths, members) // self.granule) * self.granule)
-            for members in self.members
-        ]
-        self.capacity = capacity
+        self._set_bands(sizes, [1] * len(sizes))
+        self.capacity = [self._rounded(max_in(lengths, members)) for members in self.members]
         self.resorts += 1
         if self.keys is None:
             return True
         for tables in (self.keys, self.values):
             for index, layer in enumerate(tables):
+                like = layer[0]
                 new = [
-                    old.new_zeros(
-                        (self.band_rows(band), old.shape[1], capacity[band], old.shape[3])
-                    )
-                    for band, old in enumerate(layer)
+                    like.new_zeros((rows, like.shape[1], capacity, like.shape[3]))
+                    for rows, capacity in zip(self.band_sizes, self.capacity)
                 ]
                 for slot, length in enumerate(lengths):
                     if length:
-                        source = layer[old_place[slot] // self.band_size]
-                        target = new[place[slot] // self.band_size]
-                        target[place[slot] % self.band_size, :, :length] = source[
-                            old_place[slot] % self.band_size, :, :length
-                        ]
+                        old_band, old_row = old_locations[slot]
+                        band, row = self.locate(slot)
+                        new[band][row, :, :length] = layer[old_band][old_row, :, :length]
                 tables[index] = new
         return True
-
-    def _band_slots(self, band: int) -> list[int]:
-        first = band * self.band_size
-        return [
-            slot for slot, place in enumerate(self.place) if first <= place < first + self.band_size
-        ]
 
     def copy_rows(self, copy_of: dict[int, int], lengths: list[int]) -> None:
         """Gives each target slot (target -> source) the source's cached columns ``[0, length)``."""
         for target, source in copy_of.items():
             length = lengths[source]
-            target_band, target_row = divmod(self.place[target], self.band_size)
-            source_band, source_row = divmod(self.place[source], self.band_size)
+            target_band, target_row = self.locate(target)
+            source_band, source_row = self.locate(source)
             self._reserve(target_band, max(length, max_in(lengths, self.members[target_band])))
             if self.keys is None:
                 continue
@@ -207,7 +239,7 @@ class BandedKVCache:
             lengths: the columns each slot's row holds before this forward.
         """
         device = columns.device
-        place, band_size = self.place, self.band_size
+        place, band_of_place, band_start = self.place, self.band_of_place, self.band_start
         order = sorted(range(len(slots)), key=lambda row: place[slots[row]])
         identity = order == list(range(len(slots)))
         if not identity:
@@ -216,18 +248,20 @@ class BandedKVCache:
         # The chunk's rows in band order, cut into each band's run.
         runs: list[tuple[int, int, int]] = []  # (band, start, stop)
         for position, row in enumerate(order):
-            band = place[slots[row]] // band_size
+            band = band_of_place[place[slots[row]]]
             if runs and runs[-1][0] == band:
                 runs[-1] = (band, runs[-1][1], position + 1)
             else:
                 runs.append((band, position, position + 1))
         calls: list[tuple[int, int, int, torch.Tensor | None, int]] = []
         for band, start, stop in runs:
-            in_band = [place[slots[order[position]]] % band_size for position in range(start, stop)]
+            in_band = [
+                place[slots[order[position]]] - band_start[band] for position in range(start, stop)
+            ]
             # Every row of the band must survive a shrink, not only the rows in this call.
             written = max(write_end[start:stop])
             self._reserve(band, max(written, max_in(lengths, self.members[band])))
-            if stop - start == self.band_rows(band):  # in_band is sorted: all rows, in order
+            if stop - start == self.band_sizes[band]:  # in_band is sorted: all rows, in order
                 rows, length = None, self.capacity[band]
             else:
                 rows, length = torch.tensor(in_band, device=device), written
@@ -266,7 +300,7 @@ class BandedKVCache:
             self._inverse = torch.tensor(inverse, device=device)
 
     def _band_arange(self, band: int, device: torch.device) -> torch.Tensor:
-        rows = self.band_rows(band)
+        rows = self.band_sizes[band]
         cached = self._aranges.get(rows)
         if cached is None or cached.device != device:
             cached = self._aranges[rows] = torch.arange(rows, device=device)

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from sao_online.models.banded_cache import BAND_SIZE, RESORT_EVERY, BandedKVCache
+from sao_online.models.banded_cache import RESORT_EVERY, BandedKVCache
 from sao_online.models.lean_llama import LeanLlamaForward, lean_forward_support
 from sao_online.models.slot_cache import SLOT_ATTENTION, SlotKVCache
 
@@ -93,9 +93,7 @@ class SlotDecoder:
         if banded_cache and self.lean is None:
             raise ValueError("SlotDecoder: banded_cache=True needs the lean forward")
         self.banded = self.lean is not None if banded_cache is None else banded_cache
-        # The banded cache's shape: slots per band, and decoding steps between re-sorts.
-        self.band_size = BAND_SIZE
-        self.resort_every = RESORT_EVERY
+        self.resort_every = RESORT_EVERY  # decoding steps between re-sorts of the bands
         self.model = model
         self.num_slots = num_slots
         self.pad_token_id = pad_token_id
@@ -116,7 +114,7 @@ class SlotDecoder:
         """Empties every slot (and drops the cache buffers)."""
         if self.banded:
             self.cache: BandedKVCache | SlotKVCache = BandedKVCache(
-                self.num_slots, self._num_layers, self.band_size, mask_dtype=self._mask_dtype
+                self.num_slots, self._num_layers, mask_dtype=self._mask_dtype
             )
         else:
             self.cache = SlotKVCache(self.num_slots, self._num_layers)

@@ -41,8 +41,9 @@ def test_bands_re_sort_and_every_step_keeps_the_uncached_logits():
     decoder = SlotDecoder(model, num_slots=5, pad_token_id=0, device="cpu")
     assert decoder.banded
     decoder.resort_every = 3
-    # Bands of 2 rows growing 4 columns at a time: every path (grow, shrink, re-sort) is taken.
-    decoder.cache = BandedKVCache(5, 2, band_size=2, granule=4)
+    # A band for every distinct length, growing 4 columns at a time: every path (grow, shrink,
+    # re-sort, a chunk with part of a band) is taken.
+    decoder.cache = BandedKVCache(5, 2, band_overhead=0, granule=4)
     rng = random.Random(0)
     sequences = [[rng.randrange(1, VOCAB) for _ in range(length)] for length in (3, 9, 1, 6, 2)]
     slots, logits = decoder.step(sequences)
@@ -81,18 +82,32 @@ def test_bands_re_sort_and_every_step_keeps_the_uncached_logits():
     decoder.cache.resort(decoder.lengths)
     by_place = sorted(range(5), key=lambda slot: cache.place[slot])
     assert [decoder.lengths[s] for s in by_place] == sorted(decoder.lengths, reverse=True)
+    # With no cost per band, every distinct capacity (length + 1 in granules of 4) is a band.
+    assert cache.num_bands == len({-(-(length + 1) // 4) for length in decoder.lengths})
+
+
+def test_the_partition_bands_rows_only_where_it_spares_more_reads_than_it_costs():
+    cache = BandedKVCache(8, 1, band_overhead=256, granule=32)
+    # Lockstep rows (a GRPO batch): one band, as one buffer would.
+    assert cache.partition([100] * 8) == [8]
+    # Two clear groups: 4 x 96 + 4 x 32 + 2 x 256 = 640 columns against 8 x 256 = 2048.
+    assert cache.partition([250, 250, 240, 230, 20, 10, 5, 0]) == [4, 4]
+    # Splitting off one slightly shorter row saves less than a band costs.
+    assert cache.partition([200, 200, 200, 150]) == [4]
+    assert BandedKVCache(4, 1, band_overhead=0, granule=1).partition([9, 5, 5, 1]) == [1, 2, 1]
 
 
 def test_a_copied_row_continues_like_its_source_in_another_band():
     model = _llama(kv_heads=4)
     decoder = SlotDecoder(model, num_slots=4, pad_token_id=0, device="cpu")
-    decoder.band_size = 2
-    decoder.reset()
-    decoder.step([[5, 6, 7, 8, 9, 10, 11], [], [], []])
+    decoder.cache = BandedKVCache(4, 2, band_overhead=0, granule=1)
+    decoder.step([[5, 6, 7, 8, 9, 10, 11], [1, 2], [], []])
+    decoder.cache.resort(decoder.lengths)  # slot 0 alone in its band, slot 3 in another
+    assert decoder.cache.locate(0)[0] != decoder.cache.locate(3)[0]
     decoder.copy_rows({3: 0})  # slot 3 sits in the other band
     assert decoder.lengths[3] == 7
     _, logits = decoder.step([[12], [], [], [12]])
-    torch.testing.assert_close(logits[0], logits[1])
+    torch.testing.assert_close(logits[0], logits[1], atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(
         logits[1], _reference_last_logits(model, [5, 6, 7, 8, 9, 10, 11, 12]), atol=1e-5, rtol=1e-5
     )
