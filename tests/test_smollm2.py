@@ -244,6 +244,8 @@ def test_bench_rollout_runs_the_real_model_from_its_converted_copy(smollm2, gguf
     assert result["workload"]["parameters"] == sum(p.numel() for p in smollm2[0].parameters())
     assert result["engine"]["tokens"] == result["engine_single_buffer"]["tokens"] > 0
     assert result["generate"]["tokens"] > 0 and "engine_hf_forward" not in result
+    assert result["model_load"]["converted_before_first_load"] is True
+    assert result["model_load"]["second_load_seconds"] > 0
     # 30 layers x 3 key/value heads x 64 dims x keys and values x 4 bytes per column.
     roofline = result["roofline"]
     assert roofline["engine"]["kv_bytes_read"] == result["engine"]["kv_columns_read"] * (

@@ -40,12 +40,15 @@ from __future__ import annotations
 import os
 import platform
 import time
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import torch
 
+from sao_online.models.converted import converted_folder, is_converted
 from sao_online.models.policy import TINY_POLICY_NAME, build_tiny_policy, load_policy
+from sao_online.models.sources import resolve_model_source
 from sao_online.rollout import EpisodeRequest, RolloutEngine
 
 _TASK = "Task {index}: describe the number {index} in one sentence, then stop."
@@ -102,6 +105,25 @@ def measure_read_bandwidth(megabytes: int = 256, repeats: int = 3) -> float:
         data.sum()
         best = min(best, time.perf_counter() - started)
     return data.numel() * 4 / best
+
+
+def _timed_loads(name: str) -> dict[str, Any]:
+    """Seconds of a first and a second ``load_policy(name)`` in this process, and whether the
+    first found the model already converted in the cache (a GGUF file is converted once)."""
+    source = resolve_model_source(name)
+    cached_before = source.gguf_file is None or is_converted(
+        converted_folder(Path(source.location) / source.gguf_file)
+    )
+    seconds = []
+    for _ in range(2):
+        started = time.perf_counter()
+        load_policy(name)
+        seconds.append(round(time.perf_counter() - started, 3))
+    return {
+        "first_load_seconds": seconds[0],
+        "second_load_seconds": seconds[1],
+        "converted_before_first_load": cached_before,
+    }
 
 
 def _kv_bytes_per_column(model) -> int:
@@ -308,8 +330,9 @@ def run_rollout_benchmark(
         up to the longest row), ``engine_hf_forward`` and ``lean_forward_speedup`` (tiny model
         only), ``speedup`` (engine tokens/s over generate tokens/s, wall clock),
         ``speedup_cpu_time`` (the same with process CPU time), ``roofline`` (see the module
-        docstring), the same under ``fixed_length`` (tiny model, unless quick), and
-        ``machine``.
+        docstring), the same under ``fixed_length`` (tiny model, unless quick), for a real
+        model ``model_load`` (seconds of a first and a second load and whether the first found
+        the converted copy in the cache), and ``machine``.
     """
     real_model = model != TINY_POLICY_NAME
     batch_size = batch_size or (16 if real_model else 64)
@@ -330,7 +353,9 @@ def run_rollout_benchmark(
     if num_threads is not None:
         torch.set_num_threads(num_threads)
     try:
+        model_load = None
         if real_model:
+            model_load = _timed_loads(model)
             policy, tokenizer = load_policy(model)
             description = f"{model} (pretrained)"
         else:
@@ -350,6 +375,8 @@ def run_rollout_benchmark(
                 "repeats": repeats,
             }
         }
+        if model_load is not None:
+            report["model_load"] = model_load
         bandwidth = measure_read_bandwidth()
         report.update(_compare(arguments, stop=True, seed=seed, repeats=repeats, sides=sides))
         report["roofline"] = _roofline(policy, report, bandwidth)
