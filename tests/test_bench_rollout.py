@@ -26,6 +26,10 @@ def test_quick_benchmark_counts_the_same_tokens_and_a_consistent_roofline():
         assert read["kv_read_floor_seconds"] == pytest.approx(
             read["kv_bytes_read"] / bandwidth, abs=1e-4
         )
+        assert read["weight_read_floor_seconds"] == pytest.approx(
+            result[side]["model_forwards"] * roofline["weight_bytes_per_forward"] / bandwidth,
+            abs=1e-4,
+        )
     # Bands read at most what one buffer read up to the longest row reads.
     assert roofline["engine"]["kv_bytes_read"] <= roofline["engine_single_buffer"]["kv_bytes_read"]
     assert roofline["weight_bytes_per_forward"] == result["workload"]["parameters"] * 4

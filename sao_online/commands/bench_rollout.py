@@ -186,15 +186,20 @@ def _roofline(model, comparison: dict[str, Any], bandwidth: float) -> dict[str, 
         if side is None:
             continue
         kv_bytes = side["kv_columns_read"] * column_bytes
+        weight_seconds = side["model_forwards"] * weight_bytes / bandwidth
         roofline[name] = {
             "kv_bytes_read": kv_bytes,
             "kv_bytes_per_forward": round(kv_bytes / side["model_forwards"]),
             "kv_read_floor_seconds": round(kv_bytes / bandwidth, 4),
+            # Reading the weights once per forward: a floor only where they do not fit in the
+            # caches (a real model; the tiny model's 4 MB stay in them).
+            "weight_read_floor_seconds": round(weight_seconds, 4),
             "model_seconds": round(side["model_seconds"], 4),
             # The share of the model's time that reading the cache at full bandwidth needs.
             "kv_floor_share_of_model_seconds": round(
                 kv_bytes / bandwidth / side["model_seconds"], 3
             ),
+            "weight_floor_share_of_model_seconds": round(weight_seconds / side["model_seconds"], 3),
         }
     if "engine_single_buffer" in roofline and "engine" in roofline:
         roofline["kv_bytes_banded_over_single_buffer"] = round(

@@ -102,25 +102,27 @@ def rollout_table(kept: dict[str, Any]) -> str:
             [
                 label,
                 f"{side['engine']['tokens_per_second']:,.0f}",
-                f"{side['engine_single_buffer']['tokens_per_second']:,.0f}",
                 f"{side['generate']['tokens_per_second']:,.0f}",
                 _x(side["speedup"]),
-                _x(side["banded_cache_speedup"]),
+                _x(side["speedup_cpu_time"]),
+                _x(side["banded_cache_speedup_cpu_time"]),
                 f"{banded['kv_bytes_per_forward'] / 1e6:.1f} / "
                 f"{single['kv_bytes_per_forward'] / 1e6:.1f}",
                 f"{banded['kv_floor_share_of_model_seconds']:.0%}",
+                f"{banded['weight_floor_share_of_model_seconds']:.0%}",
             ]
         )
     table = _table(
         [
             "workload",
             "engine tokens/s",
-            "one buffer tokens/s",
             "generate() tokens/s",
             "engine / generate()",
-            "banded / one buffer",
+            "same, CPU time",
+            "banded / one buffer, CPU time",
             "cache MB read per forward, banded / one buffer",
-            "cache read at full bandwidth, share of the engine's model time",
+            "cache read at full bandwidth / engine's model time",
+            "weights read at full bandwidth / engine's model time",
         ],
         rows,
     )
@@ -130,6 +132,13 @@ def rollout_table(kept: dict[str, Any]) -> str:
         f"(one thread); weights read per forward: "
         f"{roofline['weight_bytes_per_forward'] / 1e6:.1f} MB.\n"
     )
+    if "model_load" in result:
+        load = result["model_load"]
+        first = "converting the GGUF file" if not load["converted_before_first_load"] else "cached"
+        summary += (
+            f"\nLoading the model: {load['first_load_seconds']:.1f} s the first time ({first}), "
+            f"{load['second_load_seconds']:.1f} s the second (the converted copy).\n"
+        )
     return table + summary + _provenance(kept)
 
 
