@@ -189,13 +189,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.peer and args.what != "throughput":
         print(f"bench {args.what}: --peer applies to bench throughput only", file=sys.stderr)
         return 2
+    if args.model != "tiny" and args.what != "rollout":
+        print(f"bench {args.what}: --model applies to bench rollout only", file=sys.stderr)
+        return 2
     if args.max_staleness is not None and args.what != "async":
         print(f"bench {args.what}: --max-staleness applies to bench async only", file=sys.stderr)
         return 2
     if args.what == "rollout":
         from sao_online.commands.bench_rollout import run_rollout_benchmark
 
-        result = run_rollout_benchmark(quick=args.quick)
+        result = run_rollout_benchmark(quick=args.quick, model=args.model)
     elif args.what == "sandbox":
         from sao_online.commands.bench_sandbox import run_sandbox_benchmark
 
@@ -205,6 +208,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from sao_online.commands.bench_throughput import run_throughput_benchmark
 
         result = run_throughput_benchmark(quick=args.quick, peer=args.peer)
+    elif args.what == "learner":
+        from sao_online.commands.bench_learner import run_learner_benchmark
+
+        result = run_learner_benchmark(quick=args.quick)
     elif args.what == "contention":
         from sao_online.commands.bench_contention import run_contention_benchmark
 
@@ -443,7 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_cmd_show)
 
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
-    bench.add_argument("what", choices=["rollout", "async", "throughput", "contention", "sandbox"])
+    bench.add_argument(
+        "what", choices=["rollout", "async", "throughput", "contention", "sandbox", "learner"]
+    )
     bench.add_argument("--quick", action="store_true", help="a shorter run")
     bench.add_argument(
         "--peer",
@@ -459,6 +468,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N[,N...]",
         help="async: staleness bounds for the local backend (default 4); the first is used "
         "for every backend, each further one adds a local run",
+    )
+    bench.add_argument(
+        "--model",
+        default="tiny",
+        help="rollout: the policy (tiny, the default random-init model, or a name load_policy "
+        "takes such as smollm2-135m)",
     )
     bench.set_defaults(func=_cmd_bench)
 

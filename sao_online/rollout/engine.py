@@ -99,6 +99,10 @@ class RolloutEngine:
             model's own forward, far less Python per step): None uses it where the
             architecture is supported (Llama, Qwen2) and ``fast_attention`` is on, True requires
             it, False keeps the Hugging Face forward.
+        banded_cache: keep the key/value cache in bands of similar length, each read only up
+            to its own longest row (see ``BandedKVCache``); None: whenever the lean forward
+            runs. The same tokens as one buffer read up to the longest row, up to float
+            rounding.
         env_workers: threads that run ``env.reset`` / ``env.step`` concurrently while the other
             slots keep decoding (worth it when environments are slow, e.g. ``LatencyWrapper``);
             0 calls them inline in the decoding loop (deterministic for a seed).
@@ -138,6 +142,7 @@ class RolloutEngine:
         stop_token_ids: list[int] | None = None,
         fast_attention: bool = True,
         lean_forward: bool | None = None,
+        banded_cache: bool | None = None,
         env_workers: int = 0,
         share_prompt_prefill: bool = True,
     ) -> None:
@@ -207,6 +212,7 @@ class RolloutEngine:
                 device=self.device,
                 fast_attention=fast_attention,
                 lean_forward=lean_forward,
+                banded_cache=banded_cache,
             )
         except ValueError as error:
             raise ValueError(f"RolloutEngine: {error}") from error
