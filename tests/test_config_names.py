@@ -51,9 +51,10 @@ def test_an_unregistered_environment_is_refused_on_load_saying_how_to_register_i
     with pytest.raises(ConfigError) as caught:
         load_config({"env": {"id": "my_tasks/GuessRange-v0"}})
     message = str(caught.value)
-    assert message.startswith(
-        "env.id: 'my_tasks/GuessRange-v0': not a registered environment; name the module that "
-        "registers it in the id, 'MODULE:my_tasks/GuessRange-v0'"
+    # Other tests may register a my_tasks/ id in this process: a suggestion can sit between.
+    assert message.startswith("env.id: 'my_tasks/GuessRange-v0': not a registered environment")
+    assert "; name the module that registers it in the id, 'MODULE:my_tasks/GuessRange-v0'" in (
+        message
     )
     assert "\n" not in message
 
