@@ -74,6 +74,13 @@ class EnvCalls:
         elif timeout is not None:
             time.sleep(timeout)
 
+    def forget(self, slot: int) -> None:
+        """Forget ``slot``'s call, if any: not started, it is cancelled; running, it finishes
+        unheard (its ``on_done`` is never called)."""
+        pending = self._pending.pop(slot, None)
+        if pending is not None:
+            pending.future.cancel()
+
     def abandon(self) -> None:
         """Forget every call: those not started are cancelled, running ones finish unheard."""
         for pending in self._pending.values():

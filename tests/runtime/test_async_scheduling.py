@@ -10,7 +10,7 @@ more than ``max_staleness`` versions after the version it was admitted at.
 from __future__ import annotations
 
 import random
-from collections import namedtuple
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +18,18 @@ import pytest
 import sao_online.runtime.async_runtime as async_runtime
 from sao_online.runtime.async_runtime import AsyncRuntime
 
-Plan = namedtuple("Plan", "group_id member straddles_change")
+
+@dataclass(frozen=True)
+class Plan:
+    group_id: int
+    member: int
+    straddles_change: bool = False
+    attempt: int = 0
+
+    def again(self) -> Plan:
+        return replace(self, attempt=self.attempt + 1)
+
+
 _MAX_POLLS = 20_000
 
 
@@ -88,7 +99,10 @@ class RandomPool:
             for ticket, plan, admitted in tasks:
                 if self.rng.random() < self.finish:
                     trajectory = SimpleNamespace(
-                        plan=plan, admitted=admitted, group_id=plan.group_id
+                        plan=plan,
+                        admitted=admitted,
+                        group_id=plan.group_id,
+                        oldest_version=admitted,
                     )
                     messages.append((index, ("done", ticket, trajectory)))
                 else:
@@ -117,7 +131,12 @@ def run_schedule(
         seed=0,
         budget=SimpleNamespace(episodes=budget),
         rollout=SimpleNamespace(batch_size=batch_size),
-        runtime=SimpleNamespace(num_workers=workers, max_staleness=max_staleness),
+        runtime=SimpleNamespace(
+            num_workers=workers,
+            max_staleness=max_staleness,
+            stragglers="wait",
+            staleness_from="tokens",
+        ),
     )
     loop = RecordingLoop(config, group_size)
     runtime = AsyncRuntime(loop, RandomPool(rng, finish=rng.uniform(0.05, 0.5), die=die))
@@ -175,7 +194,9 @@ class ScriptedPool(RandomPool):
         messages = []
         for index, tasks in self.held.items():
             for ticket, plan, admitted in [task for task in tasks if task[0] in finishing]:
-                trajectory = SimpleNamespace(plan=plan, admitted=admitted, group_id=plan.group_id)
+                trajectory = SimpleNamespace(
+                    plan=plan, admitted=admitted, group_id=plan.group_id, oldest_version=admitted
+                )
                 messages.append((index, ("done", ticket, trajectory)))
             self.held[index] = [task for task in tasks if task[0] not in finishing]
         return messages, set()
@@ -192,7 +213,9 @@ def test_learner_waits_are_logged_by_cause(monkeypatch):
         seed=0,
         budget=SimpleNamespace(episodes=6),
         rollout=SimpleNamespace(batch_size=2),
-        runtime=SimpleNamespace(num_workers=1, max_staleness=1),
+        runtime=SimpleNamespace(
+            num_workers=1, max_staleness=1, stragglers="wait", staleness_from="tokens"
+        ),
     )
     loop = RecordingLoop(config, group_size=1)
     extras = []

@@ -8,8 +8,8 @@ from sao_online.runtime.batch_selection import select_batch
 
 
 def episodes(*pairs):
-    """Ready episodes from (group_id, admitted_version) pairs, in completion order."""
-    return [SimpleNamespace(group_id=group, admitted_version=admitted) for group, admitted in pairs]
+    """Ready episodes from (group_id, oldest_version) pairs, in completion order."""
+    return [SimpleNamespace(group_id=group, oldest_version=admitted) for group, admitted in pairs]
 
 
 def groups(items):
