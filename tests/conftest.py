@@ -18,6 +18,7 @@ RUN_TOGETHER = {
     # bombs and wall-clock limits should not meet each other's bursts.
     "environments/sandbox/test_sandbox_backends.py": "sandbox",
     "environments/sandbox/test_sandbox_containment.py": "sandbox",
+    "environments/sandbox/test_sandbox_isolation.py": "sandbox",
     "environments/test_code_shift.py": "sandbox",
     "environments/test_env_contract.py": "sandbox",
     "test_bench_sandbox.py": "sandbox",
