@@ -37,6 +37,7 @@ ActionCapPolicy = Literal["truncate", "submit"]
 WarmStartRegimes = Literal["space", "schedule"]
 ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
 ObservationRole = Literal["user", "tool"]
+StepTimeoutPolicy = Literal["stop", "end"]
 
 # Experiment and method names become folders of a run's path: no separators, no "..".
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -78,6 +79,17 @@ class EnvConfig:
     kwargs: dict = _f({}, "Keyword arguments for gymnasium.make.")
     latency_mean: float = _f(0.0, "Mean simulated env latency per step in seconds (0 = none).")
     latency_sigma: float = _f(1.0, "Lognormal sigma of the simulated latency (long tail).")
+    step_timeout: float = _f(
+        600.0,
+        "Seconds an env.reset or env.step may take; past it see on_step_timeout (a reset past "
+        "it always stops the run).",
+    )
+    on_step_timeout: StepTimeoutPolicy = _f(
+        "stop",
+        "An env.step past step_timeout: stop (the run stops with an error naming the env and "
+        "the step) or end (the episode ends, truncated, behaviour 'step_timeout', counted per "
+        "update in charts/env_step_timeouts).",
+    )
 
     def make(self, **extra: Any) -> Any:
         """``gymnasium.make(id, **kwargs)``; an unknown id or bad kwargs raise ConfigError."""
@@ -337,6 +349,7 @@ class ExperimentConfig:
                 f"digit; at most 128 characters)"
             )
         choices = [
+            ("env.on_step_timeout", ("stop", "end")),
             ("rollout.on_action_cap", ("truncate", "submit")),
             ("runtime.backend", ("sync", "local", "ray")),
             ("algorithm.advantage_level", ("token", "last_token", "average")),

@@ -55,6 +55,7 @@ RANGES: dict[str, Range] = {
     "seed": SEED,
     "env.latency_mean": Range(0, 3600),
     "env.latency_sigma": Range(0, 10),
+    "env.step_timeout": Range(0, 86400, open_low=True),
     "model.num_layers": Range(1, 1024),
     "model.hidden_size": Range(1, 65536),
     "model.warm_start_steps": Range(0, 10**8),
