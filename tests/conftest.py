@@ -42,6 +42,7 @@ START_FIRST = [
     # 5-10 s each under `make test` (CLI processes, a killed run resumed, forkserver children,
     # full reports): handed out late, one of them ended a run 9 s after the other worker.
     "test_run_integrity.py",
+    "runtime/test_env_failures.py",
     "runtime/test_sync_runtime.py",
     "runtime/test_processes.py",
     "analysis/test_analysis_report.py",
