@@ -31,6 +31,7 @@ RUN_TOGETHER = {
 #: by their number of tests): the sandbox group (about two minutes serially on one core of a
 #: busy machine, about 45 s on a worker of a quiet ``make test``), then SmolLM2's (about 45 s).
 START_FIRST = [
+    "test_compare_signals.py",
     "test_smollm2.py",
     "test_user_task_cli.py",
     "runtime/test_bench_async.py",

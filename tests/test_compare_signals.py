@@ -114,31 +114,32 @@ def running(pids) -> list[int]:
     return alive
 
 
-def interrupt(config: Path, out: Path, signum: int) -> tuple[int, str, dict[int, str]]:
+def interrupt(config: Path, out: Path, signum: int, tree: dict[int, str]) -> tuple[int, str]:
     """Start a comparison, send ``signum`` once every run has a checkpoint, wait for it to end.
 
-    Returns (exit code, stderr, the processes it had when signalled)."""
-    process = subprocess.Popen(
-        compare_command(config, out),
-        env=environment(out.parent),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # the test's own process group never sees the signal
-    )
+    ``tree`` gets the processes it had when signalled. Returns (exit code, stderr)."""
+    stderr = out.parent / f"stderr-{signum}.txt"
+    with open(stderr, "w") as sink:
+        process = subprocess.Popen(
+            compare_command(config, out),
+            env=environment(out.parent),
+            stdout=subprocess.DEVNULL,
+            stderr=sink,  # a file: children that outlive compare cannot hold the wait up
+            start_new_session=True,  # the test's own process group never sees the signal
+        )
     latest = [out / "signals" / method / "seed-0" / "checkpoints" / "latest" for method in METHODS]
     try:
         while not all(path.exists() for path in latest):
-            assert process.poll() is None, process.stderr.read()
+            assert process.poll() is None, stderr.read_text()
             time.sleep(0.05)
-        tree = descendants(process.pid)
+        tree.update(descendants(process.pid))
         process.send_signal(signum)
-        _, stderr = process.communicate(timeout=600)  # a hang guard, not a speed bound
+        process.wait(timeout=600)  # a hang guard, not a speed bound
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    return process.returncode, stderr, tree
+    return process.returncode, stderr.read_text()
 
 
 @pytest.fixture
@@ -190,8 +191,8 @@ def test_a_stop_signal_reaches_every_run_and_resume_is_exact(
 ):
     config = write_config(tmp_path, episodes=160)
     out = tmp_path / "runs"
-    returncode, stderr, tree = interrupt(config, out, signum)
-    leftovers.update(tree)
+    tree = leftovers
+    returncode, stderr = interrupt(config, out, signum, tree)
     assert returncode == code, stderr
     assert said in stderr
     # compare waited for its runs and stopped its process server before it exited...
@@ -221,8 +222,8 @@ def test_a_killed_compare_takes_its_runs_with_it(tmp_path, leftovers):
     """SIGKILL cannot be passed on: each run sees its parent gone and ends itself."""
     config = write_config(tmp_path, episodes=100_000)  # far more than the time the test waits
     out = tmp_path / "runs"
-    returncode, stderr, tree = interrupt(config, out, signal.SIGKILL)
-    leftovers.update(tree)
+    tree = leftovers
+    returncode, _ = interrupt(config, out, signal.SIGKILL, tree)
     assert returncode == -signal.SIGKILL
     assert len(runs_of(tree)) >= 2, tree
     for _ in range(600):  # the runs would go on for many minutes if nothing ended them
