@@ -417,6 +417,15 @@ def main(argv: list[str] | None = None) -> int:
         # Configuration and input errors: one clear line, no traceback.
         print(f"sao-online {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        from sao_online.disk_full import DiskFullError, is_disk_full
+
+        if not is_disk_full(error):
+            raise
+        # A full disk, named by the run's writers (DiskFullError) or by any other writer.
+        what = str(error) if isinstance(error, DiskFullError) else f"disk full: {error}"
+        print(f"sao-online {args.command}: error: {what}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as stop:
         # Ctrl-C, or (compare) SIGINT/SIGTERM passed on to the runs, which were waited for.
         signum = getattr(stop, "signum", signal.SIGINT)
