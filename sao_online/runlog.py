@@ -248,7 +248,14 @@ class RunLog:
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, version: int, state: dict[str, Any], keep: int = 2) -> Path:
-        """Flush every table, then save ``state`` with the table parts it covers, atomically."""
+        """Flush every table, then save ``state`` with the table parts it covers, atomically.
+
+        Kept afterwards: this checkpoint and the newest ``keep - 1`` of earlier learner
+        versions. An older one of the same version (a finished run checkpoints at its last
+        update even when a periodic checkpoint just did) covers the same parts, so it is not
+        what a damaged part needs: the one before it is kept instead, and a finished run can
+        still run its last parts again (``sao_online.run_repair``).
+        """
         self.flush()
         folder = self.path / "checkpoints"
         folder.mkdir(exist_ok=True)
@@ -268,9 +275,11 @@ class RunLog:
             write_checkpoint(tmp, state, tables)
         os.replace(tmp, folder / name)
         write_text_atomically(folder / "latest", name)
-        older = [p for p in checkpoint_folders(self.path) if p.name != name]
-        for old in older[keep - 1 :] if keep >= 1 else older:
-            shutil.rmtree(old, ignore_errors=True)
+        earlier = [p for p in checkpoint_folders(self.path) if _order(p.name)[0] < version]
+        kept = {name, *(p.name for p in earlier[: max(keep - 1, 0)])}
+        for old in checkpoint_folders(self.path):
+            if old.name not in kept:
+                shutil.rmtree(old, ignore_errors=True)
         return folder / name
 
     def load_checkpoint(self) -> dict[str, Any] | None:
@@ -425,10 +434,12 @@ def read_part(part: Path) -> pd.DataFrame:
     try:
         return pd.read_parquet(part)
     except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
+        from sao_online.run_repair import repair_advice
+
+        table = part.parent.name.removesuffix(".parquet")
         raise RunDirError(
-            f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); resume the run "
-            f"with --resume to set it aside and run its episodes again from a checkpoint that "
-            f"precedes it"
+            f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); "
+            + repair_advice(part.parent.parent, table, part.name)
         ) from None
 
 
