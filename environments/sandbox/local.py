@@ -42,6 +42,10 @@ from sao_online.environments.sandbox.base import (
     SandboxUnavailable,
 )
 
+#: Seconds a killed run's first process may take to be gone (it cannot catch SIGKILL; only a
+#: wait inside the kernel, such as on a hung filesystem, holds it up).
+_REAP_SECONDS = 30.0
+
 
 def _running_as_root() -> bool:
     return os.geteuid() == 0
@@ -186,7 +190,13 @@ class _ChildProcessSandbox(Sandbox):
             # PID namespace, killing its first process kills the rest).
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            try:
+                process.wait(timeout=_REAP_SECONDS)
+            except subprocess.TimeoutExpired:  # stuck in the kernel (a hung filesystem, say)
+                raise SandboxUnavailable(
+                    f"sandbox: the program's process {process.pid} did not die within "
+                    f"{_REAP_SECONDS:g} s of SIGKILL"
+                ) from None
 
 
 class SubprocessSandbox(_ChildProcessSandbox):
