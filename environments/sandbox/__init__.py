@@ -3,7 +3,8 @@
 ``make_sandbox("auto")`` picks the strongest backend this machine can run (docker, then
 bubblewrap, then subprocess); :func:`backend_problems` says why each other one cannot. When the
 one it picks cannot give every guarantee here (``Sandbox.missing_guarantees``: the subprocess
-backend without namespaces), it says so with a :class:`SandboxWarning` naming what is missing.
+backend without namespaces, or bubblewrap and subprocess not run as root), it says so with a
+:class:`SandboxWarning` naming what is missing.
 :func:`acquire_sandbox` / :func:`release_sandbox` share one sandbox per backend and limits
 within a process (the rollout engine keeps an env instance per episode in flight; they share
 one warm Docker container rather than start one each).

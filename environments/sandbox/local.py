@@ -131,8 +131,19 @@ umount -l /.host && rmdir /.host && cd /work || exit 125
 """
 
 
+def _child_process_missing_guarantees() -> list[str]:
+    if _running_as_root():
+        return []
+    return [
+        "no user of its own (the program runs as you: the process limit counts all your processes)"
+    ]
+
+
 class _ChildProcessSandbox(Sandbox):
     """Runs ``self._command(...)`` with rlimits, a wall timeout and a capped stdout file."""
+
+    def missing_guarantees(self) -> list[str]:
+        return _child_process_missing_guarantees()
 
     def __init__(self, limits: Limits | None = None, python: str | None = None) -> None:
         super().__init__(limits)
@@ -251,12 +262,7 @@ class SubprocessSandbox(_ChildProcessSandbox):
                 "directories included)",
                 "no private /tmp, /var/tmp or /dev/shm (files may stay for later runs)",
             ]
-        if not _running_as_root():
-            missing.append(
-                "no user of its own (the program runs as you; the process limit counts all "
-                "your processes)"
-            )
-        return missing
+        return missing + _child_process_missing_guarantees()
 
     def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
         command = [
