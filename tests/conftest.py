@@ -22,6 +22,9 @@ RUN_TOGETHER = {
     "environments/test_code_shift.py": "sandbox",
     "environments/test_env_contract.py": "sandbox",
     "test_bench_sandbox.py": "sandbox",
+    # One worker each, so each module builds its reference run once.
+    "test_compare_signals.py": "compare_signals",
+    "test_disk_full.py": "disk_full",
 }
 
 

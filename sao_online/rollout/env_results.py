@@ -8,6 +8,7 @@ names the environment (its id and the file of its class), the call and the field
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import numbers
@@ -29,11 +30,18 @@ def env_label(env: Any) -> str:
     spec = getattr(env, "spec", None)
     unwrapped = getattr(env, "unwrapped", env)
     name = spec.id if spec is not None else type(unwrapped).__name__
-    try:
-        source = Path(inspect.getsourcefile(type(unwrapped)) or "").name
-    except TypeError:  # a built-in class
-        source = ""
+    source = _source_file(type(unwrapped))
     return f"env {name}" + (f" ({source})" if source else "")
+
+
+@functools.cache
+def _source_file(cls: type) -> str:
+    """The name of the file that defines ``cls`` ('' for a built-in); looked up once per class
+    (every env call names its env, in case it fails)."""
+    try:
+        return Path(inspect.getsourcefile(cls) or "").name
+    except TypeError:
+        return ""
 
 
 def _type_name(value: Any) -> str:
