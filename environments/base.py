@@ -308,7 +308,7 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
             raise TypeError(f"{where} returned a {type(result).__name__}; expected a TurnResult")
         _expect_text(result.observation, f"{where}: TurnResult.observation")
         reward = result.reward
-        if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
+        if not isinstance(reward, numbers.Real):  # bool included: float(True) is 1.0
             raise TypeError(
                 f"{where}: TurnResult.reward is a {type(reward).__name__}; expected a number"
             )

@@ -81,7 +81,7 @@ def checked_step(result: Any, what: str) -> tuple[str, float, bool, bool, dict[s
     observation, reward, terminated, truncated, info = result
     if not isinstance(observation, str):
         raise EnvError(f"{what}: observation is a {_type_name(observation)}; expected a str")
-    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
+    if not isinstance(reward, numbers.Real):  # bool included, as Gymnasium allows
         raise EnvError(f"{what}: reward is a {_type_name(reward)}; expected a number")
     if not math.isfinite(float(reward)):
         raise EnvError(f"{what}: reward is {float(reward)}; rewards must be finite numbers")
