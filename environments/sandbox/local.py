@@ -11,8 +11,8 @@ process-count limit and can read every file.
   its own mount, network, PID, IPC and UTS namespaces and a private root filesystem built with
   ``mount`` and ``pivot_root``: a size-limited tmpfs holding ``/usr`` (and the ``/bin``,
   ``/lib``... links into it) read-only, ``/proc`` of its own PID namespace, ``/dev/null``,
-  ``zero``, ``full``, ``random`` and ``urandom``, and its writable ``/tmp``, ``/dev/shm`` and
-  work folder. Nothing else of the host is visible: no ``/home``, ``/root``, ``/etc``,
+  ``zero``, ``random`` and ``urandom``, and its writable ``/tmp``, ``/dev/shm`` and work
+  folder. Nothing else of the host is visible: no ``/home``, ``/root``, ``/etc``,
   ``/run``, run directories or other processes. Where namespaces cannot be made it runs as a
   plain child process and says what is missing (:meth:`SubprocessSandbox.missing_guarantees`).
 - ``bubblewrap``: the same view made by ``bwrap`` (read-only ``/usr`` only, size-limited tmpfs
@@ -103,32 +103,40 @@ def unshare_prefix() -> tuple[str, ...] | None:
 #: Run inside the new namespaces (as root there): builds the run's root filesystem on a tmpfs
 #: mounted over the host folder the child starts in, moves into it with ``pivot_root`` and
 #: detaches the host's, then runs the program. ``$1`` is the tmpfs size, ``$2`` the uid that
-#: owns the work folder (empty: root of the user namespace). A shell stays the namespace's first
-#: process because that process ignores signals it has no handler for (SIGXCPU included), and
-#: "; exit" keeps it from exec-ing the program.
+#: owns the work folder (empty: root of the user namespace), ``$3`` the ``/bin``-style links
+#: into ``/usr`` (targets such as ``usr/bin``), ``$4`` such folders that are real ones (bound
+#: read-only). A shell stays the namespace's first process because that process ignores
+#: signals it has no handler for (SIGXCPU included), and "; exit" keeps it from exec-ing the
+#: program. Each command is a process to start, so there are as few as can be.
 _PRIVATE_ROOT_SCRIPT = r"""
-size=$1; owner=$2; shift 2
-readonly_bind() { mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"; }
+size=$1; owner=$2; links=$3; folders=$4; shift 4
 mount -t tmpfs -o "size=$size,mode=0755" tmpfs . && cd "$PWD" || exit 125
-mkdir usr proc dev tmp work .host && mkdir dev/shm || exit 125
-readonly_bind /usr usr || exit 125
-for name in bin sbin lib lib32 lib64 libx32; do
-    if [ -L "/$name" ]; then
-        ln -s "$(readlink "/$name")" "$name" || exit 125
-    elif [ -d "/$name" ]; then
-        mkdir "$name" && readonly_bind "/$name" "$name" || exit 125
-    fi
+mkdir usr proc dev .host $folders && mkdir -m 1777 tmp dev/shm || exit 125
+if [ -n "$owner" ]; then install -d -o "$owner" -g "$owner" -m 0700 work; else mkdir work; fi
+[ $? = 0 ] && mount -o bind,ro /usr usr && mount -t proc proc proc || exit 125
+[ -z "$links" ] || ln -s $links . || exit 125
+for name in $folders; do mount -o bind,ro "/$name" "$name" || exit 125; done
+for node in null zero random urandom; do
+    : > "dev/$node" && mount --bind "/dev/$node" "dev/$node" || exit 125
 done
-mount -t proc proc proc || exit 125
-for node in null zero full random urandom; do
-    touch "dev/$node" && mount --bind "/dev/$node" "dev/$node" || exit 125
-done
-chmod 1777 tmp dev/shm || exit 125
-if [ -n "$owner" ]; then chown "$owner:$owner" work && chmod 0700 work || exit 125; fi
 PATH=/usr/sbin:/sbin:$PATH pivot_root . .host || exit 125
 umount -l /.host && rmdir /.host && cd /work || exit 125
 "$@"; exit $?
 """
+
+
+@cache
+def _root_folders() -> tuple[str, str]:
+    """(links, folders) for ``_PRIVATE_ROOT_SCRIPT``: ``/bin``, ``/lib``... as in the host, links
+    into ``/usr`` (merged /usr: ``usr/bin usr/lib ...``) or real folders."""
+    links, folders = [], []
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink() and os.readlink(path) == f"usr/{name}":
+            links.append(f"usr/{name}")
+        elif path.is_dir() and not path.is_symlink():
+            folders.append(name)
+    return " ".join(links), " ".join(folders)
 
 
 def _child_process_missing_guarantees() -> list[str]:
@@ -284,6 +292,7 @@ class SubprocessSandbox(_ChildProcessSandbox):
             "sh",
             str(limits.disk_bytes),
             str(uid) if _running_as_root() else "",
+            *_root_folders(),
             *command,
         ]
 
