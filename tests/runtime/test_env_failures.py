@@ -207,7 +207,7 @@ def cli_run(tmp_path: Path, backend: str, **env: object) -> subprocess.Completed
         ("sync", "hang", r"step 1 of the episode with seed \d+ did not return within "),
         ("local", "hang", r"step 1 of the episode with seed \d+ did not return within "),
         ("local", "raise", r"raised RuntimeError: the tool server is down \(at faulty_tasks.py:"),
-        ("local", "nan", r"raised ValueError: Faulty._respond: TurnResult.reward is nan; rewards "),
+        ("sync", "nan", r"raised ValueError: Faulty._respond: TurnResult.reward is nan; rewards "),
         ("sync", "dict", r"raised TypeError: Faulty._respond: TurnResult.observation is a dict"),
     ],
 )
