@@ -7,16 +7,15 @@ while the others keep decoding; ``apply_ready`` hands every returned call to its
 slot order, so the result does not depend on thread timing within one poll). The engine is the
 same code either way.
 
-With a ``timeout`` every call runs in a daemon thread of its own and is waited for at most that
-long: a call past it goes to ``on_timeout`` (the engine ends the episode, or stops the run), and
-its thread, which Python cannot stop, is left to finish on its own, never joined, so a hung
-environment cannot keep the process from exiting either. An environment that raises becomes an
+With a ``timeout`` every call runs on a daemon thread (``DaemonThreads``) and is waited for at
+most that long: a call past it goes to ``on_timeout`` (the engine ends the episode, or stops the
+run), and its thread, which Python cannot stop, is written off and replaced, never joined, so a
+hung environment cannot keep the process from exiting either. An environment that raises becomes an
 :class:`EnvError` naming the environment, the call and where in the user's code it raised.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -25,6 +24,8 @@ from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sao_online.rollout.daemon_threads import DaemonThreads, Task
 
 #: ``on_done(result, seconds, finished)``: applies a call's result; ``finished`` collects the
 #: trajectories that complete as a consequence.
@@ -98,21 +99,17 @@ def describe_failure(what: str, error: BaseException) -> str:
     )
 
 
-def _run_into(future: Future, fn: Callable[[], Any]) -> None:
-    try:
-        future.set_result(timed(fn))
-    except BaseException as error:  # noqa: BLE001  (handed to the waiting side)
-        future.set_exception(error)
-
-
 @dataclass
 class _Pending:
-    future: Future
+    task: Task
     on_done: OnDone
     on_timeout: OnTimeout | None
     what: str
     deadline: float | None
-    thread: threading.Thread | None
+
+    @property
+    def future(self) -> Future:
+        return self.task.future
 
 
 class EnvCalls:
@@ -129,7 +126,8 @@ class EnvCalls:
         self.workers = workers
         self.timeout = timeout
         self._pending: dict[int, _Pending] = {}
-        self._hung: list[threading.Thread] = []
+        self._hung: list[Task] = []  # calls given up on that may still be running
+        self._threads = DaemonThreads(max(workers, 1)) if workers or timeout is not None else None
 
     def call(
         self,
@@ -150,24 +148,19 @@ class EnvCalls:
         Raises:
             EnvError: (inline) the call raised, or ran past the timeout with no ``on_timeout``.
         """
-        if self.timeout is None and not self.workers:
+        if self._threads is None:
             try:
                 result = timed(fn)
             except Exception as error:
                 raise EnvError(describe_failure(what, error)) from error
             on_done(*result, finished)
             return
-        future: Future = Future()
-        thread = threading.Thread(
-            target=_run_into, args=(future, fn), name=f"sao-env-{slot}", daemon=True
-        )
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        pending = _Pending(future, on_done, on_timeout, what, deadline, thread)
-        thread.start()
+        pending = _Pending(self._threads.submit(fn), on_done, on_timeout, what, deadline)
         if self.workers:
             self._pending[slot] = pending
             return
-        wait_for_futures([future], timeout=self.timeout)
+        wait_for_futures([pending.future], timeout=self.timeout)
         self._settle(pending, finished)
 
     def _settle(self, pending: _Pending, finished: list) -> bool:
@@ -182,8 +175,9 @@ class EnvCalls:
             return True
         if pending.deadline is None or time.monotonic() < pending.deadline:
             return False
-        self._hung = [thread for thread in self._hung if thread.is_alive()]
-        self._hung.append(pending.thread)
+        self._threads.give_up(pending.task)
+        self._hung = [task for task in self._hung if not task.future.done()]
+        self._hung.append(pending.task)
         if pending.on_timeout is None or len(self._hung) > MAX_HUNG_CALLS:
             many = f" ({len(self._hung)} calls still hang)" if len(self._hung) > 1 else ""
             raise EnvError(
