@@ -10,8 +10,8 @@ same code either way.
 With a ``timeout`` every call runs on a daemon thread (``DaemonThreads``) and is waited for at
 most that long: a call past it goes to ``on_timeout`` (the engine ends the episode, or stops the
 run), and its thread, which Python cannot stop, is written off and replaced, never joined, so a
-hung environment cannot keep the process from exiting either. An environment that raises becomes an
-:class:`EnvError` naming the environment, the call and where in the user's code it raised.
+hung environment cannot keep the process from exiting either. An environment that raises becomes
+an :class:`EnvError` naming the environment, the call and where in the user's code it raised.
 """
 
 from __future__ import annotations
