@@ -33,6 +33,7 @@ import datetime
 import os
 import re
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +134,12 @@ class RunLog:
         overwrite: bool = False,
         flush_every: int = 256,
         column_types: dict[str, dict[str, str]] | None = None,
+        may_change: Collection[str] = (),
     ) -> RunLog:
         """Lock a run directory and open it for writing (``column_types``: see the class).
+
+        ``may_change``: dotted config keys that may differ on resume (a run extended to a
+        larger budget); when one does, ``config.yaml`` is rewritten with ``config``.
 
         Raises:
             RunDirError: when the directory already holds a run and neither ``resume`` nor
@@ -164,15 +169,17 @@ class RunLog:
                         shutil.rmtree(
                             entry
                         ) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            changed: list[str] = []
             if resume:
                 saved = read_config_file(path / "config.yaml")
                 changed = _differences(saved, yaml.safe_load(yaml.safe_dump(config)))
-                if changed:
+                refused = [key for key in changed if key not in may_change]
+                if refused:
                     raise RunDirError(
                         f"--resume: {path} was started with another config; differs in "
-                        f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}"
+                        f"{', '.join(refused[:5])}{' ...' if len(refused) > 5 else ''}"
                     )
-            if not existing or overwrite:
+            if not existing or overwrite or changed:
                 write_text_atomically(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         except BaseException:
             lock.release()

@@ -37,6 +37,9 @@ START_FIRST = [
     "test_compare_signals.py",
     "test_smollm2.py",
     "test_user_task_cli.py",
+    "test_wheel_install.py",  # builds a wheel, a venv, and runs the installed command line
+    "test_quiet_output.py",
+    "test_compare_summary.py",
     "runtime/test_bench_async.py",
     "test_api.py",
     "runtime/test_async_backends.py",

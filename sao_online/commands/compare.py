@@ -117,13 +117,14 @@ def compare(
     from sao_online.environments import check_env_id
 
     check_env_id(base.env.id)
-    from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
+    from sao_online.algorithms import SINGLE_ROLLOUT_METHODS
+    from sao_online.config.names import check_method_name
 
     for method in methods:
-        if method not in METHODS:
-            raise ConfigError(
-                f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}"
-            )
+        try:
+            check_method_name(method)
+        except ValueError as error:
+            raise ConfigError(f"--methods: {error}") from None
     # Every run is a child of the worker server: its imports overlap the warm start below.
     start_server_early()
     from sao_online.runtime.envs import warn_about_budget

@@ -58,7 +58,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -108,6 +108,10 @@ class RolloutEngine:
             model's own forward, far less Python per step): None uses it where the
             architecture is supported (Llama, Qwen2) and ``fast_attention`` is on, True requires
             it, False keeps the Hugging Face forward.
+        banded_cache: keep the key/value cache in bands of similar length, each read only up
+            to its own longest row (see ``BandedKVCache``); None: whenever the lean forward
+            runs. The same tokens as one buffer read up to the longest row, up to float
+            rounding.
         env_workers: threads that run ``env.reset`` / ``env.step`` concurrently while the other
             slots keep decoding (worth it when environments are slow, e.g. ``LatencyWrapper``);
             0 calls them inline in the decoding loop (deterministic for a seed).
@@ -152,6 +156,7 @@ class RolloutEngine:
         stop_token_ids: list[int] | None = None,
         fast_attention: bool = True,
         lean_forward: bool | None = None,
+        banded_cache: bool | None = None,
         env_workers: int = 0,
         share_prompt_prefill: bool = True,
         env_step_timeout: float | None = None,
@@ -179,9 +184,9 @@ class RolloutEngine:
                 "RolloutEngine: on_env_step_timeout must be 'stop' or 'end', got "
                 f"{on_env_step_timeout!r}"
             )
-        if on_action_cap not in ("truncate", "submit"):
+        if on_action_cap not in get_args(ActionCapPolicy):
             raise ValueError(
-                "RolloutEngine: on_action_cap must be 'truncate' or 'submit', got "
+                f"RolloutEngine: on_action_cap must be one of {get_args(ActionCapPolicy)}, got "
                 f"{on_action_cap!r}"
             )
         longest = getattr(text_config(model), "max_position_embeddings", None)
@@ -236,6 +241,7 @@ class RolloutEngine:
                 device=self.device,
                 fast_attention=fast_attention,
                 lean_forward=lean_forward,
+                banded_cache=banded_cache,
             )
         except ValueError as error:
             raise ValueError(f"RolloutEngine: {error}") from error

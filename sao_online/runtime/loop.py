@@ -18,7 +18,7 @@ from sao_online.runtime.context import RunContext
 from sao_online.runtime.episode_rows import episode_record
 from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.runtime.planner import EpisodePlan
-from sao_online.tracking import TensorBoardLog, TranscriptLog
+from sao_online.tracking import TensorBoardLog, TranscriptLog, WandbLog
 from sao_online.types import Trajectory
 
 STALENESS_HISTOGRAM_FILE = "staleness_histogram.csv"
@@ -90,7 +90,7 @@ class TrainingLoop:
         self.evaluator = BackgroundEvaluator(ctx)
         self.stop_requested = threading.Event()  # set by the first Ctrl-C (see launch.py)
         self.transcripts: TranscriptLog | None = None
-        self.tensorboard: TensorBoardLog | None = None
+        self.trackers: list[TensorBoardLog | WandbLog] = []
 
     def wall_time(self) -> float:
         return self.elapsed_before + time.time() - self.started
@@ -111,7 +111,9 @@ class TrainingLoop:
             keep_before=self.episodes_logged if resumed else None,
         )
         if logging.tensorboard:
-            self.tensorboard = TensorBoardLog(self.log.path, first_step=self.ctx.learner.version)
+            self.trackers.append(TensorBoardLog(self.log.path, first_step=self.ctx.learner.version))
+        if logging.wandb:
+            self.trackers.append(WandbLog(self.log.path, self.log.config()))
 
     def straddles(self, plans: Sequence[EpisodePlan]) -> dict[int, bool]:
         """Per group of ``plans`` (reaching the learner now): does it straddle a change point?"""
@@ -166,8 +168,8 @@ class TrainingLoop:
         self.log.log("updates", metrics)
         if self.transcripts is not None:
             self.transcripts.add(trajectories, first_episode)
-        if self.tensorboard is not None:
-            self.tensorboard.log_update(metrics, trajectories, step=learner.version)
+        for tracker in self.trackers:
+            tracker.log_update(metrics, trajectories, step=learner.version)
         self.evaluator.collect(self.log)
         self.evaluator.maybe_submit(learner.version, self.ctx.planner.now())
         if self.progress:
@@ -205,8 +207,8 @@ class TrainingLoop:
         of the whole run (``staleness_histogram.csv``; per update: ``staleness/count_k``)."""
         self.evaluator.close(self.log)
         self.log.flush()
-        if self.tensorboard is not None:
-            self.tensorboard.close()
+        for tracker in self.trackers:
+            tracker.close()
         histogram = staleness_histogram(self.log.read("episodes"))
         write_text_atomically(
             self.log.path / STALENESS_HISTOGRAM_FILE, histogram.to_csv(index=False)
