@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -567,9 +568,22 @@ def main(argv: list[str] | None = None) -> int:
         # Configuration and input errors: one clear line, no traceback.
         print(f"sao-online {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"sao-online {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except Exception as error:
+        from sao_online.disk_full import DiskFullError, is_disk_full
+
+        if not is_disk_full(error):
+            raise
+        # A full disk, named by the run's writers (DiskFullError) or by any other writer.
+        what = str(error) if isinstance(error, DiskFullError) else f"disk full: {error}"
+        print(f"sao-online {args.command}: error: {what}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as stop:
+        # Ctrl-C, or (compare) SIGINT/SIGTERM passed on to the runs, which were waited for.
+        signum = getattr(stop, "signum", signal.SIGINT)
+        name = signal.Signals(signum).name
+        how = "interrupted" if signum == signal.SIGINT else f"stopped by {name}"
+        print(f"sao-online {args.command}: {how}", file=sys.stderr)
+        return 128 + signum
     finally:
         warnings.showwarning = default_show
 

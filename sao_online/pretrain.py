@@ -41,7 +41,6 @@ from sao_online.environments import check_env_id
 from sao_online.models import (
     ChatLayout,
     build_tiny_policy,
-    cache_root,
     load_policy,
     resolve_device,
     resolve_dtype,

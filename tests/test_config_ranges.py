@@ -208,6 +208,31 @@ def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
         load_config(None, ["env.kwargs={a: &x [1, 2], b: *x}"])
 
 
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
+    """YAML keeps the last of two equal keys: the first would be dropped without a word."""
+    from sao_online.drift_schedules import ScheduleError, load_schedule
+
+    config = tmp_path / "twice.yaml"
+    config.write_text("model:\n  warm_start: false\n  num_layers: 1\n  warm_start: true\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"twice.yaml: line 4: duplicate key 'warm_start' \(first given at line 2\)",
+    ):
+        load_config(config)
+    config.write_text("seed: 1\nmodel: {num_layers: 1}\nseed: 2\n")
+    with pytest.raises(ConfigError, match=r"line 3: duplicate key 'seed' \(first given at line 1"):
+        load_config(config)
+    with pytest.raises(ConfigError, match="duplicate key 'a'"):
+        load_config(None, ["env.kwargs={a: 1, a: 2}"])
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text(
+        "parameters:\n  preferred: {kind: stationary, value: cute}\n"
+        "  preferred: {kind: stationary, value: classical}\n"
+    )
+    with pytest.raises(ScheduleError, match=r"line 3: duplicate key 'preferred'"):
+        load_schedule(schedule)
+
+
 def test_error_messages_quote_only_a_short_prefix_of_a_value(tmp_path):
     huge = "y" * 1_000_000
     for override in (

@@ -28,6 +28,8 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
             "algorithm.advantage_level: must be one of token, last_token, average",
         ),
         ("rollout.on_action_cap=drop", "rollout.on_action_cap: must be one of truncate, submit"),
+        ("env.on_step_timeout=skip", "env.on_step_timeout: must be one of stop, end"),
+        ("env.step_timeout=0", r"env.step_timeout: must be in \(0, 86400\], got 0"),
     ],
 )
 def test_fixed_choice_fields_name_the_field_and_the_choices(override, message):

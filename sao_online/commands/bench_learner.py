@@ -1,9 +1,10 @@
 """``sao-online bench learner``: seconds per learner update of each method, side by side.
 
 The workload is the demo's (``configs/demo.yaml``: the 4 x 128 byte-level Llama from its warm
-start, built first when it is not cached yet, StyleShift, 32 episodes per update of at most 48 action tokens, KL 0.3 to the warm start)
-and its four methods. For each method the bench samples ``batches`` batches with the method's own
-rollout (groups of 8 for the group methods, one rollout per prompt for the others), then times
+start, built first when it is not cached yet, StyleShift, 32 episodes per update of at most 48
+action tokens, KL 0.3 to the warm start) and its four methods. For each method the bench
+samples ``batches`` batches with the method's own rollout (groups of 8 for the group methods,
+one rollout per prompt for the others), then times
 ``Learner.step`` on them, the methods taking turns batch by batch so that a change of load on
 the machine hits every method alike. Every learner starts past SAO's critic warm-up, so each
 update trains the policy; the updates keep training the models, as in a run.

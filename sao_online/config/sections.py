@@ -42,6 +42,7 @@ ActionCapPolicy = Literal["truncate", "submit"]
 WarmStartRegimes = Literal["space", "schedule"]
 ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
 ObservationRole = Literal["user", "tool"]
+StepTimeoutPolicy = Literal["stop", "end"]
 StragglerPolicy = Literal["wait", "requeue"]
 StalenessOrigin = Literal["admission", "tokens"]
 
@@ -91,6 +92,19 @@ class EnvConfig(Section):
     )
     latency_sigma: Number = Field(
         1.0, ge=0, le=10, description="Lognormal sigma of the simulated latency (long tail)."
+    )
+    step_timeout: Number = Field(
+        600.0,
+        gt=0,
+        le=86400,
+        description="Seconds an env.reset or env.step may take; past it see on_step_timeout (a "
+        "reset past it always stops the run).",
+    )
+    on_step_timeout: StepTimeoutPolicy = Field(
+        "stop",
+        description="An env.step past step_timeout: stop (the run stops with an error naming "
+        "the env and the step) or end (the episode ends, truncated, behaviour 'step_timeout', "
+        "counted per update in charts/env_step_timeouts).",
     )
 
     def make(self, **extra: Any) -> Any:

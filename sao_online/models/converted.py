@@ -30,17 +30,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from sao_online.cache import cache_root
+
 CONVERTED_FORMAT = 1  # bump when the layout of a converted folder changes
 MARKER_FILE = "converted.json"
 _READ_CHUNK = 1 << 20
-
-
-def cache_root() -> Path:
-    """``$SAO_ONLINE_CACHE``, else ``$XDG_CACHE_HOME/sao-online``, else ``~/.cache/sao-online``."""
-    if os.environ.get("SAO_ONLINE_CACHE"):
-        return Path(os.environ["SAO_ONLINE_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "sao-online"
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

@@ -306,11 +306,13 @@ def _run_locked(
     for message in log.messages:  # what resuming (or taking over a stale lock) did
         _say(message)
     started = time.time()
-    loop.start()
-    with _stop_after_update_on_ctrl_c(loop):
-        run_backend(loop, state)
-    loop.finish()
-    bar.close()
+    try:
+        loop.start()
+        with _stop_after_update_on_ctrl_c(loop):
+            run_backend(loop, state)
+        loop.finish()
+    finally:
+        bar.close()  # an error message then starts on a line of its own
     seconds = time.time() - started
     episodes = log.read("episodes")
     dropped = episodes["dropped"].astype(bool) if "dropped" in episodes else None

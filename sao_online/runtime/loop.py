@@ -11,6 +11,8 @@ from typing import Any
 import pandas as pd
 
 from sao_online.drift_schedules import StepClock, VersionClock, WallClock
+from sao_online.rollout import TRUNCATED_BY_KEY
+from sao_online.rollout.env_results import STEP_TIMEOUT
 from sao_online.runlog import RunLog, write_text_atomically
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.episode_rows import episode_record
@@ -29,12 +31,18 @@ class RunInterrupted(KeyboardInterrupt):
 def batch_metrics(
     trajectories: Sequence[Trajectory], trained_version: int, max_staleness: int = 0
 ) -> dict[str, float]:
-    """Behaviour shares and staleness of one training batch (namespaced).
+    """Behaviour shares, env step timeouts and staleness of one training batch (namespaced).
 
-    ``staleness/count_k`` counts the batch's trajectories k versions stale, for every k from 0
-    to ``max_staleness`` (zeros included, so each run's columns are fixed) and beyond if seen.
+    ``charts/env_step_timeouts`` counts the batch's episodes ended by an env step past
+    ``env.step_timeout`` (``env.on_step_timeout: end``). ``staleness/count_k`` counts the
+    batch's trajectories k versions stale, for every k from 0 to ``max_staleness`` (zeros
+    included, so each run's columns are fixed) and beyond if seen.
     """
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = {
+        "charts/env_step_timeouts": float(
+            sum(t.info.get(TRUNCATED_BY_KEY) == STEP_TIMEOUT for t in trajectories)
+        )
+    }
     for label, count in Counter(t.behavior for t in trajectories).items():
         metrics[f"charts/behavior_share/{label or 'none'}"] = count / len(trajectories)
     staleness = [trained_version - t.oldest_version for t in trajectories if t.oldest_version >= 0]

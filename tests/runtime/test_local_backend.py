@@ -123,10 +123,15 @@ def test_worker_pairs_each_trajectory_with_its_own_ticket_when_group_members_fin
         weights=weights,
         receive=lambda timeout: inbox.pop() if inbox else None,
         emit=emitted.append,
-        should_stop=lambda: len(emitted) == 4,
+        should_stop=lambda: sum(message[0] == "done" for message in emitted) == 4,
     )
-    assert sorted(message[1] for message in emitted) == [10, 11, 12, 13]
+    done = [message for message in emitted if message[0] == "done"]
+    assert sorted(message[1] for message in done) == [10, 11, 12, 13]
     # The env latencies are seeded per episode: the members really finished out of order.
-    assert [message[1] for message in emitted] != [10, 11, 12, 13]
-    for _, ticket, trajectory in emitted:
+    assert [message[1] for message in done] != [10, 11, 12, 13]
+    for _, ticket, trajectory in done:
         assert trajectory.seed == 100 + ticket
+    # Each was announced when it went into the engine, on the weights it started with.
+    started = [message for message in emitted if message[0] == "started"]
+    assert sorted(ticket for _, ticket, _ in started) == [10, 11, 12, 13]
+    assert {version for _, _, version in started} == {0}
