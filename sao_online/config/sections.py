@@ -358,11 +358,11 @@ class RuntimeConfig(Section):
         "stepped now, with a batch ready: wait for it (nothing is thrown away; the learner may "
         "idle for the latency tail), or requeue it (it is stopped, logged as a dropped episode "
         "with dropped_reason 'stale' and the tokens it spent, and run again from its start; an "
-        "episode already run twice is waited for). Either way no trained token is older than "
-        "the bound and the run trains exactly budget.episodes episodes. requeue keeps the "
-        "learner busy, but where an episode's duration goes with its reward (a slow sandbox "
-        "that times out, long multi-turn failures) it trains on the fast ones first and the "
-        "re-run ones later.",
+        "episode requeued twice is waited for). Either way no trained token is older than the "
+        "bound and the run trains exactly budget.episodes episodes. requeue keeps the learner "
+        "busy at the cost of the stopped episodes' tokens; where an episode's duration goes "
+        "with its outcome (a sandbox that times out, long multi-turn failures) a re-run "
+        "replaces the slow outcome, which is then under-represented in training.",
     )
     staleness_from: StalenessOrigin = Field(
         "tokens",

@@ -15,7 +15,8 @@ Roles:
   also waits before a step that would push any episode past ``max_staleness`` and trains such
   "due" episodes first (``batch_selection``). An episode's staleness counts from its admission
   version or, with ``runtime.staleness_from: tokens``, from the weights its worker started it
-  with (the worker's ``started`` message) and, once done, its oldest token's version. With
+  with (the worker's ``started`` message) and, once done, its oldest token's version
+  (``stragglers``). With
   ``max_staleness`` 0 this is the synchronous schedule. Each update logs how long the learner
   waited before it, split by cause: ``charts/learner_wait_bound_seconds`` (B episodes were
   ready, but the staleness rules refused the step) and
@@ -25,7 +26,7 @@ Roles:
   get an ``Interrupt``, their finished members are discarded, and every member is issued
   again as its plan's next attempt. Each is logged as a dropped episode with
   ``dropped_reason`` "stale" and what it spent (tokens, env seconds: the worker's report of the
-  interrupted episode). An episode already run twice is waited for, so an environment that is
+  interrupted episode). An episode requeued twice is waited for, so an environment that is
   always slow for some prompt cannot starve the run.
 - Faults: a worker that dies is restarted; the plans it held are logged as dropped episodes
   (``dropped=True``, ``dropped_reason`` "worker_fault", reward NaN), released from the gate and
@@ -42,12 +43,11 @@ from __future__ import annotations
 import warnings
 from collections import defaultdict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from time import monotonic, perf_counter
 from typing import Any
 
 from sao_online.rollout import EnvError
-from sao_online.runtime.batch_selection import select_batch, stragglers_to_drop
+from sao_online.runtime.batch_selection import select_batch
 from sao_online.runtime.episode_rows import (
     DROPPED_STALE,
     DROPPED_WORKER_FAULT,
@@ -58,11 +58,10 @@ from sao_online.runtime.planner import EpisodePlan, plan_from_dict, plan_to_dict
 from sao_online.runtime.pool import WorkerPool
 from sao_online.runtime.rollout_worker import Interrupt, Order
 from sao_online.runtime.staleness import StalenessGate
+from sao_online.runtime.stragglers import FinishedEpisode, HeldEpisode, StragglerRules
 from sao_online.types import Trajectory
 
 POLL_SECONDS = 0.05
-#: A straggler is requeued at most this many times; its next run is waited for.
-MAX_REQUEUES = 2
 _SEED_STRIDE_WORKER = 7919  # distinct sampling streams per worker incarnation
 _SEED_STRIDE_VERSION = 104729  # and per resumed session
 _CHECKPOINT_KEY = "async"
@@ -73,29 +72,6 @@ loading the model included) before it is taken for hung and restarted."""
 
 class HungWorkerWarning(UserWarning):
     """A rollout worker held episodes but sent nothing for too long; it was restarted."""
-
-
-@dataclass
-class _Running:
-    """An admitted episode a worker holds (queued or running)."""
-
-    plan: EpisodePlan
-    admitted_version: int
-    started_version: int | None = None  # the worker's weights when it started it, once known
-
-
-@dataclass
-class _Finished:
-    """A completed trajectory waiting for training, with what admitted it."""
-
-    trajectory: Trajectory
-    plan: EpisodePlan
-    admitted_version: int
-    oldest_version: int  # what its staleness counts from (see the module docstring)
-
-    @property
-    def group_id(self) -> int:
-        return self.plan.group_id
 
 
 class AsyncRuntime:
@@ -117,17 +93,16 @@ class AsyncRuntime:
         self.batch_size = self.config.rollout.batch_size
         self.group_size = loop.ctx.method.group_size
         self.max_staleness = self.config.runtime.max_staleness
-        self.requeue_stragglers = self.config.runtime.stragglers == "requeue"
-        self.count_from_tokens = self.config.runtime.staleness_from == "tokens"
+        self.rules = StragglerRules(self.config.runtime)
         version = loop.ctx.learner.version
         self.gate = StalenessGate(self.batch_size, self.max_staleness)
         # Every earlier update consumed B accepted trajectories.
         self.gate.load_state_dict({"version": version, "accepted": version * self.batch_size})
         self.retry: deque[EpisodePlan] = deque(pending_plans or [])
-        self.ready: list[_Finished] = []
-        self.group_buffer: dict[int, list[_Finished]] = defaultdict(list)
+        self.ready: list[FinishedEpisode] = []
+        self.group_buffer: dict[int, list[FinishedEpisode]] = defaultdict(list)
         # Per worker: ticket -> the episode it holds.
-        self.outstanding: list[dict[int, _Running]] = [{} for _ in range(self.num_workers)]
+        self.outstanding: list[dict[int, HeldEpisode]] = [{} for _ in range(self.num_workers)]
         # Per worker: ticket -> plan of the stragglers it was told to stop, until it reports
         # what they spent (their dropped rows are logged then).
         self.interrupting: list[dict[int, EpisodePlan]] = [{} for _ in range(self.num_workers)]
@@ -216,7 +191,7 @@ class AsyncRuntime:
                 index = min(range(self.num_workers), key=lambda k: len(self.outstanding[k]))
                 ticket = self.next_ticket
                 self.next_ticket += 1
-                self.outstanding[index][ticket] = _Running(plan, version)
+                self.outstanding[index][ticket] = HeldEpisode(plan, version)
                 assigned[index].append((ticket, plan, version))
         for index, tasks in assigned.items():
             self.pool.submit(index, tasks)
@@ -270,9 +245,7 @@ class AsyncRuntime:
             return  # the report of an episode whose worker was replaced
         entry = self.outstanding[index].pop(ticket)
         self.gate.finish(1, accepted=True)
-        finished = _Finished(
-            payload, entry.plan, entry.admitted_version, self._finished_version(entry, payload)
-        )
+        finished = self.rules.finished(entry, payload)
         if self.group_size == 1:
             self.ready.append(finished)
             return
@@ -283,31 +256,12 @@ class AsyncRuntime:
 
     # -- training -----------------------------------------------------------------------------
 
-    def _all_outstanding(self) -> list[_Running]:
+    def _all_outstanding(self) -> list[HeldEpisode]:
         return [entry for held in self.outstanding for entry in held.values()]
-
-    def _running_version(self, entry: _Running) -> int:
-        """The oldest version a running episode's tokens may have, as far as is known."""
-        if self.count_from_tokens and entry.started_version is not None:
-            return max(entry.admitted_version, entry.started_version)
-        return entry.admitted_version
-
-    def _finished_version(self, entry: _Running, trajectory: Trajectory) -> int:
-        if self.count_from_tokens and trajectory.oldest_version >= 0:
-            return max(entry.admitted_version, trajectory.oldest_version)
-        return entry.admitted_version
 
     def _waiting(self) -> list[tuple[int, int]]:
         """(group id, oldest version) of every admitted episode not ready for training yet."""
-        waiting = [
-            (entry.plan.group_id, self._running_version(entry)) for entry in self._all_outstanding()
-        ]
-        waiting += [
-            (group_id, item.oldest_version)
-            for group_id, members in self.group_buffer.items()
-            for item in members
-        ]
-        return waiting
+        return self.rules.waiting(self._all_outstanding(), self.group_buffer)
 
     def _exhausted(self, waiting: list[tuple[int, int]]) -> bool:
         """Nothing more will be admitted or is waiting: a short last batch is fine."""
@@ -327,20 +281,15 @@ class AsyncRuntime:
             exhausted=self._exhausted(waiting),
         )
 
-    def _requeue_stragglers(self, waiting: list[tuple[int, int]]) -> bool:
+    def _requeue_stragglers(self) -> bool:
         """Stop and issue again the groups the learner would wait for; True if any were."""
-        plans = [entry.plan for entry in self._all_outstanding()]
-        plans += [item.plan for members in self.group_buffer.values() for item in members]
-        pinned = {plan.group_id for plan in plans if plan.attempt >= MAX_REQUEUES}
-        groups = set(
-            stragglers_to_drop(
-                self.ready,
-                version=self.loop.ctx.learner.version,
-                max_staleness=self.max_staleness,
-                batch_size=self.batch_size,
-                waiting=waiting,
-                pinned=pinned,
-            )
+        groups = self.rules.groups_to_requeue(
+            self.ready,
+            self._all_outstanding(),
+            self.group_buffer,
+            version=self.loop.ctx.learner.version,
+            max_staleness=self.max_staleness,
+            batch_size=self.batch_size,
         )
         if not groups:
             return False
@@ -364,11 +313,11 @@ class AsyncRuntime:
         self._log_dropped(rows)
         return True
 
-    def _next_batch(self) -> list[_Finished] | None:
+    def _next_batch(self) -> list[FinishedEpisode] | None:
         """The next batch to train on (``select_batch``), or None when the learner must wait."""
         waiting = self._waiting()
         selected = self._select(waiting)
-        if selected is None and self.requeue_stragglers and self._requeue_stragglers(waiting):
+        if selected is None and self._requeue_stragglers():
             selected = self._select(self._waiting())
         if selected is None:
             exhausted = self._exhausted(self._waiting())
@@ -379,7 +328,7 @@ class AsyncRuntime:
         batch, self.ready = selected
         return batch
 
-    def _train(self, batch: list[_Finished]) -> None:
+    def _train(self, batch: list[FinishedEpisode]) -> None:
         ctx = self.loop.ctx
         # Episodes whose tokens are all newer than their admission (they queued at a worker
         # while the learner moved on): only these can gain from counting staleness by tokens.
