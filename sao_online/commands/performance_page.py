@@ -170,11 +170,75 @@ def throughput_table(kept: dict[str, Any]) -> str:
     return table + _provenance(kept)
 
 
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{value:.0%}"
+
+
+def async_table(kept: dict[str, Any]) -> str:
+    """Several runs of ``bench async`` (its figures move with the machine's load): one row per
+    run and way with stragglers; ``kept["runs"]`` holds each run's ``load`` and ``result``."""
+    rows, sweeps = [], []
+    for number, run in enumerate(kept["runs"], start=1):
+        result = run["result"]
+        for option in result["by_straggler_option"]:
+            rows.append(
+                [
+                    number,
+                    f"`{option['stragglers']}`, `{option['staleness_from']}`",
+                    _x(option["speedup"]),
+                    _share(option["learner_busy_fraction"]),
+                    _share(option["learner_wait_bound_fraction"]),
+                    _share(option["learner_wait_episodes_fraction"]),
+                    option["requeued_stale"],
+                    f"{option['wasted_action_tokens']:,} "
+                    f"({option['wasted_action_token_share']:.1%})",
+                    f"{option['wasted_env_seconds']:.1f}",
+                    option["max_token_staleness"],
+                ]
+            )
+        sweeps += [
+            f"run {number}, max_staleness {row['max_staleness']}: learner busy "
+            f"{_share(row['learner_busy_fraction'])}, held back by the bound "
+            f"{_share(row['learner_wait_bound_fraction'])}"
+            for row in result["local_by_max_staleness"][1:]
+        ]
+    table = _table(
+        [
+            "run",
+            "stragglers, staleness_from",
+            "local / sync, steady",
+            "learner busy",
+            "held back by the bound",
+            "waiting for episodes",
+            "episodes requeued",
+            "action tokens wasted (share)",
+            "env seconds wasted",
+            "max token staleness",
+        ],
+        rows,
+    )
+    workload = kept["runs"][0]["result"]["workload"]
+    summary = (
+        f"\nWorkload: {workload['episodes']} episodes, B = {workload['batch_size']}, "
+        f"max_staleness {workload['max_staleness']}, {workload['workers']} rollout worker, "
+        f"lognormal env latency (mean {workload['latency_mean']} s, sigma "
+        f"{workload['latency_sigma']}).\n"
+    )
+    if sweeps:
+        summary += "\nThe default (`wait`) at a looser bound, same runs: " + "; ".join(sweeps)
+        summary += ".\n"
+    loads = "; ".join(
+        f"run {number}: {run['load']}" for number, run in enumerate(kept["runs"], start=1)
+    )
+    return table + summary + f"\nCommand: `{kept['command']}`; {loads}.\n"
+
+
 TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "learner": ("bench_learner", learner_table),
     "rollout": ("bench_rollout", rollout_table),
     "rollout-smollm2": ("bench_rollout_smollm2", rollout_table),
     "throughput": ("bench_throughput_trl", throughput_table),
+    "async": ("bench_async", async_table),
 }
 
 
