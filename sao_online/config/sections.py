@@ -354,8 +354,8 @@ class RuntimeConfig(Section):
     )
     stragglers: StragglerPolicy = Field(
         "wait",
-        description="An episode still running that would pass max_staleness if the learner "
-        "stepped now, with a batch ready: wait for it (nothing is thrown away; the learner may "
+        description="Asynchronous backends: an episode still running that would pass "
+        "max_staleness if the learner stepped now, with a batch ready: wait for it (nothing is thrown away; the learner may "
         "idle for the latency tail), or requeue it (it is stopped, logged as a dropped episode "
         "with dropped_reason 'stale' and the tokens it spent, and run again from its start; an "
         "episode requeued twice is waited for). Either way no trained token is older than the "
@@ -366,8 +366,8 @@ class RuntimeConfig(Section):
     )
     staleness_from: StalenessOrigin = Field(
         "tokens",
-        description="What a running episode's staleness is counted from when the learner "
-        "decides whether to wait for it: tokens (the weights its worker started sampling it "
+        description="Asynchronous backends: what a running episode's staleness is counted "
+        "from when the learner decides whether to wait for it: tokens (the weights its worker started sampling it "
         "with, as soon as the worker says so; later than admission for an episode that queued "
         "at its worker) or admission (the learner version that admitted it: never later, so "
         "the learner may wait longer).",
