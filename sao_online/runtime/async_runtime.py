@@ -16,18 +16,17 @@ Roles:
   "due" episodes first (``batch_selection``). An episode's staleness counts from its admission
   version or, with ``runtime.staleness_from: tokens``, from the weights its worker started it
   with (the worker's ``started`` message) and, once done, its oldest token's version
-  (``stragglers``). With
-  ``max_staleness`` 0 this is the synchronous schedule. Each update logs how long the learner
-  waited before it, split by cause: ``charts/learner_wait_bound_seconds`` (B episodes were
-  ready, but the staleness rules refused the step) and
+  (``stragglers``). With ``max_staleness`` 0 this is the synchronous schedule. Each update logs
+  how long the learner waited before it, split by cause: ``charts/learner_wait_bound_seconds``
+  (B episodes were ready, but the staleness rules refused the step) and
   ``charts/learner_wait_episodes_seconds`` (fewer than B were ready, whatever the bound).
 - Stragglers (``runtime.stragglers: requeue``): instead of waiting with B episodes ready, the
   learner stops the groups it would wait for (``stragglers_to_drop``): their running members
   get an ``Interrupt``, their finished members are discarded, and every member is issued
   again as its plan's next attempt. Each is logged as a dropped episode with
   ``dropped_reason`` "stale" and what it spent (tokens, env seconds: the worker's report of the
-  interrupted episode). An episode requeued twice is waited for, so an environment that is
-  always slow for some prompt cannot starve the run.
+  interrupted episode). An episode already run ``MAX_REQUEUES`` times before is waited for,
+  so an environment that is always slow for some prompt cannot starve the run.
 - Faults: a worker that dies is restarted; the plans it held are logged as dropped episodes
   (``dropped=True``, ``dropped_reason`` "worker_fault", reward NaN), released from the gate and
   issued again, so the run still trains on its full budget. A worker that holds plans but sends

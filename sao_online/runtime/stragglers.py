@@ -9,8 +9,9 @@ known. ``batch_selection`` decides with these versions whether the learner must 
 
 With ``stragglers: requeue`` the learner does not wait with B episodes ready: the groups it would
 wait for (``stragglers_to_drop``) are stopped and run again, except a group with a member
-already requeued ``MAX_REQUEUES`` times, which is waited for (an environment that is always slow
-for some prompt would otherwise have it stopped forever).
+already run ``MAX_REQUEUES`` times before (``EpisodePlan.attempt``: requeued, or lost with a
+worker), which is waited for (an environment that is always slow for some prompt would otherwise
+have it stopped forever).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sao_online.runtime.batch_selection import stragglers_to_drop
 from sao_online.runtime.planner import EpisodePlan
 from sao_online.types import Trajectory
 
-#: A straggler is requeued at most this many times; its next run is waited for.
+#: An episode is requeued at most this many times (its attempt); its next run is waited for.
 MAX_REQUEUES = 2
 
 
