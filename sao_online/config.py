@@ -140,7 +140,9 @@ class AlgorithmConfig:
     name: str = _f(
         "sao",
         "Method: sao, sao_running_mean, sao_prompt_mean, sao_lambda1, "
-        "sao_no_skip_obs, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo.",
+        "sao_no_skip_obs, grpo, grpo_dis, dr_grpo, dapo, gspo, rloo, frozen (the warm "
+        "start, never updated), or MODULE:FACTORY, a factory(algorithm_config, "
+        "max_action_tokens) -> Method in a module of your own.",
     )
     group_size: int | None = _f(
         None, "Rollouts per prompt (1 for SAO; default 8 for group methods)."

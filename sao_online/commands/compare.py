@@ -6,12 +6,13 @@ import contextlib
 import os
 import queue
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from sao_online.config import ConfigError, ExperimentConfig, load_config
+from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.runlog import run_directory
 from sao_online.runtime.main_guard import require_main_guard
 from sao_online.runtime.processes import adopt_environment, process_context, start_server_early
@@ -41,12 +42,112 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     )  # to the parent's bar
 
 
-def _worker(job: dict[str, Any], environment: dict[str, str], progress: Any, results: Any) -> None:
+def _worker(
+    target: Callable[[dict[str, Any], Any], Any],
+    job: dict[str, Any],
+    environment: dict[str, str],
+    progress: Any,
+    results: Any,
+) -> None:
     adopt_environment(environment)
     try:
-        results.put(("ok", job["name"], _run_one(job, progress)))
+        results.put(("ok", job["name"], target(job, progress)))
     except BaseException as error:  # reported to the parent, which raises it with the run's name
         results.put(("error", job["name"], f"{type(error).__name__}: {error}"))
+
+
+def method_folders(base: ExperimentConfig, methods: list[str]) -> dict[str, str]:
+    """Method spec -> the folder its runs go in: the name of the Method it builds.
+
+    Each method is built here, in the parent, from ``base`` (the config with its overrides): a
+    built-in name is its own folder; ``MODULE:FACTORY`` is imported and called, so a factory
+    that is missing, raises or returns something else fails before any run starts (one line
+    naming the method), and two specs that build methods of one name are refused.
+
+    Raises:
+        ConfigError: an unknown method, a setting it refuses, a failing factory, or two
+            methods of one name.
+    """
+    from sao_online.algorithms import build_method
+
+    folders: dict[str, str] = {}
+    for method in methods:
+        with warnings.catch_warnings():  # what loading the base config warned, said once
+            warnings.simplefilter("ignore", ConfigWarning)
+            config = load_config(base.to_dict(), method_overrides(method))
+        folders[method] = build_method(config).name
+    for method, name in folders.items():
+        clash = [spec for spec, other in folders.items() if other == name and spec != method]
+        if clash:
+            raise ConfigError(
+                f"--methods: {method!r} and {clash[0]!r} both make a method named {name!r}"
+            )
+    return folders
+
+
+def method_overrides(method: str) -> list[str]:
+    """The overrides that make a run of ``method`` (one rollout per prompt: group size unset)."""
+    from sao_online.algorithms import SINGLE_ROLLOUT_METHODS
+
+    run_overrides = [f"algorithm.name={method}"]
+    if method in SINGLE_ROLLOUT_METHODS:
+        run_overrides.append("algorithm.group_size=null")
+    return run_overrides
+
+
+def run_jobs(
+    jobs: list[dict[str, Any]],
+    *,
+    parallel: int,
+    bar: Any,
+    target: Callable[[dict[str, Any], Any], Any] = _run_one,
+    on_result: Callable[[str, Any], None] | None = None,
+) -> list[str]:
+    """Run each job in a child process, ``parallel`` at a time, in order; return the failures.
+
+    ``target(job, progress_queue)`` runs in the child (a module-level function: it is sent by
+    reference); it puts episode counts on the queue, which move ``bar``, and its return value
+    reaches ``on_result(job["name"], value)`` in this process as each job ends. A failure is
+    one line ``"<name>: <error>"``; the other jobs go on.
+    """
+    context = process_context()
+    progress_queue, results = context.Queue(), context.Queue()
+    pending, running, failures, reported = list(jobs), {}, [], set()
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                job = pending.pop(0)
+                process = context.Process(
+                    target=_worker,
+                    args=(target, job, dict(os.environ), progress_queue, results),
+                )
+                process.start()
+                running[job["name"]] = process
+            with contextlib.suppress(queue.Empty):
+                bar.update(progress_queue.get(timeout=0.5))
+                while True:  # drain: the bar keeps up with every run
+                    bar.update(progress_queue.get_nowait())
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    status, name, payload = results.get_nowait()
+                    reported.add(name)
+                    if status == "error":
+                        failures.append(f"{name}: {payload}")
+                    elif on_result is not None:
+                        on_result(name, payload)
+            for name, process in list(running.items()):
+                if process.is_alive():
+                    continue
+                process.join()
+                del running[name]
+                if name not in reported and process.exitcode != 0:  # killed before it could report
+                    failures.append(f"{name}: run process exited with code {process.exitcode}")
+    finally:
+        for process in running.values():  # on Ctrl-C runs stop after their update, checkpointed
+            process.join(timeout=30)
+            if process.is_alive():
+                process.terminate()
+    return failures
 
 
 def compare(
@@ -101,13 +202,7 @@ def compare(
     from sao_online.environments import check_env_id
 
     check_env_id(base.env.id)
-    from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
-
-    for method in methods:
-        if method not in METHODS:
-            raise ConfigError(
-                f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}"
-            )
+    folders = method_folders(base, methods)
     # Every run is a child of the worker server: its imports overlap the warm start below.
     start_server_early()
     from sao_online.runtime.envs import warn_about_budget
@@ -121,23 +216,18 @@ def compare(
     jobs = []
     for seed in range(first_seed, first_seed + seeds):
         for method in methods:
-            run_overrides = [*overrides, f"algorithm.name={method}", f"seed={seed}"]
-            if method in SINGLE_ROLLOUT_METHODS:
-                run_overrides.append("algorithm.group_size=null")
             jobs.append(
                 {
-                    "name": f"{method}/seed-{seed}",
+                    "name": f"{folders[method]}/seed-{seed}",
                     "config": config_source,
-                    "overrides": run_overrides,
-                    "out": str(run_directory(out, base.experiment, method, seed)),
+                    "overrides": [*overrides, *method_overrides(method), f"seed={seed}"],
+                    "out": str(run_directory(out, base.experiment, folders[method], seed)),
                     "overwrite": overwrite,
                     "resume": resume,
                 }
             )
     total = base.budget.episodes * len(jobs)
     parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
-    context = process_context()
-    progress_queue, results = context.Queue(), context.Queue()
     bar = tqdm(
         total=total,
         desc=f"compare {','.join(methods)} x {seeds} seeds",
@@ -145,38 +235,9 @@ def compare(
         disable=not progress,
         smoothing=0.05,
     )
-    pending, running, failures, reported = list(jobs), {}, [], set()
     try:
-        while pending or running:
-            while pending and len(running) < parallel:
-                job = pending.pop(0)
-                process = context.Process(
-                    target=_worker, args=(job, dict(os.environ), progress_queue, results)
-                )
-                process.start()
-                running[job["name"]] = process
-            with contextlib.suppress(queue.Empty):
-                bar.update(progress_queue.get(timeout=0.5))
-                while True:  # drain: the bar keeps up with every run
-                    bar.update(progress_queue.get_nowait())
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    status, name, payload = results.get_nowait()
-                    reported.add(name)
-                    if status == "error":
-                        failures.append(f"{name}: {payload}")
-            for name, process in list(running.items()):
-                if process.is_alive():
-                    continue
-                process.join()
-                del running[name]
-                if name not in reported and process.exitcode != 0:  # killed before it could report
-                    failures.append(f"{name}: run process exited with code {process.exitcode}")
+        failures = run_jobs(jobs, parallel=parallel, bar=bar)
     finally:
-        for process in running.values():  # on Ctrl-C runs stop after their update, checkpointed
-            process.join(timeout=30)
-            if process.is_alive():
-                process.terminate()
         bar.close()
     if failures:
         raise ConfigError("compare: some runs failed:\n  " + "\n  ".join(failures))
