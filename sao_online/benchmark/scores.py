@@ -22,10 +22,6 @@ from itertools import permutations
 import numpy as np
 import pandas as pd
 
-#: Fewer seeds than this on either side and two methods are never called separated: their
-#: bootstrap intervals describe the runs at hand, not the methods (rliable asks for 5 or more).
-MIN_SEEDS_TO_SEPARATE = 3
-
 from sao_online.analysis.suite_metrics import (
     Interval,
     improvement_interval,
@@ -34,6 +30,10 @@ from sao_online.analysis.suite_metrics import (
     stratified_interval,
     trimmed_iqm,
 )
+
+#: Fewer seeds than this on either side and two methods are never called separated: their
+#: bootstrap intervals describe the runs at hand, not the methods (rliable asks for 5 or more).
+MIN_SEEDS_TO_SEPARATE = 3
 
 
 def normalized_scores(
