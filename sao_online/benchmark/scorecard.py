@@ -56,6 +56,8 @@ def read_tables(folder: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, 
 def _interval(point: float, lower: float, upper: float, digits: int = 2) -> str:
     if not np.isfinite(point):
         return "—"
+    # round first: a tiny negative value would print as "-0.00"
+    point, lower, upper = (round(float(v), digits) + 0.0 for v in (point, lower, upper))
     if np.isclose(lower, upper) and np.isclose(point, lower):
         return f"{point:.{digits}f}"
     return f"{point:.{digits}f} [{lower:.{digits}f}, {upper:.{digits}f}]"
