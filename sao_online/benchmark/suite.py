@@ -116,8 +116,9 @@ def _mapping(value: Any, where: str, keys: set[str] | None = None) -> dict[str, 
     if keys is not None:
         unknown = sorted(str(key) for key in value if key not in keys)
         if unknown:
+            joint = "." if ":" in where else ": "  # "suite f.yaml: tasks.A.gpu", "suite f.yaml: x"
             raise SuiteError(
-                f"{where}.{unknown[0]}: unknown key; known keys: {', '.join(sorted(keys))}"
+                f"{where}{joint}{unknown[0]}: unknown key; known keys: {', '.join(sorted(keys))}"
             )
     return value
 
