@@ -30,12 +30,14 @@ RUN_TOGETHER = {
 #: by their number of tests): the sandbox group (about two minutes serially on one core of a
 #: busy machine, about 45 s on a worker of a quiet ``make test``), then SmolLM2's (about 45 s).
 START_FIRST = [
+    "benchmark/test_benchmark_smoke.py",  # the whole smoke tier: 20 runs, 4 warm starts
     "test_smollm2.py",
     "test_user_task_cli.py",
     "runtime/test_bench_async.py",
     "test_api.py",
     "runtime/test_async_backends.py",
     "runtime/test_ray_two_nodes.py",
+    "benchmark/test_benchmark_ray.py",
     "runtime/test_async_invariants.py",
     "test_chat_model_rollout.py",
     # 5-10 s each under `make test` (CLI processes, a killed run resumed, forkserver children,
