@@ -230,9 +230,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     if args.out is None:
         print("sao-online benchmark: error: --out is required", file=sys.stderr)
         return 2
-    if args.backend == "local":
-        _start_worker_server()
-    from sao_online.benchmark import run_benchmark
+    from sao_online.benchmark import run_benchmark  # starts the worker server once checked
 
     path = run_benchmark(
         out=args.out,

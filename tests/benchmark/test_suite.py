@@ -10,7 +10,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-from sao_online.benchmark import SuiteError, builtin_suites, plan_tier, run_benchmark
+from sao_online.benchmark import SuiteError, builtin_suites, plan_tier
 
 FAMILIES = ["StyleShift", "ToolShift", "ReasonShift", "GridShift", "CodeShift"]
 
@@ -143,7 +143,7 @@ def test_a_users_suite_runs_a_task_from_their_own_module(tmp_path, monkeypatch):
         "tiers": {"smoke": {"seeds": 2, "set": {"budget.episodes": 32}}},
     }
     path = _write(tmp_path / "coins.yaml", suite)
-    card = run_benchmark(out=tmp_path / "bench", suite=path, progress=False, parallel=1, reps=100)
+    card = benchmark(out=tmp_path / "bench", suite=path, progress=False, parallel=1)
     runs = pd.read_csv(tmp_path / "bench" / "results" / "runs.csv")
     assert sorted(zip(runs["method"], runs["seed"])) == [
         ("frozen", 0),
