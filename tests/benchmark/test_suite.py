@@ -10,6 +10,7 @@ import textwrap
 import pandas as pd
 import pytest
 
+from sao_online.api import benchmark
 from sao_online.benchmark import SuiteError, builtin_suites, plan_tier
 
 FAMILIES = ["StyleShift", "ToolShift", "ReasonShift", "GridShift", "CodeShift"]
