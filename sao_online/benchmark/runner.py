@@ -214,7 +214,6 @@ def run_benchmark(
         start_server_early()
     jobs = _plan_jobs(plan, labels, seed_list, out, overrides)
     pending = [job for job in jobs if not result_path(out, job["key"]).exists()]
-    records = {job["name"]: None for job in jobs}
     finished = len(jobs) - len(pending)
     if finished:
         _say(f"{finished} of {len(jobs)} runs finished earlier: kept, not run again")
@@ -235,15 +234,17 @@ def run_benchmark(
         done += 1
         record["provenance_id"] = provenance_id(record["provenance"])
         write_json_atomically(result_path(out, record["key"]), record)
-        records[name] = record
         message = _line(record, done, len(jobs))
-        bar.write(message, file=sys.stderr) if progress else _say(message)
+        if progress:
+            bar.write(message, file=sys.stderr)
+        else:
+            _say(message)
 
     started = time.time()
     try:
         if pending:
             warm = _warm_start_jobs(plan, overrides)
-            failures = _run(backend, address, parallel, pending, warm, bar, on_result, progress)
+            failures = _run(backend, address, parallel, pending, warm, bar, on_result)
         else:
             failures = []
     finally:
@@ -269,7 +270,6 @@ def _run(
     warm_jobs: list[dict[str, Any]],
     bar: Any,
     on_result: Callable[[str, dict[str, Any]], None],
-    progress: bool,
 ) -> list[str]:
     if backend == "ray":
         from sao_online.benchmark.ray_runner import run_on_ray
