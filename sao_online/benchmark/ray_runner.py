@@ -1,12 +1,13 @@
 """``--backend ray``: the benchmark's runs as Ray tasks on a cluster.
 
 Each run is one task asking for the CPUs its suite task declares (``cpus``); Ray places it on
-any node with that many free. A task's warm start is built once, by a task of its own, and its
-files travel to the run tasks through the object store, so a node never builds a warm start
-another node has built. Progress comes back through a Ray queue; each finished run's result
-record comes back as the task's return value and is written here, on the driver, so resuming
-works as it does locally: runs with a result are skipped, the others start again (continuing
-their run directory when the node they land on has it, e.g. on shared storage).
+any node with that many free. Each warm start is built once, by a task of its own (or taken from
+this machine's cache), and its files travel to the run tasks through the object store and are
+kept in this machine's cache too, so no node builds a warm start that was built before.
+Progress comes back through a Ray queue; each finished run's result record comes back as the
+task's return value and is written here, on the driver, so resuming works as it does locally:
+runs with a result are skipped, the others start again (continuing their run directory when the
+node they land on has it, e.g. on shared storage).
 
 Every node must be able to import ``sao_online`` (and a user's task or method modules). When
 this command starts Ray itself (no Ray initialised yet) it passes its working directory on the
@@ -15,6 +16,7 @@ workers' ``PYTHONPATH``, which is enough on one machine or with shared storage.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -37,11 +39,8 @@ class _QueueProgress:
         self.queue.put(episodes)
 
 
-def _warm_start_task(job: dict[str, Any]) -> dict[str, Any]:
-    """Build a task's warm start on this node; return its files for the run tasks."""
-    from sao_online.benchmark.execute import execute_warm_start
-
-    folder = Path(execute_warm_start(job, None))
+def _packed(folder: Path) -> dict[str, Any]:
+    """A warm-start folder as its name and files (for the object store)."""
     return {
         "name": folder.name,
         "files": {
@@ -50,6 +49,22 @@ def _warm_start_task(job: dict[str, Any]) -> dict[str, Any]:
             if path.is_file()
         },
     }
+
+
+def _warm_start_task(job: dict[str, Any]) -> dict[str, Any]:
+    """Build a task's warm start on this node; return its files for the run tasks."""
+    from sao_online.benchmark.execute import execute_warm_start
+
+    return _packed(Path(execute_warm_start(job, None)))
+
+
+def _local_warm_start(job: dict[str, Any]) -> Path | None:
+    """This machine's cached warm start of ``job``'s task, when it has one."""
+    from sao_online.config import load_config
+    from sao_online.pretrain import warm_start_path
+
+    path = warm_start_path(load_config(job["config"], job["overrides"]))
+    return path if (path / "warm_start.json").exists() else None
 
 
 def _install_warm_start(warm: dict[str, Any]) -> None:
@@ -135,10 +150,17 @@ def run_on_ray(
         progress = Queue()
         warm_task = ray.remote(_warm_start_task)
         run_task = ray.remote(_run_task)
-        warm_refs = {
-            job["name"].split("/")[0]: warm_task.options(num_cpus=1).remote(job)
-            for job in warm_jobs
-        }
+        # A warm start this machine has is sent from here; the others are built by a task
+        # and kept here too once done, so a resumed benchmark builds none of them again.
+        warm_refs, built_remotely = {}, []
+        for job in warm_jobs:
+            local = _local_warm_start(job)
+            if local is not None:
+                reference = ray.put(_packed(local))
+            else:
+                reference = warm_task.options(num_cpus=1).remote(job)
+                built_remotely.append(reference)
+            warm_refs.update(dict.fromkeys(job["tasks"], reference))
         refs = {
             run_task.options(num_cpus=job["cpus"], max_retries=0).remote(
                 job, progress, warm_refs.get(job["key"]["task"])
@@ -161,6 +183,9 @@ def run_on_ray(
                     failures.append(f"{job['name']}: {_first_line(error)}")
                 else:
                     on_result(job["name"], record)
+        for ref in built_remotely:
+            with contextlib.suppress(Exception):  # a failed build already failed its runs
+                _install_warm_start(ray.get(ref))
         return failures
     finally:
         if started_here:

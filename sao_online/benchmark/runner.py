@@ -117,18 +117,27 @@ def _plan_jobs(
 
 
 def _warm_start_jobs(plan: TierPlan, overrides: list[str]) -> list[dict[str, Any]]:
-    jobs = []
+    """One job per distinct warm start the tasks use (tasks may share one); each job lists the
+    tasks it serves."""
+    from sao_online.pretrain import warm_start_path
+
+    jobs: dict[Path, dict[str, Any]] = {}
     for task in plan.tasks:
-        if task.load(overrides).model.warm_start:
-            jobs.append(
-                {
-                    "name": f"{task.name}/warm-start",
-                    "config": task.config,
-                    "overrides": [*task.overrides, *overrides],
-                    "cpus": 1,
-                }
-            )
-    return jobs
+        config = task.load(overrides)
+        if not config.model.warm_start:
+            continue
+        path = warm_start_path(config)
+        if path in jobs:
+            jobs[path]["tasks"].append(task.name)
+            continue
+        jobs[path] = {
+            "name": f"{task.name}/warm-start",
+            "config": task.config,
+            "overrides": [*task.overrides, *overrides],
+            "cpus": 1,
+            "tasks": [task.name],
+        }
+    return list(jobs.values())
 
 
 def _line(record: dict[str, Any], done: int, total: int) -> str:

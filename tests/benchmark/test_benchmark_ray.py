@@ -43,7 +43,8 @@ TINY = {
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
-    caches = tmp_path_factory.mktemp("head-cache"), tmp_path_factory.mktemp("node-cache")
+    # Each node and this process (the driver) has a cache of its own, as on separate machines.
+    caches = [tmp_path_factory.mktemp(name) for name in ("head", "node", "driver")]
     cluster = Cluster(
         initialize_head=True,
         head_node_args={
@@ -66,9 +67,10 @@ def two_nodes(tmp_path_factory):
 
 
 def test_runs_are_ray_tasks_placed_by_their_cpus_and_resume_runs_only_the_missing(
-    two_nodes, tmp_path
+    two_nodes, tmp_path, monkeypatch
 ):
     cluster, wide, caches = two_nodes
+    monkeypatch.setenv("SAO_ONLINE_CACHE", str(caches[2]))
     suite = {
         "suite": "two-node",
         "methods": ["sao_running_mean"],
@@ -96,19 +98,25 @@ def test_runs_are_ray_tasks_placed_by_their_cpus_and_resume_runs_only_the_missin
         wide.node_id
     }
     assert all(r["run"]["episodes"] == 16 for r in results.values())
+
     # The warm start was built once (its task ran on one node) and shipped: the second node,
-    # where Wide's runs went, holds it, and a node holding it holds the same build (the same
-    # warm_start.json, which records the build's own time).
-    summaries = []
-    for cache in caches:
-        folder = cache / "warm-start"
-        built = (
-            [p for p in folder.iterdir() if not p.name.startswith(".")] if folder.exists() else []
-        )
-        assert len(built) <= 1
-        summaries += [(p / "warm_start.json").read_text() for p in built]
-    assert len(summaries) >= 1 and len(set(summaries)) == 1
-    assert (caches[1] / "warm-start").is_dir()
+    # where Wide's runs went, and the driver hold it, and every copy is that one build (the
+    # same warm_start.json, which records the build's own time).
+    def builds():
+        found = []
+        for cache in caches:
+            folder = cache / "warm-start"
+            kept = (
+                [p for p in folder.iterdir() if not p.name.startswith(".")]
+                if folder.exists()
+                else []
+            )
+            assert len(kept) <= 1
+            found += [(p / "warm_start.json").read_text() for p in kept]
+        return found
+
+    assert (caches[1] / "warm-start").is_dir() and (caches[2] / "warm-start").is_dir()
+    assert len(set(builds())) == 1
 
     # Resume: one result is gone; only that run runs again.
     lost = out / "results" / "runs" / "Narrow" / "frozen" / "seed-0.json"
@@ -120,6 +128,7 @@ def test_runs_are_ray_tasks_placed_by_their_cpus_and_resume_runs_only_the_missin
     )
     assert lost.is_file()
     assert [p.stat().st_mtime_ns for p in kept] == stamps
+    assert len(set(builds())) == 1  # the resumed run got the driver's copy: no second build
 
 
 def test_a_task_needing_more_cpus_than_any_node_is_refused_by_name(two_nodes, tmp_path):
