@@ -33,6 +33,13 @@ def test_the_core_suite_declares_the_five_families_at_every_tier(tier):
     if tier == "smoke":
         assert plan.seeds == 1 and plan.methods == ("sao", "grpo")
         assert all(task.load().runtime.backend == "sync" for task in plan.tasks)
+    if tier == "lite":  # the full tier's warm starts, shorter schedules
+        from sao_online.pretrain import warm_start_path
+
+        assert plan.methods == ("sao", "sao_running_mean", "grpo_dis", "grpo")
+        for task in plan.tasks:
+            assert warm_start_path(task.load()) == warm_start_path(full[task.name])
+            assert task.load().budget.episodes <= full[task.name].budget.episodes
 
 
 def _write(path, suite):
