@@ -115,6 +115,11 @@ def merge_results(sources: list[str | Path], out: str | Path, *, reps: int = 200
         {
             "protocol": protocol,
             "provenance": provenance,
+            "sessions": [
+                session
+                for _, _, _, benchmark in loaded
+                for session in benchmark.get("sessions", [])
+            ],
             "sources": [
                 {"folder": name, "seeds": sorted(int(s) for s in tables["runs"]["seed"].unique())}
                 for name, _, tables, _ in loaded

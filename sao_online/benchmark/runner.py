@@ -21,6 +21,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from sao_online.benchmark.protocol import (
     method_labels,
     protocol_of,
 )
-from sao_online.benchmark.provenance import provenance_id
+from sao_online.benchmark.provenance import machine, provenance_id
 from sao_online.benchmark.results import result_tables, write_json_atomically
 from sao_online.benchmark.suite import TierPlan, plan_tier
 from sao_online.config import ConfigError
@@ -56,8 +57,17 @@ def read_results(out: Path) -> list[dict[str, Any]]:
     return [json.loads(path.read_text()) for path in sorted(folder.rglob("seed-*.json"))]
 
 
-def write_tables(out: Path, records: list[dict[str, Any]], protocol: dict[str, Any]) -> None:
-    """Compile per-run records into ``results/*.csv`` and ``results/benchmark.json``."""
+def write_tables(
+    out: Path,
+    records: list[dict[str, Any]],
+    protocol: dict[str, Any],
+    session: dict[str, Any] | None = None,
+) -> None:
+    """Compile per-run records into ``results/*.csv`` and ``results/benchmark.json``.
+
+    ``benchmark.json`` keeps the ``sessions`` already recorded there (one per command that ran
+    runs: when, how long, how many runs, where) and appends ``session``.
+    """
     from sao_online.analysis.report_render import write_csv
 
     provenances: dict[str, Any] = {}
@@ -68,8 +78,12 @@ def write_tables(out: Path, records: list[dict[str, Any]], protocol: dict[str, A
     folder.mkdir(parents=True, exist_ok=True)
     for name, table in result_tables(records).items():
         write_csv(table, folder / f"{name}.csv")
+    path = folder / "benchmark.json"
+    sessions = json.loads(path.read_text()).get("sessions", []) if path.exists() else []
+    if session is not None:
+        sessions.append(session)
     write_json_atomically(
-        folder / "benchmark.json", {"protocol": protocol, "provenance": provenances}
+        path, {"protocol": protocol, "provenance": provenances, "sessions": sessions}
     )
 
 
@@ -250,6 +264,7 @@ def run_benchmark(
             _say(message)
 
     started = time.time()
+    warm: list[dict[str, Any]] = []
     try:
         if pending:
             warm = _warm_start_jobs(plan, overrides)
@@ -263,11 +278,22 @@ def run_benchmark(
             f"benchmark: {len(failures)} run(s) failed (finished runs are kept; --resume "
             "continues):\n  " + "\n  ".join(failures)
         )
+    session = None
     if pending:
-        _say(f"{len(pending)} runs in {time.time() - started:.0f} s")
+        seconds = time.time() - started
+        _say(f"{len(pending)} runs in {seconds:.0f} s")
+        session = {
+            "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+            "seconds": round(seconds, 1),
+            "runs": len(pending),
+            "warm_starts": len(warm),
+            "backend": backend,
+            "parallel": parallel or os.cpu_count(),
+            "machine": machine(),
+        }
     from sao_online.benchmark.scorecard import write_scorecard
 
-    write_tables(out, read_results(out), protocol)
+    write_tables(out, read_results(out), protocol, session)
     return write_scorecard(out, reps=reps)
 
 

@@ -211,6 +211,32 @@ def provenance_table(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any])
     return pd.DataFrame(rows)
 
 
+def _session_blocks(benchmark: dict[str, Any]) -> list[Block]:
+    """How long each command that ran runs took, where (``benchmark.json``'s sessions)."""
+    sessions = benchmark.get("sessions") or []
+    if not sessions:
+        return []
+    rows = [
+        {
+            "runs": session["runs"],
+            "warm starts": session.get("warm_starts", 0),
+            "wall seconds": session["seconds"],
+            "backend": session.get("backend", ""),
+            "at once": session.get("parallel", ""),
+            "cores": session.get("machine", {}).get("usable_cores", ""),
+            "CPU": session.get("machine", {}).get("cpu_model", ""),
+        }
+        for session in sessions
+    ]
+    return [
+        Table(
+            pd.DataFrame(rows),
+            caption="Sessions: each command that ran runs, with its wall time (warm starts "
+            "included; a warm start already cached costs nothing)",
+        )
+    ]
+
+
 def _long_csv(result: dict) -> pd.DataFrame:
     aggregates: Aggregates = result["aggregates"]
     rows = []
@@ -365,6 +391,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             "process that ran it:"
         ),
         Table(provenance_table(tables, benchmark)),
+        *_session_blocks(benchmark),
         Table(
             pd.DataFrame(
                 [

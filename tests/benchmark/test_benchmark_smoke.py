@@ -68,6 +68,8 @@ def test_the_smoke_tier_with_a_users_method_runs_end_to_end_and_resumes(tmp_path
     assert record["machine"]["cores"] >= 1 and record["packages"]["torch"]
     assert benchmark["protocol"]["methods"]["rloo_dis"]["spec"] == "my_methods:make_method"
     assert set(benchmark["protocol"]["tasks"]) == FAMILIES
+    [session] = benchmark["sessions"]  # how long this command took, kept with the data
+    assert session["runs"] == 20 and session["warm_starts"] == 4 and session["seconds"] > 0
     card = (out / "scorecard.md").read_text()
     assert "## Leaderboard" in card and "rloo_dis" in card
     assert all(f"### {family}" in card for family in FAMILIES)
@@ -86,6 +88,7 @@ def test_the_smoke_tier_with_a_users_method_runs_end_to_end_and_resumes(tmp_path
     assert again.returncode == 0, again.stderr[-3000:]
     assert "20 of 20 runs finished earlier: kept, not run again" in again.stderr
     assert [path.stat().st_mtime_ns for path in results] == stamps
+    assert len(json.loads((out / "results" / "benchmark.json").read_text())["sessions"]) == 1
     refused = cli(args, tmp_path)
     assert refused.returncode == 2
     assert "holds a benchmark already; --resume continues it" in refused.stderr
