@@ -34,13 +34,13 @@ from sao_online.algorithms.estimators import (
 from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
 from sao_online.algorithms.registry import (
     METHODS,
-    SINGLE_ROLLOUT_METHODS,
     MethodLoadError,
     build_method,
     is_plugin_method,
     load_method_factory,
     make_method,
 )
+from sao_online.method_names import SINGLE_ROLLOUT_METHODS
 
 __all__ = [
     "METHODS",

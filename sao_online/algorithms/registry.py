@@ -24,8 +24,21 @@ from sao_online.algorithms.estimators import (
 )
 from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
 from sao_online.config import SAFE_NAME, AlgorithmConfig, ConfigError, ExperimentConfig, short_repr
+from sao_online.method_names import METHOD_NAMES
 
 DEFAULT_GROUP_SIZE = 8
+
+MethodFactory = Callable[[AlgorithmConfig, int], Method]
+
+_BUILTIN_FACTORIES: dict[str, MethodFactory] = {}
+
+
+def _builtin(factory: MethodFactory) -> MethodFactory:
+    """Register ``factory`` as the built-in method of its own name (``method_names`` lists it)."""
+    if factory.__name__ not in METHOD_NAMES:
+        raise AssertionError(f"{factory.__name__} is not in sao_online.method_names")
+    _BUILTIN_FACTORIES[factory.__name__] = factory
+    return factory
 
 
 def _or(value, default):
@@ -66,10 +79,12 @@ def _critic_gae(cfg: AlgorithmConfig, **ablation) -> CriticGAE:
     )
 
 
+@_builtin
 def sao(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("sao", _single_rollout(cfg), _critic_gae(cfg), _dis(cfg))
 
 
+@_builtin
 def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Ablation: policy lambda 1, no length adaptation (the critic enters only as V(t) baseline).
     return Method(
@@ -77,6 +92,7 @@ def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> Method:
     )
 
 
+@_builtin
 def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Ablation: observation tokens are ordinary GAE steps (and critic targets).
     return Method(
@@ -87,6 +103,7 @@ def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> Method:
     )
 
 
+@_builtin
 def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method(
         "sao_running_mean",
@@ -96,6 +113,7 @@ def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     )
 
 
+@_builtin
 def sao_prompt_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     estimator = KeyedRunningMeanAdvantage(
         keys=tuple(cfg.baseline_keys), window=cfg.prompt_baseline_window
@@ -103,11 +121,13 @@ def sao_prompt_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("sao_prompt_mean", _single_rollout(cfg), estimator, _dis(cfg))
 
 
+@_builtin
 def frozen(cfg: AlgorithmConfig, max_length: int) -> Method:
     # The warm start, never updated: the floor of the benchmark's normalized score.
     return Method("frozen", _single_rollout(cfg), ZeroAdvantage(), _dis(cfg), updates_policy=False)
 
 
+@_builtin
 def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
@@ -118,10 +138,12 @@ def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("grpo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
+@_builtin
 def grpo_dis(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("grpo_dis", _group(cfg), GroupNormalized(normalize_std=True), _dis(cfg))
 
 
+@_builtin
 def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
@@ -133,6 +155,7 @@ def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("dr_grpo", _group(cfg), GroupNormalized(normalize_std=False), objective)
 
 
+@_builtin
 def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Clip-higher: eps_high 0.28 (DAPO, Yu et al. 2025), token-level mean aggregation.
     objective = PPOClip(
@@ -144,6 +167,7 @@ def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("dapo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
+@_builtin
 def gspo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = SequenceRatio(
         eps_low=_or(cfg.clip_eps_low, 3e-4), eps_high=_or(cfg.clip_eps_high, 4e-4)
@@ -151,6 +175,7 @@ def gspo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("gspo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
+@_builtin
 def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
@@ -161,29 +186,9 @@ def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("rloo", _group(cfg), LeaveOneOut(), objective)
 
 
-#: name -> factory(algorithm config, max action tokens per episode)
-METHODS: dict[str, Callable[[AlgorithmConfig, int], Method]] = {
-    "sao": sao,
-    "sao_running_mean": sao_running_mean,
-    "sao_prompt_mean": sao_prompt_mean,
-    "sao_lambda1": sao_lambda1,
-    "sao_no_skip_obs": sao_no_skip_obs,
-    "grpo": grpo,
-    "grpo_dis": grpo_dis,
-    "dr_grpo": dr_grpo,
-    "dapo": dapo,
-    "gspo": gspo,
-    "rloo": rloo,
-    "frozen": frozen,
-}
-
-
-#: Methods with one rollout per prompt (``compare`` leaves their group size unset).
-SINGLE_ROLLOUT_METHODS: frozenset[str] = frozenset(
-    {"sao", "sao_running_mean", "sao_prompt_mean", "sao_lambda1", "sao_no_skip_obs", "frozen"}
-)
-
-MethodFactory = Callable[[AlgorithmConfig, int], Method]
+#: name -> factory(algorithm config, max action tokens per episode), in the order of
+#: ``sao_online.method_names.METHOD_NAMES`` (a name without a factory fails here, on import).
+METHODS: dict[str, MethodFactory] = {name: _BUILTIN_FACTORIES[name] for name in METHOD_NAMES}
 
 
 class MethodLoadError(ConfigError):

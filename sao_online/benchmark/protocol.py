@@ -107,9 +107,7 @@ def protocol_of(plan: TierPlan, labels: dict[str, str], overrides: list[str]) ->
 
 
 def _comparable_algorithm(algorithm: Any) -> dict[str, Any]:
-    import dataclasses
-
-    return dataclasses.asdict(algorithm)
+    return algorithm.model_dump()
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

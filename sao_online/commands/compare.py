@@ -1,4 +1,10 @@
-"""``compare``: methods x seeds at matched budgets, in parallel processes, with one progress bar."""
+"""``compare``: methods x seeds at matched budgets, in parallel processes, with one progress bar.
+
+The runs are ``ChildProcesses`` (``sao_online.runtime.processes``): SIGINT or SIGTERM to
+``compare`` is passed on to every run (each stops after its current update and checkpoints on
+SIGINT, at once on SIGTERM), ``compare`` waits for them and exits with ``StopRequested``; a run
+never outlives ``compare``, even one killed with SIGKILL. ``--resume`` continues them exactly.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +19,17 @@ from typing import Any
 from tqdm import tqdm
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
+from sao_online.method_names import SINGLE_ROLLOUT_METHODS
 from sao_online.runlog import run_directory
+from sao_online.runtime.machine_fit import check_machine_fit
 from sao_online.runtime.main_guard import require_main_guard
-from sao_online.runtime.processes import adopt_environment, process_context, start_server_early
+from sao_online.runtime.processes import (
+    ChildProcesses,
+    adopt_environment,
+    process_context,
+    start_server_early,
+    stop_server,
+)
 
 
 def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
@@ -60,9 +74,11 @@ def method_folders(base: ExperimentConfig, methods: list[str]) -> dict[str, str]
     """Method spec -> the folder its runs go in: the name of the Method it builds.
 
     Each method is built here, in the parent, from ``base`` (the config with its overrides): a
-    built-in name is its own folder; ``MODULE:FACTORY`` is imported and called, so a factory
-    that is missing, raises or returns something else fails before any run starts (one line
-    naming the method), and two specs that build methods of one name are refused.
+    built-in name is its own folder; ``MODULE:FACTORY`` is imported and called, and its runs go
+    in the folder of the ``Method.name`` it returns (checked to name a folder and to be no
+    built-in's name), so a factory that is missing, raises or returns something else fails
+    before any run starts (one line naming the method), and two specs that build methods of one
+    name are refused.
 
     Raises:
         ConfigError: an unknown method, a setting it refuses, a failing factory, or two
@@ -87,8 +103,6 @@ def method_folders(base: ExperimentConfig, methods: list[str]) -> dict[str, str]
 
 def method_overrides(method: str) -> list[str]:
     """The overrides that make a run of ``method`` (one rollout per prompt: group size unset)."""
-    from sao_online.algorithms import SINGLE_ROLLOUT_METHODS
-
     run_overrides = [f"algorithm.name={method}"]
     if method in SINGLE_ROLLOUT_METHODS:
         run_overrides.append("algorithm.group_size=null")
@@ -102,51 +116,70 @@ def run_jobs(
     bar: Any,
     target: Callable[[dict[str, Any], Any], Any] = _run_one,
     on_result: Callable[[str, Any], None] | None = None,
+    keep_server: bool = False,
 ) -> list[str]:
     """Run each job in a child process, ``parallel`` at a time, in order; return the failures.
 
     ``target(job, progress_queue)`` runs in the child (a module-level function: it is sent by
     reference); it puts episode counts on the queue, which move ``bar``, and its return value
     reaches ``on_result(job["name"], value)`` in this process as each job ends. A failure is
-    one line ``"<name>: <error>"``; the other jobs go on.
+    one line ``"<name>: <error>"``; the other jobs go on. The children are
+    ``ChildProcesses``: a SIGINT or SIGTERM to this process is passed on to each of them, no
+    further job starts, and once they have stopped (the results of those that finished first
+    reach ``on_result``) ``StopRequested`` is raised. Unless ``keep_server`` (more jobs follow
+    at once), the worker server is stopped at the end, so nothing of the caller outlives it.
+
+    Raises:
+        StopRequested: SIGINT or SIGTERM came; the jobs that had not finished were stopped.
     """
     context = process_context()
     progress_queue, results = context.Queue(), context.Queue()
-    pending, running, failures, reported = list(jobs), {}, [], set()
-    try:
-        while pending or running:
-            while pending and len(running) < parallel:
+    children = ChildProcesses(context)
+    pending, running = list(jobs), {}
+    failures: list[str] = []
+    reported: set[str] = set()
+
+    def receive(status: str, name: str, payload: Any) -> None:
+        if name in reported:
+            return
+        reported.add(name)
+        if status == "error":
+            failures.append(f"{name}: {payload}")
+        elif on_result is not None:
+            on_result(name, payload)
+
+    with children.forwarding_stop_signals():
+        while running or (pending and children.stop_signal is None):
+            while pending and len(running) < parallel and children.stop_signal is None:
                 job = pending.pop(0)
-                process = context.Process(
-                    target=_worker,
-                    args=(target, job, dict(os.environ), progress_queue, results),
+                running[job["name"]] = children.start(
+                    _worker,
+                    (target, job, dict(os.environ), progress_queue, results),
+                    name=job["name"],
                 )
-                process.start()
-                running[job["name"]] = process
             with contextlib.suppress(queue.Empty):
                 bar.update(progress_queue.get(timeout=0.5))
                 while True:  # drain: the bar keeps up with every run
                     bar.update(progress_queue.get_nowait())
             with contextlib.suppress(queue.Empty):
                 while True:
-                    status, name, payload = results.get_nowait()
-                    reported.add(name)
-                    if status == "error":
-                        failures.append(f"{name}: {payload}")
-                    elif on_result is not None:
-                        on_result(name, payload)
+                    receive(*results.get_nowait())
             for name, process in list(running.items()):
                 if process.is_alive():
                     continue
                 process.join()
                 del running[name]
-                if name not in reported and process.exitcode != 0:  # killed before it could report
+                if name not in reported and process.exitcode != 0:  # killed before reporting
+                    reported.add(name)
                     failures.append(f"{name}: run process exited with code {process.exitcode}")
-    finally:
-        for process in running.values():  # on Ctrl-C runs stop after their update, checkpointed
-            process.join(timeout=30)
-            if process.is_alive():
-                process.terminate()
+            children.kill_if_overdue()
+    if not keep_server and not children.alive():
+        stop_server()  # the runs' server: nothing of the caller outlives it
+    with contextlib.suppress(queue.Empty):  # what the last jobs sent as they ended
+        while True:
+            receive(*results.get(timeout=0.2))
+    # After a stop signal, runs that stopped early "failed" on purpose: --resume continues them.
+    children.raise_if_stopped()
     return failures
 
 
@@ -182,6 +215,8 @@ def compare(
     Raises:
         ConfigError: an unknown method, a bad seed count, or a run that failed (named).
         MissingMainGuardError: called at the top level of a script without a main guard.
+        StopRequested: SIGINT or SIGTERM came; every run was stopped (resume with
+            ``resume=True``).
     """
     require_main_guard("compare")
     overrides = list(overrides or [])
@@ -199,9 +234,17 @@ def compare(
     if not methods:
         raise ConfigError("--methods: no method given")
     base = load_config(config_source, overrides)
+    check_machine_fit(base)
     from sao_online.environments import check_env_id
 
     check_env_id(base.env.id)
+    from sao_online.config.names import check_method_name
+
+    for method in methods:  # the name's form first (a suggestion for a typo), then build it
+        try:
+            check_method_name(method)
+        except ValueError as error:
+            raise ConfigError(f"--methods: {error}") from None
     folders = method_folders(base, methods)
     # Every run is a child of the worker server: its imports overlap the warm start below.
     start_server_early()

@@ -40,7 +40,7 @@ def test_merge_pools_disjoint_seed_sets_and_says_what_both_conclude(tmp_path):
     assert sorted(runs["seed"].unique()) == [0, 1, 2, 3, 4, 5] and len(runs) == 36
     text = card.read_text()
     assert "Which conclusions each result set reaches on its own" in text
-    assert "| a vs b | a &gt; b | a &gt; b | a &gt; b |" in text  # shared by both sets
+    assert "| a vs b | a > b | a > b | a > b |" in text  # shared by both sets
     merged = (tmp_path / "pooled" / "results" / "benchmark.json").read_text()
     assert '"seeds": [\n    3,' in merged or '"seeds": [3, 4, 5]' in merged.replace("\n", "")
 
@@ -94,7 +94,7 @@ def test_tables_are_regenerated_from_their_data_and_checked(tmp_path):
     assert update_tables([page]) == [str(page)]
     text = page.read_text()
     assert "(stale)" not in text and "| 1 | a | 0.64 [0.63, 0.65] |" in text
-    assert "text between" in text and "| a vs b | a &gt; b | a &gt; b | a &gt; b |" in text
+    assert "text between" in text and "| a vs b | a > b | a > b | a > b |" in text
     assert "| 3 | frozen | 0.00 | 1.00 | 6 |" in text  # no "-0.00"
     assert update_tables([page], check=True) == []  # in step with the data
     # The data changes (b now beats a): the page no longer matches it.

@@ -94,8 +94,6 @@ def test_a_factory_in_a_module_builds_the_method(plugin_module):
         ("my_plugins:bad_name", "Method.name 'a/b' cannot name a folder"),
         ("my_plugins:builtin_name", "Method.name 'sao' is a built-in method's name"),
         ("my_plugins:no_estimator", "Method.estimator must be an advantage estimator"),
-        (":make", "expected MODULE:FACTORY"),
-        ("not_a_builtin", "unknown method 'not_a_builtin'; choose from sao"),
     ],
 )
 def test_a_wrong_factory_is_one_line_naming_the_method(plugin_module, spec, message):
@@ -106,6 +104,21 @@ def test_a_wrong_factory_is_one_line_naming_the_method(plugin_module, spec, mess
     assert message in text and "\n" not in text
     assert text.startswith("algorithm.name: ")
     assert isinstance(caught.value, ConfigError)  # the CLI prints it as one line
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (":make", "unknown method ':make'"),
+        ("not_a_builtin", "unknown method 'not_a_builtin'; choose from sao"),
+    ],
+)
+def test_a_name_of_neither_form_is_refused_on_load(spec, message):
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, [f"algorithm.name={spec}"])
+    assert message in str(caught.value) and "MODULE:FACTORY" in str(caught.value)
+    with pytest.raises(MethodLoadError, match="expected MODULE:FACTORY"):
+        load_method_factory(":make")  # the registry says the same on its own
 
 
 def test_built_in_names_load_without_importing_anything():
