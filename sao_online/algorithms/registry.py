@@ -24,6 +24,7 @@ from sao_online.algorithms.estimators import (
 )
 from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
 from sao_online.config import SAFE_NAME, AlgorithmConfig, ConfigError, ExperimentConfig, short_repr
+from sao_online.config.names import check_method_name
 from sao_online.method_names import METHOD_NAMES
 
 DEFAULT_GROUP_SIZE = 8
@@ -214,18 +215,13 @@ def load_method_factory(name: str, field: str = "algorithm.name") -> MethodFacto
     """
     if not isinstance(name, str) or not name:
         raise MethodLoadError(f"{field}: expected a method name, got {short_repr(name)}")
+    try:
+        check_method_name(name)  # a built-in name or the form MODULE:FACTORY, as loading checks
+    except ValueError as error:
+        raise MethodLoadError(f"{field}: {error}") from None
     if name in METHODS:
         return METHODS[name]
-    if not is_plugin_method(name):
-        raise MethodLoadError(
-            f"{field}: unknown method {name!r}; choose from {', '.join(METHODS)}, or name a "
-            "factory of your own as MODULE:FACTORY"
-        )
-    module_name, _, attribute = name.rpartition(":")
-    if not module_name or not attribute:
-        raise MethodLoadError(
-            f"{field}: method {name!r}: expected MODULE:FACTORY, e.g. my_methods:make_method"
-        )
+    module_name, _, attribute = name.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:

@@ -37,6 +37,7 @@ from sao_online.benchmark.provenance import machine, provenance_id
 from sao_online.benchmark.results import result_tables, write_json_atomically
 from sao_online.benchmark.suite import TierPlan, plan_tier
 from sao_online.config import ConfigError
+from sao_online.config.names import check_method_name
 
 BACKENDS = ("local", "ray")
 
@@ -189,6 +190,8 @@ def run_benchmark(
     Raises:
         ConfigError: a bad suite, tier, method, seed range or backend (named), an output
             folder that holds another benchmark, or runs that failed (each named).
+        StopRequested: SIGINT or SIGTERM came (local backend); every run was stopped, the
+            results of those that had finished are kept, and ``resume=True`` continues.
     """
     from sao_online.runtime.main_guard import require_main_guard
 
@@ -216,6 +219,11 @@ def run_benchmark(
     specs = [m.strip() for m in (methods or plan.methods) if m.strip()]
     if not specs:
         raise ConfigError("--methods: no method given")
+    for spec in specs:  # the name's form first (a suggestion for a typo); built on each task below
+        try:
+            check_method_name(spec)
+        except ValueError as error:
+            raise ConfigError(f"--methods: {error}") from None
     if FLOOR_METHOD not in specs:
         specs = [FLOOR_METHOD, *specs]  # the floor of the normalized score is always measured
     labels = method_labels(plan, specs, overrides)
@@ -321,6 +329,7 @@ def _run(
             parallel=min(parallel, len(warm_jobs)),
             bar=bar,
             target=execute_warm_start,
+            keep_server=True,  # the runs follow at once
         )
         bar.set_postfix_str("")
         if failures:

@@ -7,7 +7,8 @@ A suite is YAML (``configs/suites/core.yaml`` is the built-in ``core``)::
     methods: [sao, grpo]                  # default --methods; frozen (the floor) is always run
     tasks:
       StyleShift:                         # the task's name (also its family unless given)
-        config: ../style.yaml             # a config file (relative to this file) or a mapping
+        config: ../style.yaml             # a config file (relative to this file), a
+                                          # bundled config's name (tool_shift) or a mapping
         family: StyleShift                # the stratum of the aggregate (default: the name)
         cpus: 1                           # CPUs one run needs (default: from its runtime)
         set: {env.kwargs.sandbox: subprocess}   # overrides of every tier
@@ -35,8 +36,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from sao_online.bundled_configs import bundled_configs, resolve_config
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config, short_repr
+from sao_online.config.names import check_method_name
 from sao_online.safe_yaml import YamlInputError, load_yaml_text
+from sao_online.suggestions import did_you_mean
 
 TIERS = ("smoke", "lite", "full")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -131,6 +135,11 @@ def _methods(value: Any, where: str) -> tuple[str, ...]:
     names = [str(name).strip() for name in value]
     if not all(names):
         raise SuiteError(f"{where}: an empty method name in {short_repr(value)}")
+    for name in names:
+        try:
+            check_method_name(name)
+        except ValueError as error:
+            raise SuiteError(f"{where}: {error}") from None
     return tuple(names)
 
 
@@ -154,15 +163,26 @@ def _overrides(values: Any, where: str, folder: Path) -> list[str]:
 
 
 def _task_config(value: Any, where: str, folder: Path) -> str | dict[str, Any]:
+    """A task's config: a mapping, a file relative to the suite, or a bundled config's name."""
     if isinstance(value, dict):
         return value
     if not isinstance(value, str) or not value:
-        raise SuiteError(f"{where}: expected a config file or a config mapping")
+        raise SuiteError(f"{where}: expected a config file, a bundled config's name or a mapping")
     path = Path(value)
-    path = path if path.is_absolute() else (folder / path).resolve()
-    if not path.is_file():
-        raise SuiteError(f"{where}: no config file {path}")
-    return str(path)
+    beside_suite = path if path.is_absolute() else (folder / path).resolve()
+    if beside_suite.is_file():
+        return str(beside_suite)
+    if path.is_absolute() or path.is_file():
+        raise SuiteError(f"{where}: no config file {beside_suite}")
+    try:  # ``demo``, ``tool_shift.yaml``: the configs shipped with the package
+        return str(resolve_config(value))
+    except FileNotFoundError:
+        names = list(bundled_configs())
+        raise SuiteError(
+            f"{where}: no config file {beside_suite}, nor a bundled config "
+            f"{short_repr(value)}{did_you_mean(value.removesuffix('.yaml'), names)}; bundled "
+            f"configs: {', '.join(names)}"
+        ) from None
 
 
 def _default_cpus(config: ExperimentConfig) -> int:

@@ -126,8 +126,9 @@ def run_jobs(
     one line ``"<name>: <error>"``; the other jobs go on. The children are
     ``ChildProcesses``: a SIGINT or SIGTERM to this process is passed on to each of them, no
     further job starts, and once they have stopped (the results of those that finished first
-    reach ``on_result``) ``StopRequested`` is raised. Unless ``keep_server`` (more jobs follow
-    at once), the worker server is stopped at the end, so nothing of the caller outlives it.
+    reach ``on_result``) ``StopRequested`` is raised. The worker server is stopped at the end,
+    so nothing of the caller outlives it, unless ``keep_server`` (more jobs follow at once) and
+    no stop signal came.
 
     Raises:
         StopRequested: SIGINT or SIGTERM came; the jobs that had not finished were stopped.
@@ -173,7 +174,7 @@ def run_jobs(
                     reported.add(name)
                     failures.append(f"{name}: run process exited with code {process.exitcode}")
             children.kill_if_overdue()
-    if not keep_server and not children.alive():
+    if (not keep_server or children.stop_signal is not None) and not children.alive():
         stop_server()  # the runs' server: nothing of the caller outlives it
     with contextlib.suppress(queue.Empty):  # what the last jobs sent as they ended
         while True:

@@ -10,7 +10,9 @@ from sao_online.cli import main
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--methods", "sao,nope"], "task StyleShift: algorithm.name: unknown method 'nope'"),
+        (["--methods", "sao,nope"], "--methods: unknown method 'nope'; choose from sao, "),
+        (["--methods", "grpo_dsi"], "unknown method 'grpo_dsi' (did you mean 'grpo_dis'?)"),
+        (["--methods", "sao,grpo:"], "--methods: unknown method 'grpo:'"),
         (["--methods", "no_such_module:make"], "cannot import module 'no_such_module'"),
         (["--seeds", "0"], "--seeds: must be >= 1, got 0"),
         (["--address", "auto"], "--address: applies to --backend ray only"),

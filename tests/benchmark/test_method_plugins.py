@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -117,7 +118,7 @@ def test_a_name_of_neither_form_is_refused_on_load(spec, message):
     with pytest.raises(ConfigError) as caught:
         load_config(None, [f"algorithm.name={spec}"])
     assert message in str(caught.value) and "MODULE:FACTORY" in str(caught.value)
-    with pytest.raises(MethodLoadError, match="expected MODULE:FACTORY"):
+    with pytest.raises(MethodLoadError, match="unknown method ':make'"):
         load_method_factory(":make")  # the registry says the same on its own
 
 
@@ -160,3 +161,50 @@ def test_workers_of_the_local_backend_import_the_method_module(
     assert len(importers - {str(os.getpid())}) == 1  # and the one rollout worker imported it
     saved = RunLog(tmp_path / "run").read("episodes")
     assert len(saved) == 16
+
+
+TINY_RUN = [
+    "model.warm_start=false",
+    "model.num_layers=1",
+    "model.hidden_size=32",
+    "rollout.max_turns=1",
+    "rollout.max_action_tokens=6",
+    "rollout.max_episode_tokens=96",
+    "rollout.batch_size=8",
+    "rollout.num_slots=8",
+    "runtime.backend=sync",
+    "logging.checkpoint_every=0",
+    "budget.episodes=16",
+]
+
+
+def test_a_factory_method_runs_in_the_folder_of_its_methods_name(
+    plugin_module, tmp_path, monkeypatch
+):
+    # A run directory cannot hold ':': compare's runs of MODULE:FACTORY go in the folder of
+    # the Method.name the factory returns (checked to name a folder), as a lone run's do.
+    from sao_online.commands.compare import compare
+    from sao_online.runlog import read_config_file
+    from sao_online.runtime.launch import run_experiment
+
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    )
+    spec = f"{plugin_module}:window_32"
+    experiment = compare(
+        load_config(None, [*TINY_RUN, "experiment=plugins"]),
+        methods=["sao_running_mean", spec],
+        seeds=1,
+        out=tmp_path / "runs",
+        parallel=2,
+        progress=False,
+    )
+    assert sorted(path.name for path in experiment.iterdir()) == ["sao_running_mean", "window_32"]
+    saved = read_config_file(experiment / "window_32" / "seed-0" / "config.yaml")
+    assert saved["algorithm"]["name"] == spec  # the run says which factory made it
+    assert len(RunLog(experiment / "window_32" / "seed-0").read("episodes")) == 16
+
+    monkeypatch.chdir(tmp_path)  # logging.out is relative: runs/<experiment>/<method>/seed-<k>
+    config = load_config(None, [*TINY_RUN, "experiment=alone", f"algorithm.name={spec}"])
+    summary = run_experiment(config, threads=1)
+    assert Path(summary["run_dir"]).resolve() == (tmp_path / "runs/alone/window_32/seed-0")

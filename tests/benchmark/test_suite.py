@@ -53,6 +53,10 @@ def _write(path, suite):
         ({"tasks": {}}, "tasks: a suite needs at least one task"),
         ({"colour": 1}, "suite s.yaml: colour: unknown key"),
         ({"tasks": {"A": {"config": "missing.yaml"}}}, "tasks.A.config: no config file"),
+        (
+            {"tasks": {"A": {"config": "tool_shfit"}}},
+            "nor a bundled config 'tool_shfit' (did you mean 'tool_shift'?); bundled configs: ",
+        ),
         ({"tasks": {"A": {"config": {}, "cpus": 0}}}, "tasks.A.cpus: expected an integer >= 1"),
         ({"tasks": {"A": {"config": {}, "gpu": 1}}}, "tasks.A.gpu: unknown key"),
         ({"tasks": {"a/b": {"config": {}}}}, "'a/b' cannot name a task"),
@@ -61,6 +65,11 @@ def _write(path, suite):
             "tiers.smoke.tasks.B: not a task of the suite",
         ),
         ({"tiers": {"huge": {}}}, "tiers.huge: unknown key"),
+        ({"methods": ["sao", "grpoo"]}, "s.yaml: methods: unknown method 'grpoo' (did you mean"),
+        (
+            {"tiers": {"smoke": {"methods": ["my.mod:"]}}},
+            "tiers.smoke.methods: unknown method 'my.mod:'",
+        ),
         ({"tiers": {"smoke": {"seeds": -1}}}, "tiers.smoke.seeds: expected an integer >= 1"),
         (
             {"tiers": {"smoke": {"set": {"budget.episodes": "many"}}}},
@@ -74,6 +83,15 @@ def test_a_malformed_suite_is_named_by_file_and_field(tmp_path, change, message)
     with pytest.raises(SuiteError, match=None) as caught:
         plan_tier(path, "smoke")
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_task_names_a_bundled_config_unless_a_file_beside_the_suite_has_that_name(tmp_path):
+    suite = {"suite": "s", "tasks": {"Tools": {"config": "tool_shift"}}}
+    plan = plan_tier(_write(tmp_path / "s.yaml", suite), "full")
+    assert plan.tasks[0].load().env.id == "sao_online/ToolShift-v0"
+    (tmp_path / "tool_shift").write_text(json.dumps({"env": {"id": "sao_online/GridShift-v0"}}))
+    plan = plan_tier(_write(tmp_path / "s.yaml", suite), "full")
+    assert plan.tasks[0].load().env.id == "sao_online/GridShift-v0"
 
 
 def test_unknown_suites_and_tiers_are_refused():
