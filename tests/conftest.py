@@ -36,6 +36,7 @@ RUN_TOGETHER = {
 START_FIRST = [
     "benchmark/test_benchmark_smoke.py",  # the whole smoke tier: 20 runs, 4 warm starts
     "test_compare_signals.py",
+    "benchmark/test_benchmark_signals.py",  # a reference benchmark, one stopped and resumed
     "test_smollm2.py",
     "test_user_task_cli.py",
     "test_wheel_install.py",  # builds a wheel, a venv, and runs the installed command line
