@@ -211,26 +211,30 @@ def provenance_table(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any])
     return pd.DataFrame(rows)
 
 
+def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
+    """How long each command that ran runs took, and where (``benchmark.json``'s sessions)."""
+    return pd.DataFrame(
+        [
+            {
+                "runs": session["runs"],
+                "warm starts": session.get("warm_starts", 0),
+                "wall seconds": session["seconds"],
+                "backend": session.get("backend", ""),
+                "at once": session.get("parallel", ""),
+                "cores": session.get("machine", {}).get("usable_cores", ""),
+                "CPU": session.get("machine", {}).get("cpu_model", ""),
+            }
+            for session in benchmark.get("sessions") or []
+        ]
+    )
+
+
 def _session_blocks(benchmark: dict[str, Any]) -> list[Block]:
-    """How long each command that ran runs took, where (``benchmark.json``'s sessions)."""
-    sessions = benchmark.get("sessions") or []
-    if not sessions:
+    if not benchmark.get("sessions"):
         return []
-    rows = [
-        {
-            "runs": session["runs"],
-            "warm starts": session.get("warm_starts", 0),
-            "wall seconds": session["seconds"],
-            "backend": session.get("backend", ""),
-            "at once": session.get("parallel", ""),
-            "cores": session.get("machine", {}).get("usable_cores", ""),
-            "CPU": session.get("machine", {}).get("cpu_model", ""),
-        }
-        for session in sessions
-    ]
     return [
         Table(
-            pd.DataFrame(rows),
+            session_table(benchmark),
             caption="Sessions: each command that ran runs, with its wall time (warm starts "
             "included; a warm start already cached costs nothing)",
         )

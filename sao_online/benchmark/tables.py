@@ -6,8 +6,9 @@ A block names its kind and its data, relative to the Markdown file::
     | rank | method | ... |          (generated)
     <!-- /benchmark-table -->
 
-Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate) and
-``replication DIR DIR...`` (which pairwise conclusions every folder reaches on its own).
+Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
+``replication DIR DIR...`` (which pairwise conclusions every folder reaches on its own) and
+``sessions DIR`` (how long each command that ran the folder's runs took, and where).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
 """
@@ -19,14 +20,20 @@ from pathlib import Path
 
 from sao_online.analysis.report_render import Table, to_markdown
 from sao_online.benchmark.merge import replication_table, results_folder
-from sao_online.benchmark.scorecard import compute, family_table, leaderboard, read_tables
+from sao_online.benchmark.scorecard import (
+    compute,
+    family_table,
+    leaderboard,
+    read_tables,
+    session_table,
+)
 
 REPS = 2000
 _BLOCK = re.compile(
     r"(<!-- benchmark-table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /benchmark-table -->)",
     re.S,
 )
-KINDS = ("leaderboard", "families", "replication")
+KINDS = ("leaderboard", "families", "replication", "sessions")
 
 
 class TableSpecError(ValueError):
@@ -47,6 +54,10 @@ def render_block(spec: str, base: Path) -> str:
         if len(loaded) < 2:
             raise TableSpecError("replication: needs two folders or more")
         frame = replication_table(loaded, REPS)
+    elif kind == "sessions":
+        frame = session_table(loaded[0][1][1])
+        if frame.empty:
+            raise TableSpecError(f"sessions: {folders[0]} records no session")
     else:
         tables, benchmark = loaded[0][1]
         result = compute(tables, benchmark, REPS)

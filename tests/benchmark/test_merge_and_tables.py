@@ -104,3 +104,26 @@ def test_tables_are_regenerated_from_their_data_and_checked(tmp_path):
     page.write_text(text.replace("leaderboard ../data/set-1", "podium ../data/set-1"))
     with pytest.raises(TableSpecError, match="unknown table kind 'podium'"):
         update_tables([page])
+
+
+def test_a_sessions_table_is_what_the_benchmark_recorded_of_its_commands(tmp_path):
+    from sao_online.benchmark.runner import write_tables
+
+    records = [record("T", "F", method, 0, [0.2, 0.5], [1.0, 1.0]) for method in METHODS]
+    out = tmp_path / "data" / "set-1"
+    machine = {"usable_cores": 2, "cpu_model": "Some CPU"}
+    write_tables(out, records, protocol(TASKS, METHODS))  # no session: no runs ran
+    page = tmp_path / "docs" / "time.md"
+    page.parent.mkdir()
+    page.write_text("<!-- benchmark-table: sessions ../data/set-1 -->\n<!-- /benchmark-table -->\n")
+    with pytest.raises(TableSpecError, match="sessions: ../data/set-1 records no session"):
+        update_tables([page])
+    for seconds, runs in ((146.4, 15), (31.0, 2)):  # a benchmark, then a resumed one
+        session = {"seconds": seconds, "runs": runs, "warm_starts": 4, "machine": machine}
+        write_tables(out, records, protocol(TASKS, METHODS), {**session, "backend": "local"})
+    assert update_tables([page]) == [str(page)]
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| ")]
+    assert rows[1:] == [
+        "| 15 | 4 | 146.4 | local |  | 2 | Some CPU |",
+        "| 2 | 4 | 31 | local |  | 2 | Some CPU |",
+    ]
