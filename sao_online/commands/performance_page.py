@@ -184,6 +184,7 @@ def async_table(kept: dict[str, Any]) -> str:
             rows.append(
                 [
                     number,
+                    result["workload"]["max_staleness"],
                     f"`{option['stragglers']}`, `{option['staleness_from']}`",
                     _x(option["speedup"]),
                     _share(option["learner_busy_fraction"]),
@@ -205,6 +206,7 @@ def async_table(kept: dict[str, Any]) -> str:
     table = _table(
         [
             "run",
+            "max_staleness",
             "stragglers, staleness_from",
             "local / sync, steady",
             "learner busy",
@@ -220,12 +222,11 @@ def async_table(kept: dict[str, Any]) -> str:
     workload = kept["runs"][0]["result"]["workload"]
     summary = (
         f"\nWorkload: {workload['episodes']} episodes, B = {workload['batch_size']}, "
-        f"max_staleness {workload['max_staleness']}, {workload['workers']} rollout worker, "
-        f"lognormal env latency (mean {workload['latency_mean']} s, sigma "
-        f"{workload['latency_sigma']}).\n"
+        f"{workload['workers']} rollout worker, lognormal env latency (mean "
+        f"{workload['latency_mean']} s, sigma {workload['latency_sigma']}).\n"
     )
     if sweeps:
-        summary += "\nThe default (`wait`) at a looser bound, same runs: " + "; ".join(sweeps)
+        summary += "\nThe default (`wait`) at another bound, same runs: " + "; ".join(sweeps)
         summary += ".\n"
     loads = "; ".join(
         f"run {number}: {run['load']}" for number, run in enumerate(kept["runs"], start=1)
