@@ -2,8 +2,8 @@
 
 Each episode places a goal and a start 1 to 7 moves from it on a 5x5 grid (the Manhattan
 distance, drawn uniformly: the episode's difficulty). Each turn the agent writes one move,
-``N``, ``E``, ``S`` or ``W``; the observation is the goal's offset from the agent, its parts in
-N, E, S, W order, e.g. ``Goal 1E 2S.`` (one move east and two south still to go). The grid's
+``N``, ``E``, ``S`` or ``W``; the observation is the goal's offset from the agent, rows first,
+e.g. ``Goal 2S 1E.`` (two moves south and one east still to go). The grid's
 edges are walls: a move off the grid leaves the agent where it is (``Bumped.``).
 
 Rewards: ``-move_cost`` per action (well formed or not), ``+1`` on reaching the goal, which
@@ -22,8 +22,9 @@ Drift:
   column 0); with a hidden goal the observation gives the agent's position instead
   (``At 2,1.``) and the goal has to be learnt from reward.
 
-Why the task is this small: the observation holds only what the next move depends on, in
-the order the demonstrations choose from, so the byte-level tiny model learns to read it in a
+Why the task is this small: the observation holds only what the next move depends on, and
+the demonstrations move along its last part (columns before rows), so the letter to write sits
+right before the closing period; the byte-level tiny model learns to read it in a
 few hundred SFT steps; ``docs/families/grid_shift.md`` has the measurements behind this.
 """
 
@@ -40,7 +41,6 @@ from sao_online.drift_schedules.space import Choice, Range
 from sao_online.environments.base import DriftingTextEnv, TurnResult
 
 SIZE = 5
-#: The four moves in the order the offset is written and the demonstrations choose from.
 DIRECTIONS: dict[str, tuple[int, int]] = {"N": (-1, 0), "E": (0, 1), "S": (1, 0), "W": (0, -1)}
 #: Drift value of ``moves`` -> the true direction each written letter moves in.
 CONVENTIONS: dict[str, dict[str, str]] = {
@@ -74,35 +74,40 @@ def distance(cell: Cell, goal: Cell) -> int:
 
 
 def offset_parts(cell: Cell, goal: Cell) -> list[tuple[int, str]]:
-    """The goal's offset from ``cell`` as (moves, direction) pairs in N, E, S, W order.
+    """The goal's offset from ``cell`` as (moves, direction) pairs, rows first, then columns.
 
     Example:
         >>> offset_parts((2, 1), (4, 2)), offset_parts((3, 3), (0, 1))
-        ([(1, 'E'), (2, 'S')], [(3, 'N'), (2, 'W')])
+        ([(2, 'S'), (1, 'E')], [(3, 'N'), (2, 'W')])
     """
     rows, cols = goal[0] - cell[0], goal[1] - cell[1]
-    parts = {"N": -rows, "E": cols, "S": rows, "W": -cols}
-    return [(count, direction) for direction, count in parts.items() if count > 0]
+    parts = []
+    if rows:
+        parts.append((abs(rows), "S" if rows > 0 else "N"))
+    if cols:
+        parts.append((abs(cols), "E" if cols > 0 else "W"))
+    return parts
 
 
 def describe_offset(cell: Cell, goal: Cell) -> str:
-    """The goal's offset from ``cell`` in moves, N, E, S, W order, e.g. ``1E 2S``.
+    """The goal's offset from ``cell`` in moves, rows first, e.g. ``2S 1E``.
 
     Example:
         >>> describe_offset((2, 1), (4, 2)), describe_offset((3, 3), (0, 3))
-        ('1E 2S', '3N')
+        ('2S 1E', '3N')
     """
     return " ".join(f"{count}{direction}" for count, direction in offset_parts(cell, goal))
 
 
 def best_direction(cell: Cell, goal: Cell) -> str:
-    """The first true direction (N, E, S, W order) that brings ``cell`` one move closer.
+    """The move the demonstrations make: along the offset's last part (columns before rows).
 
-    It is the direction of the offset's first part, so a policy that reads the observation
-    can write it. ``N`` at the goal itself (no move helps).
+    Any direction of the offset is on a shortest path; taking the last part's puts the letter
+    to write right before the observation's closing period, where a small model finds it.
+    ``N`` at the goal itself (no move helps).
     """
     parts = offset_parts(cell, goal)
-    return parts[0][1] if parts else "N"
+    return parts[-1][1] if parts else "N"
 
 
 def letter_for(direction: str, moves: str) -> str:
@@ -244,7 +249,7 @@ class GridShiftEnv(DriftingTextEnv):
     def _respond(self, action: str) -> TurnResult:
         letter = action.strip()
         if len(letter) > 1 or _MOVE.fullmatch(letter) is None:
-            return self._after(f"Not a move; write N, E, S or W. {self._view()}", "malformed")
+            return self._after(f"Not a move. {self._view()}", "malformed")
         letter = letter.upper()
         self._moves_made += 1
         self._label_move(letter)

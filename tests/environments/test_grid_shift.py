@@ -48,11 +48,11 @@ def test_grid_helpers_by_hand():
     assert step_cell((0, 1), "N") == (0, 1)  # the edge
     assert step_cell((0, 1), "W") == (0, 0) and step_cell((4, 4), "E") == (4, 4)
     assert distance((0, 0), (3, 4)) == 7
-    # Parts in N, E, S, W order: the first is the move the demonstrations make.
-    assert offset_parts((2, 1), (4, 2)) == [(1, "E"), (2, "S")]
+    # Rows first, then columns; the demonstrations move along the last part.
+    assert offset_parts((2, 1), (4, 2)) == [(2, "S"), (1, "E")]
     assert offset_parts((3, 3), (0, 1)) == [(3, "N"), (2, "W")]
     assert describe_offset((3, 3), (4, 0)) == "1S 3W" and describe_offset((4, 4), (4, 4)) == ""
-    assert best_direction((2, 1), (4, 2)) == "E" and best_direction((3, 3), (4, 0)) == "S"
+    assert best_direction((2, 1), (4, 2)) == "E" and best_direction((3, 3), (0, 3)) == "N"
     assert [letter_for("N", moves) for moves in CONVENTIONS] == ["N", "W", "N"]
 
 
@@ -67,15 +67,15 @@ def test_difficulty_is_the_distance_and_uniform():
     assert all(70 <= count <= 130 for count in seen.values()), seen  # 100 +- 3.2 sd
 
 
-def test_observation_is_the_goal_offset_in_compass_order():
+def test_observation_is_the_goal_offset_rows_first():
     env, observation, info = start(seed=4)
     offset = describe_offset(tuple(info["position"]), env._goal)
     assert observation == f"Walk to the goal with N, E, S or W. Goal {offset}."
-    goal = env._goal
-    place(env, (goal[0] + 2, goal[1] - 1) if goal[0] <= 2 else (goal[0] - 2, goal[1]), goal)
-    before = describe_offset(env._position, goal)
-    observation, *_ = env.step(letter_for(best_direction(env._position, goal), "compass"))
-    assert observation == f"Goal {describe_offset(env._position, goal)}." != f"Goal {before}."
+    place(env, (0, 0), (2, 3))
+    observation, *_ = env.step("E")
+    assert observation == "Goal 2S 2E."
+    observation, *_ = env.step("W")
+    assert observation == "Goal 2S 3E."
 
 
 @pytest.mark.parametrize(
@@ -103,10 +103,10 @@ def test_edges_block_and_malformed_actions_cost_a_move():
     env, _, _ = start({"goal": "shown"})
     place(env, (0, 2), (4, 4))
     observation, reward, terminated, truncated, info = env.step("N")
-    assert observation == "Bumped. Goal 2E 4S."
+    assert observation == "Bumped. Goal 4S 2E."
     assert (reward, terminated, truncated, info["outcome"]) == (-0.02, False, False, "bumped")
     observation, reward, _, _, info = env.step("go north")
-    assert observation == "Not a move; write N, E, S or W. Goal 2E 4S."
+    assert observation == "Not a move. Goal 4S 2E."
     assert (reward, info["outcome"]) == (-0.02, "malformed")
 
 
@@ -198,12 +198,12 @@ def test_tied_conventions_are_all_named():
     assert info["reached"] and info["behavior"] == "compass+mirrored"
 
 
-def test_demonstrations_write_the_offsets_first_part_under_the_compass_by_default():
+def test_demonstrations_write_the_offsets_last_letter_under_the_compass_by_default():
     env = GridShiftEnv()
     for seed in range(100):
         observation, info = env.reset(seed=seed, options={"drift": {"moves": "mirrored"}})
-        first_part = observation.split("Goal ")[1].split()[0].rstrip(".")
-        assert env.demonstration_action(observation, info) == first_part[-1]
+        # The letter to write sits right before the closing period: "... Goal 2S 1E." -> E.
+        assert env.demonstration_action(observation, info) == observation[-2]
         assert env._demo_plan[0] == "compass"
 
 
