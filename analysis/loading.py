@@ -213,6 +213,7 @@ def read_table(run_dir: Path, table: str) -> pd.DataFrame | None:
 
 def _check_recorded_parts(run_dir: Path, table: str, parts: list[Path]) -> None:
     """Parts the newest checkpoint covers must match its recorded size and hash."""
+    from sao_online.run_repair import repair_advice
     from sao_online.runlog import recorded_parts, verify_part
 
     recorded = recorded_parts(run_dir)
@@ -224,8 +225,7 @@ def _check_recorded_parts(run_dir: Path, table: str, parts: list[Path]) -> None:
         if record is not None and not verify_part(part, record):
             raise RunLoadError(
                 f"{part}: damaged table part (differs from what checkpoint {checkpoint} recorded); "
-                f"`sao-online run CONFIG --out RUN_DIR --resume` sets it aside and runs its "
-                f"episodes again from a checkpoint that precedes it"
+                + repair_advice(run_dir, table, part.name)
             )
 
 
@@ -233,11 +233,17 @@ def _read_part(part: Path) -> pd.DataFrame:
     try:
         return pd.read_parquet(part)
     except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
+        from sao_online.run_repair import repair_advice
+
         first = str(error).strip().splitlines()[0][:80] if str(error).strip() else ""
+        table = part.parent.name.removesuffix(".parquet")
+        advice = (
+            repair_advice(part.parent.parent, table, part.name)
+            if part.parent.name.endswith(".parquet")
+            else "the run cannot make it again: restore it from a copy of the run"
+        )
         raise RunLoadError(
-            f"{part}: damaged table part ({type(error).__name__}: {first}); `sao-online run "
-            f"CONFIG --out RUN_DIR --resume` sets it aside and runs its episodes again from a "
-            f"checkpoint that precedes it"
+            f"{part}: damaged table part ({type(error).__name__}: {first}); {advice}"
         ) from None
 
 

@@ -21,7 +21,7 @@ data, i.e. the largest x observed; "the phase" is [tau_k, tau_{k+1})):
   ``censored=True``. Because the smoothed curve is undefined for its first
   ``min_window_fraction * smooth`` units, time_to_recovery is at least that much.
 - ``time_to_oracle_fraction``: the same first-crossing time, for an absolute level: the smoothed
-  curve reaching ``oracle_fraction`` (default 0.8) times the phase's mean oracle ceiling. Unlike
+  curve reaching ``oracle_fraction`` (default 0.5) times the phase's mean oracle ceiling. Unlike
   ``time_to_recovery`` it does not flatter a method whose pre-shift plateau was low. Censored the
   same way (``oracle_fraction_censored``); NaN without an oracle ceiling.
 - ``recovery_auc``: mean reward of the episodes with x in [tau_k, tau_k + horizon) (clipped to the
@@ -67,6 +67,7 @@ from sao_online.analysis.timeline import (
     shortest_phase_length,
     x_values,
 )
+from sao_online.defaults import DEFAULT_ORACLE_FRACTION
 
 RECOVERY_COLUMNS = [
     "experiment",
@@ -120,7 +121,7 @@ def recovery_metrics(
     min_pre_level: float = 0.05,
     min_window_fraction: float = 0.5,
     phase_names: Sequence[str] | None = None,
-    oracle_fraction: float = 0.8,
+    oracle_fraction: float = DEFAULT_ORACLE_FRACTION,
 ) -> pd.DataFrame:
     """Recovery metrics for every (experiment, method, seed, change point).
 

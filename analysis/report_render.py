@@ -85,6 +85,11 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
     spreadsheet_safe(frame).to_csv(path, index=False)
 
 
+def _md_escape(text: str) -> str:
+    """``&`` and ``<`` as entities: no tag can start, while ``->`` stays as typed."""
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
 def _md_text(text: str) -> str:
     """Markdown text with HTML escaped, so run and phase names cannot inject markup.
 
@@ -93,11 +98,9 @@ def _md_text(text: str) -> str:
     """
     plain = text.count("`") % 2 == 0 and "``" not in text and "\\`" not in text
     if not plain:
-        return html.escape(text, quote=False).replace("`", "\\`")
+        return _md_escape(text).replace("`", "\\`")
     parts = text.split("`")
-    return "`".join(
-        part if index % 2 else html.escape(part, quote=False) for index, part in enumerate(parts)
-    )
+    return "`".join(part if index % 2 else _md_escape(part) for index, part in enumerate(parts))
 
 
 def to_markdown(blocks: list[Block]) -> str:
@@ -124,7 +127,7 @@ def to_markdown(blocks: list[Block]) -> str:
 
 def _md_cell(value: object) -> str:
     """A table cell: HTML escaped, pipes and backticks taken literally, one line."""
-    text = html.escape(_cell(value), quote=False).replace("|", "\\|").replace("`", "\\`")
+    text = _md_escape(_cell(value)).replace("|", "\\|").replace("`", "\\`")
     return text.replace("\r", " ").replace("\n", " ")
 
 

@@ -14,6 +14,8 @@ end of an episode, and keeping observations inside the observation space.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -192,7 +194,14 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
         super().reset(seed=seed)
         self._phase, self._theta = self._read_options(options)
         self._turn = 0
-        prompt, extra_info = self._begin_episode()
+        begun = self._begin_episode()
+        where = f"{type(self).__name__}._begin_episode"
+        if not isinstance(begun, tuple) or len(begun) != 2:
+            raise TypeError(f"{where} returned a {type(begun).__name__}; expected (prompt, info)")
+        prompt, extra_info = begun
+        _expect_text(prompt, f"{where}: the prompt")
+        if not isinstance(extra_info, Mapping):
+            raise TypeError(f"{where}: info is a {type(extra_info).__name__}; expected a dict")
         self._episode_running = True
         return self._observation(prompt), self._info(extra_info)
 
@@ -211,6 +220,7 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
         text = self._action_text(action)
         self._turn += 1
         result = self._respond(text)
+        self._check_turn_result(result)
         info = dict(result.info)
         ended = bool(result.terminated or result.truncated)
         if ended:
@@ -290,6 +300,30 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
             f"got {type(action).__name__}"
         )
 
+    def _check_turn_result(self, result: Any) -> None:
+        """Raise a ``TypeError`` / ``ValueError`` naming the field when ``_respond`` broke the
+        contract (so the error says what, not a failure deep inside the caller)."""
+        where = f"{type(self).__name__}._respond"
+        if not isinstance(result, TurnResult):
+            raise TypeError(f"{where} returned a {type(result).__name__}; expected a TurnResult")
+        _expect_text(result.observation, f"{where}: TurnResult.observation")
+        reward = result.reward
+        if not isinstance(reward, numbers.Real):  # bool included: float(True) is 1.0
+            raise TypeError(
+                f"{where}: TurnResult.reward is a {type(reward).__name__}; expected a number"
+            )
+        if not math.isfinite(reward):
+            raise ValueError(f"{where}: TurnResult.reward is {reward}; rewards must be finite")
+        if not isinstance(result.info, Mapping):
+            raise TypeError(
+                f"{where}: TurnResult.info is a {type(result.info).__name__}; expected a dict"
+            )
+        if result.behavior is not None and not isinstance(result.behavior, str):
+            raise TypeError(
+                f"{where}: TurnResult.behavior is a {type(result.behavior).__name__}; "
+                "expected a str"
+            )
+
     def _observation(self, text: str) -> str:
         # Observations may echo parts of the agent's action; keeping them in the declared space
         # here means no subclass can break the Gymnasium contract by accident.
@@ -299,6 +333,11 @@ class DriftingTextEnv(gymnasium.Env[str, str]):
         info = {"phase": self._phase, "theta": dict(self._theta)}
         info.update(extra)
         return info
+
+
+def _expect_text(value: Any, what: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} is a {type(value).__name__}; expected a str")
 
 
 def check_prompt_keys(prompt_keys: Any, *, where: str = "prompt_keys") -> dict[str, type]:

@@ -49,46 +49,31 @@ BOUNDARIES: tuple[str, ...] = ("inclusive", "exclusive")
 HELPER_VERSIONS: tuple[str, ...] = ("v1", "v2")
 REWARD_MODES: tuple[str, ...] = ("fraction", "all")
 
-#: The helper module as it runs in the sandbox, per version. ``_sao_calls`` records every
-#: public name the program used (or tried to), which is how behaviour is labelled.
+#: The helper module as it runs in the sandbox, per version. The harness counts every call of
+#: its functions and every missing name asked of it (``helpers=["kit"]``), which is how
+#: behaviour is labelled: from what the harness saw, not from anything the program can set.
 KIT_SOURCES: dict[str, str] = {
     "v1": '''"""kit 1.0"""
-_sao_calls = {}
-
-
-def _record(name):
-    _sao_calls[name] = _sao_calls.get(name, 0) + 1
 
 
 def clamp(x, lo, hi):
     """x limited to the range lo..hi."""
-    _record("clamp")
     return min(max(x, lo), hi)
 
 
 def __getattr__(name):
-    if not name.startswith("_"):
-        _record(name)
     raise AttributeError("kit 1.0 has no " + name + "; it has clamp(x, lo, hi)")
 ''',
     "v2": '''"""kit 2.0: clamp was renamed clip, and takes the bounds as one (lo, hi) pair."""
-_sao_calls = {}
-
-
-def _record(name):
-    _sao_calls[name] = _sao_calls.get(name, 0) + 1
 
 
 def clip(x, bounds):
     """x limited to the range bounds[0]..bounds[1]."""
-    _record("clip")
     lo, hi = bounds
     return min(max(x, lo), hi)
 
 
 def __getattr__(name):
-    if not name.startswith("_"):
-        _record(name)
     raise AttributeError("kit 2.0 has no " + name + "; use kit.clip(x, (lo, hi))")
 ''',
 }
@@ -325,6 +310,7 @@ class CodeShiftEnv(DriftingTextEnv):
             self._task.name,
             self._tests,
             files={"kit.py": KIT_SOURCES[self._theta["helper_version"]]},
+            helpers=["kit"],
             limits=self.limits,
         )
         return self._score(result, "")

@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium
 
 from sao_online.drift_schedules.space import normalize_space
+from sao_online.suggestions import did_you_mean
 
 NAMESPACE = "sao_online"
 
@@ -65,13 +66,14 @@ def check_env_id(env_id: str, field: str = "env.id") -> None:
         import_env_module(module)
     if name in gymnasium.registry:
         return
+    suggestion = did_you_mean(name, gymnasium.registry)
     hint = (
         f"the module {module!r} does not register it"
         if module
         else "name the module that registers it in the id, 'MODULE:" + name + "'"
     )
     raise EnvNotFoundError(
-        f"{field}: {name!r}: not a registered environment; {hint} (the module calls "
+        f"{field}: {name!r}: not a registered environment{suggestion}; {hint} (the module calls "
         f"gymnasium.register({name!r}, entry_point=...)); `sao-online envs --import MODULE` "
         "lists what a module registers"
     )

@@ -16,23 +16,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sao_online.bundled_configs import resolve_config
 from sao_online.config import ExperimentConfig, load_config
+from sao_online.defaults import DEFAULT_ORACLE_FRACTION
 
 ConfigSource = str | Path | dict[str, Any] | ExperimentConfig
 
 
 def as_config(config: ConfigSource, overrides: list[str] | None = None) -> ExperimentConfig:
-    """A validated :class:`ExperimentConfig` from a YAML path, a dict or a config object.
+    """A validated :class:`ExperimentConfig` from a YAML path, a bundled config's name
+    (``"demo"``, see ``sao-online configs list``), a dict or a config object.
 
     ``overrides`` are ``"section.field=value"`` strings, as ``--set`` takes them.
 
     Raises:
         ConfigError: naming the field at fault.
+        FileNotFoundError: neither a file nor a bundled config's name.
     """
     if isinstance(config, ExperimentConfig):
         if not overrides:
             return config.validate()
         config = config.to_dict()
+    if isinstance(config, str | Path):
+        config = resolve_config(config)
     return load_config(config, overrides)
 
 
@@ -111,7 +117,7 @@ def compare(
         methods = methods.split(",")
     if isinstance(config, str | Path):  # the runs read the file (its schedule path resolves)
         return compare_runs(
-            config,
+            resolve_config(config),
             methods=list(methods),
             seeds=seeds,
             out=out,
@@ -134,14 +140,20 @@ def compare(
 
 
 def report(
-    runs: str | Path | list[str | Path], out: str | Path, *, title: str | None = None
+    runs: str | Path | list[str | Path],
+    out: str | Path | None = None,
+    *,
+    title: str | None = None,
+    oracle_fraction: float = DEFAULT_ORACLE_FRACTION,
 ) -> Path:
     """Recovery metrics, figures and ``report.md`` / ``report.html`` / ``metrics.csv``.
 
     Args:
         runs: one folder or several, at any level of ``runs/<experiment>/<method>/seed-<k>``.
-        out: the report folder.
+        out: the report folder (default ``<first of runs>/report``, as ``sao-online report``).
         title: the report's title (default from the experiment names).
+        oracle_fraction: the absolute recovery level, a fraction of the oracle's reward (the
+            report's verdict ranks methods by the time to reach it).
 
     Returns:
         The path of ``report.md``.
@@ -149,4 +161,13 @@ def report(
     from sao_online.analysis import write_report
 
     folders = [runs] if isinstance(runs, str | Path) else list(runs)
-    return Path(write_report([Path(p) for p in folders], out, title=title))
+    if out is None:
+        out = default_report_folder(folders)
+    return Path(
+        write_report([Path(p) for p in folders], out, title=title, oracle_fraction=oracle_fraction)
+    )
+
+
+def default_report_folder(runs: list[str | Path]) -> Path:
+    """Where a report goes when no folder is given: ``<first run folder>/report``."""
+    return Path(runs[0]) / "report"

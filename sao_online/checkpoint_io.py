@@ -108,7 +108,12 @@ def _decode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
 def write_checkpoint(
     folder: Path, state: dict[str, Any], tables: dict[str, list[dict[str, Any]]]
 ) -> None:
-    """Write ``state`` (and the table parts it covers) into the empty folder ``folder``."""
+    """Write ``state`` (and the table parts it covers) into the empty folder ``folder``.
+
+    A full disk fails here as ``OSError`` (the JSON) or ``SafetensorError`` (the tensors); the
+    caller, which writes into a temporary folder, turns either into ``DiskFullError``
+    (``sao_online.disk_full.is_disk_full`` knows both).
+    """
     tensors: dict[str, torch.Tensor] = {}
     skeleton = _encode(state, tensors, set(), "")
     save_file(tensors, str(folder / TENSORS_FILE))

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import warnings
 from pathlib import Path
+
+from sao_online.defaults import DEFAULT_ORACLE_FRACTION
 
 
 def _start_worker_server() -> None:
@@ -41,9 +44,10 @@ def _cmd_envs(args: argparse.Namespace) -> int:
 
 
 def _cmd_schedules_show(args: argparse.Namespace) -> int:
+    from sao_online.bundled_configs import resolve_config
     from sao_online.drift_schedules import format_timeline, load_schedule, plot_timeline
 
-    schedule = load_schedule(args.file)
+    schedule = load_schedule(resolve_config(args.file, what="schedule"))
     print(format_timeline(schedule, until=args.until))
     if args.png:
         plot_timeline(schedule, args.png, until=args.until)
@@ -51,11 +55,23 @@ def _cmd_schedules_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_path(args: argparse.Namespace) -> str | None:
+    """The config file ``args.config`` names: a path, or a bundled config's name."""
+    from sao_online.bundled_configs import resolve_config
+
+    return None if args.config is None else str(resolve_config(args.config))
+
+
 def _cmd_pretrain(args: argparse.Namespace) -> int:
+    if args.list or args.clear:
+        from sao_online.commands.warm_start_cache import clear_cache, format_cache
+
+        print(clear_cache() if args.clear else format_cache())
+        return 0
     from sao_online.config import load_config
     from sao_online.pretrain import warm_start
 
-    config = load_config(args.config, args.set)
+    config = load_config(_config_path(args), args.set)
     path = warm_start(config, force=args.force, progress=True)
     print(f"warm start ready: {path}")
     if args.summary:
@@ -77,7 +93,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from sao_online.config import load_config
 
     threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
-    config = load_config(args.config, args.set + threads)
+    config = load_config(_config_path(args), args.set + threads)
     from sao_online.runtime.machine_fit import check_then_start_workers
 
     # Before the heavy imports below, so the server's overlap them (run_experiment repeats it,
@@ -95,27 +111,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from sao_online.commands.compare import compare  # starts the worker server once checked
 
+    config_path = _config_path(args)
     out = compare(
-        args.config,
+        config_path,
         methods=args.methods.split(","),
         seeds=args.seeds,
         first_seed=args.first_seed,
-        out=args.out,
+        out=args.out if args.out is not None else _logging_out(config_path, args.set),
         overrides=args.set,
         parallel=args.parallel,
         overwrite=args.overwrite,
         resume=args.resume,
     )
-    print(f"runs in {out}")
+    from sao_online.commands.compare_summary import compare_summary
+
+    print(compare_summary(out))
     return 0
+
+
+def _logging_out(config_path: str | None, overrides: list[str]) -> str:
+    """``logging.out`` of a config: where ``compare`` puts its runs when no --out is given."""
+    from sao_online.config import load_config
+
+    return load_config(config_path, overrides).logging.out
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from sao_online.analysis import write_report
+    from sao_online.api import default_report_folder
 
     path = write_report(
         [Path(p) for p in args.runs],
-        args.out,
+        args.out if args.out is not None else default_report_folder(args.runs),
         title=args.title,
         oracle_fraction=args.oracle_fraction,
     )
@@ -163,13 +190,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.peer and args.what != "throughput":
         print(f"bench {args.what}: --peer applies to bench throughput only", file=sys.stderr)
         return 2
+    if args.model != "tiny" and args.what != "rollout":
+        print(f"bench {args.what}: --model applies to bench rollout only", file=sys.stderr)
+        return 2
     if args.max_staleness is not None and args.what != "async":
         print(f"bench {args.what}: --max-staleness applies to bench async only", file=sys.stderr)
         return 2
     if args.what == "rollout":
         from sao_online.commands.bench_rollout import run_rollout_benchmark
 
-        result = run_rollout_benchmark(quick=args.quick)
+        result = run_rollout_benchmark(quick=args.quick, model=args.model)
     elif args.what == "sandbox":
         from sao_online.commands.bench_sandbox import run_sandbox_benchmark
 
@@ -179,6 +209,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from sao_online.commands.bench_throughput import run_throughput_benchmark
 
         result = run_throughput_benchmark(quick=args.quick, peer=args.peer)
+    elif args.what == "learner":
+        from sao_online.commands.bench_learner import run_learner_benchmark
+
+        result = run_learner_benchmark(quick=args.quick)
     elif args.what == "contention":
         from sao_online.commands.bench_contention import run_contention_benchmark
 
@@ -207,7 +241,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from sao_online.config_schema import schema_text
+    from sao_online.config.schema import schema_text
 
     text = schema_text()
     if args.out:
@@ -216,6 +250,46 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _cmd_configs(args: argparse.Namespace) -> int:
+    from sao_online.commands.configs import copy_and_describe, format_config_list
+
+    if args.configs_command == "list":
+        print(format_config_list())
+    else:
+        print(copy_and_describe(args.name, args.dest, force=args.force))
+    return 0
+
+
+def _cmd_init_task(args: argparse.Namespace) -> int:
+    from sao_online.commands.init_task import next_steps, write_task
+
+    written = write_task(args.name, args.dir, force=args.force)
+    print("\n".join(f"wrote {path}" for path in written))
+    print(next_steps(args.name, Path(args.dir)))
+    return 0
+
+
+class _MethodNames:
+    """The built-in method names, looked up only when ``--help`` is printed (the registry
+    imports torch, which would slow every command line down)."""
+
+    def __str__(self) -> str:
+        from sao_online.algorithms import METHODS
+
+        return ", ".join(METHODS)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sao-online")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from sao_online import __version__
+
+        return __version__
 
 
 def _bounds(text: str) -> list[int]:
@@ -235,6 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sao-online",
         description="SAO (single-rollout asynchronous optimisation) for agentic RL on drifting "
         "environments: run, compare, analyse.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also show other libraries' progress bars, log lines and warnings",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -259,13 +339,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--until", type=float, default=None, help="horizon in clock units")
     show.set_defaults(func=_cmd_schedules_show)
 
+    config_help = (
+        "experiment YAML, or a bundled config's name such as demo or smoke "
+        "(`sao-online configs list`)"
+    )
+
     def add_config_arguments(sub: argparse.ArgumentParser, required: bool = True) -> None:
         if required:
-            sub.add_argument("config", help="experiment YAML (see configs/)")
+            sub.add_argument("config", help=config_help)
         else:
-            sub.add_argument(
-                "config", nargs="?", default=None, help="experiment YAML (see configs/)"
-            )
+            sub.add_argument("config", nargs="?", default=None, help=config_help)
         sub.add_argument(
             "--set",
             action="append",
@@ -283,12 +366,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="also sample the warm start in the schedule's first regime and print "
         "reward, quality and behaviour shares",
     )
+    pretrain.add_argument(
+        "--list",
+        action="store_true",
+        help="list the cached warm starts (environment, steps, size) and where they are",
+    )
+    pretrain.add_argument("--clear", action="store_true", help="delete every cached warm start")
     pretrain.set_defaults(func=_cmd_pretrain)
 
     run = commands.add_parser("run", help="run one experiment (one method, one seed)")
     add_config_arguments(run)
     run.add_argument("--out", default=None, help="run directory (default from logging.out)")
-    run.add_argument("--resume", action="store_true", help="continue a killed run")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a run from its last checkpoint: a killed one, or a finished one given a "
+        "larger budget (--set budget.episodes=N)",
+    )
     run.add_argument("--overwrite", action="store_true", help="replace an existing run")
     run.add_argument(
         "--threads",
@@ -302,12 +396,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser("compare", help="methods x seeds at matched budgets")
     add_config_arguments(compare)
-    compare.add_argument("--methods", default="sao,grpo", help="comma-separated method names")
+    methods = compare.add_argument(
+        "--methods",
+        default="sao,grpo",
+        help="comma-separated method names (default sao,grpo): %(method_names)s",
+    )
+    methods.method_names = _MethodNames()
     compare.add_argument("--seeds", type=int, default=3, help="how many seeds (default 3)")
     compare.add_argument(
         "--first-seed", type=int, default=0, help="seeds run from here: K..K+N-1 (default 0)"
     )
-    compare.add_argument("--out", required=True, help="root folder of the runs")
+    compare.add_argument(
+        "--out",
+        default=None,
+        help="root folder of the runs, which land in OUT/<experiment>/<method>/seed-<k> "
+        "(default: the config's logging.out, runs)",
+    )
     compare.add_argument("--parallel", type=int, default=None, help="runs at once (default: cores)")
     compare.add_argument("--overwrite", action="store_true", help="replace existing runs")
     compare.add_argument(
@@ -321,14 +425,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "runs", nargs="+", help="run folders (any level of runs/<exp>/<method>/seed-k)"
     )
-    report.add_argument("--out", required=True, help="report folder")
+    report.add_argument(
+        "--out", default=None, help="report folder (default: RUNS/report, of the first RUNS)"
+    )
     report.add_argument("--title", default=None)
     report.add_argument(
         "--oracle-fraction",
         type=float,
-        default=0.8,
+        default=DEFAULT_ORACLE_FRACTION,
         help="absolute recovery level: time until the smoothed reward reaches this fraction "
-        "of the oracle's (default 0.8)",
+        "of the oracle's; the verdict ranks methods by it (default %(default)s)",
     )
     report.set_defaults(func=_cmd_report)
 
@@ -345,7 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_cmd_show)
 
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
-    bench.add_argument("what", choices=["rollout", "async", "throughput", "contention", "sandbox"])
+    bench.add_argument(
+        "what", choices=["rollout", "async", "throughput", "contention", "sandbox", "learner"]
+    )
     bench.add_argument("--quick", action="store_true", help="a shorter run")
     bench.add_argument(
         "--peer",
@@ -361,6 +469,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N[,N...]",
         help="async: staleness bounds for the local backend (default 4); the first is used "
         "for every backend, each further one adds a local run",
+    )
+    bench.add_argument(
+        "--model",
+        default="tiny",
+        help="rollout: the policy (tiny, the default random-init model, or a name load_policy "
+        "takes such as smollm2-135m)",
     )
     bench.set_defaults(func=_cmd_bench)
 
@@ -387,11 +501,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="start every run again (default: continue runs already in --out)",
     )
     demo.set_defaults(func=_cmd_demo)
+
+    configs = commands.add_parser(
+        "configs", help="the bundled experiment configs: list them, copy one to edit"
+    )
+    config_commands = configs.add_subparsers(dest="configs_command", required=True)
+    config_commands.add_parser("list", help="name and description of each bundled config")
+    copy = config_commands.add_parser(
+        "copy", help="copy a bundled config (and its schedule file) to edit it"
+    )
+    copy.add_argument("name", help="a bundled config's name (`sao-online configs list`)")
+    copy.add_argument(
+        "dest", nargs="?", default=".", help="a folder or a .yaml file (default: here)"
+    )
+    copy.add_argument("--force", action="store_true", help="replace files that exist")
+    configs.set_defaults(func=_cmd_configs)
+
+    init = commands.add_parser("init", help="start something of your own from a template")
+    init_commands = init.add_subparsers(dest="init_command", required=True)
+    task = init_commands.add_parser(
+        "task",
+        help="write NAME.py (a drifting task) and NAME.yaml (an experiment on it) to edit",
+    )
+    task.add_argument("name", help="the task's module name, e.g. my_task")
+    task.add_argument("--dir", default=".", help="where to write the files (default: here)")
+    task.add_argument("--force", action="store_true", help="replace files that exist")
+    task.set_defaults(func=_cmd_init_task)
+
+    # --verbose after the command too (`sao-online run demo --verbose`).
+    for sub in commands.choices.values():
+        sub.add_argument(
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help=("also show other libraries' progress bars, log lines and warnings"),
+        )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     from sao_online.config import ConfigWarning
+    from sao_online.quiet import is_own_warning, quiet_other_libraries
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -403,22 +553,37 @@ def main(argv: list[str] | None = None) -> int:
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
         # sao-online's own warnings (a setting adjusted on load, a budget with no shift in it)
-        # are for the user of the command: one plain line, no source location.
-        if issubclass(category, ConfigWarning) or category.__module__.startswith("sao_online"):
+        # are for the user of the command: one plain line, no source location. Other
+        # libraries' warnings only with --verbose.
+        if issubclass(category, ConfigWarning) or is_own_warning(category):
             print(f"sao-online {args.command}: warning: {message}", file=sys.stderr)
-        else:
+        elif args.verbose:
             default_show(message, category, filename, lineno, file, line)
 
     warnings.showwarning = show
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as error:
+        with quiet_other_libraries(verbose=args.verbose):
+            return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, FileExistsError) as error:
         # Configuration and input errors: one clear line, no traceback.
         print(f"sao-online {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"sao-online {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except Exception as error:
+        from sao_online.disk_full import DiskFullError, is_disk_full
+
+        if not is_disk_full(error):
+            raise
+        # A full disk, named by the run's writers (DiskFullError) or by any other writer.
+        what = str(error) if isinstance(error, DiskFullError) else f"disk full: {error}"
+        print(f"sao-online {args.command}: error: {what}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as stop:
+        # Ctrl-C, or (compare) SIGINT/SIGTERM passed on to the runs, which were waited for.
+        signum = getattr(stop, "signum", signal.SIGINT)
+        name = signal.Signals(signum).name
+        how = "interrupted" if signum == signal.SIGINT else f"stopped by {name}"
+        print(f"sao-online {args.command}: {how}", file=sys.stderr)
+        return 128 + signum
     finally:
         warnings.showwarning = default_show
 

@@ -3,12 +3,24 @@
 ``Learner.step`` reads top to bottom: collate, critic values, advantages, K critic updates, one
 policy update, bump the version. Diagnostics are namespaced where they are computed
 (``losses/``, ``charts/``, ``staleness/``).
+
+The critic and the policy are separate models with separate optimisers, and the only thing one
+needs from the other is the advantages (the critic's values, before its updates). So the critic
+works in a lane of its own, a thread beside the policy's (the paper's critic trains on its own
+resources): its value pass runs while the policy and the reference run their forward passes, and
+its K updates run while the policy computes its loss and steps. Each model sees exactly the
+operations it saw one after the other, in the same order, so the parameters after an update
+are the same either way (``Learner(overlap_critic=False)`` runs the lanes one after the other).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,14 +30,16 @@ from sao_online.algorithms import Method
 from sao_online.batching import Batch, collate
 from sao_online.config import ExperimentConfig
 from sao_online.losses import value_loss
+from sao_online.models.lean_llama import lean_forward_support
 from sao_online.prefix_sharing import (
     PrefixPlan,
     causal_lm_forward,
+    hidden_state_forward,
     plan_prefix_sharing,
     shared_prefix_forward,
     value_model_forward,
 )
-from sao_online.regularizers import entropy_bonus, exact_kl, k3_kl
+from sao_online.regularizers import k3_kl, token_entropy, token_exact_kl
 from sao_online.types import Trajectory
 
 
@@ -40,13 +54,71 @@ def _shift_to_tokens(per_position: torch.Tensor) -> torch.Tensor:
     return aligned
 
 
-def _token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """log p(token t | tokens < t) at position t (the logits at t - 1 predict token t); 0 at
-    t = 0."""
-    next_logprobs = torch.gather(
-        F.log_softmax(logits[:, :-1], dim=-1), 2, tokens[:, 1:].unsqueeze(-1)
-    )
-    return F.pad(next_logprobs.squeeze(-1), (1, 0))
+def _action_logprobs(action_logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """[B, T] log p(token t | tokens < t) at every action token t, 0 elsewhere, from the logits
+    of the positions that predict action tokens ([N, V], in the order of ``action_mask``)."""
+    predicts = batch.action_mask[:, 1:]
+    targets = batch.tokens[:, 1:][predicts]
+    selected = F.log_softmax(action_logits, dim=-1).gather(1, targets.unsqueeze(1)).squeeze(1)
+    shifted = torch.zeros(predicts.shape, dtype=selected.dtype, device=selected.device)
+    return F.pad(shifted.masked_scatter(predicts, selected), (1, 0))
+
+
+@dataclass
+class PolicyPass:
+    """The policy's forward pass over a batch, before the advantages are known.
+
+    Logits are kept only at the N positions that predict an action token (position t - 1 for
+    action token t, in the order of ``batch.action_mask``): nothing else reads them.
+    """
+
+    logits: torch.Tensor  # [N, V], temperature-scaled, with grad
+    logprobs: torch.Tensor  # [B, T] of the batch's action tokens (0 elsewhere), with grad
+    reference_logits: torch.Tensor | None  # [N, V] of the frozen reference, without grad
+
+
+class _Lanes:
+    """Runs the critic's work in its own thread (or inline) and times each lane.
+
+    ``critic(fn, ...)`` returns a future; with ``executor`` None the work has already run.
+    ``policy(fn, ...)`` runs in the calling thread. Leaving the ``with`` block waits for every
+    critic job, also when the policy's work raised, so no thread is still moving the critic
+    once the step is over. Each lane's wall seconds and CPU seconds (of the thread it ran on)
+    add up in ``seconds`` and ``cpu_seconds``.
+    """
+
+    def __init__(self, executor: ThreadPoolExecutor | None) -> None:
+        self.executor = executor
+        self.seconds = {"critic": 0.0, "policy": 0.0}
+        self.cpu_seconds = {"critic": 0.0, "policy": 0.0}
+        self._pending: list[Future] = []
+
+    def _timed(self, lane: str, fn: Callable[..., Any], *args: Any) -> Any:
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        try:
+            return fn(*args)
+        finally:
+            self.seconds[lane] += time.perf_counter() - started
+            self.cpu_seconds[lane] += time.thread_time() - cpu_started
+
+    def critic(self, fn: Callable[..., Any], *args: Any) -> Future:
+        if self.executor is not None:
+            future = self.executor.submit(self._timed, "critic", fn, *args)
+            self._pending.append(future)
+            return future
+        future: Future = Future()
+        future.set_result(self._timed("critic", fn, *args))
+        return future
+
+    def policy(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._timed("policy", fn, *args)
+
+    def __enter__(self) -> _Lanes:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for future in self._pending:
+            future.exception()  # waits; an error is raised by whoever reads the result
 
 
 class Learner:
@@ -64,6 +136,16 @@ class Learner:
             (policy, reference and critic) instead of once per row; the results are the same up
             to float rounding (see ``sao_online.prefix_sharing``). Needs models that take and
             return a Hugging Face key/value cache.
+        overlap_critic: run the critic's value pass and updates in a thread of their own,
+            beside the policy's passes (the same parameters as one after the other). While
+            both lanes run, each uses half of torch's threads (at least one).
+
+    Attributes:
+        lane_seconds: after each ``step``, the seconds of work of the ``critic`` lane (value
+            pass and updates) and the ``policy`` lane (forward passes, loss, step); with the
+            critic overlapped the step takes about the longer of the two.
+        lane_cpu_seconds: the same in CPU seconds of each lane's thread (what the work costs
+            whatever else the machine is doing).
     """
 
     def __init__(
@@ -76,6 +158,7 @@ class Learner:
         reference: torch.nn.Module | None = None,
         *,
         share_prefixes: bool = True,
+        overlap_critic: bool = True,
     ) -> None:
         if method.uses_critic and critic is None:
             raise ValueError(f"method {method.name!r} needs a critic")
@@ -88,6 +171,10 @@ class Learner:
         self.config = config
         self.pad_token_id = pad_token_id
         self.share_prefixes = share_prefixes
+        self.overlap_critic = overlap_critic
+        self.lane_seconds = {"critic": 0.0, "policy": 0.0}
+        self.lane_cpu_seconds = {"critic": 0.0, "policy": 0.0}
+        self._critic_thread: ThreadPoolExecutor | None = None
         self.version = 0
         self.device = next(policy.parameters()).device
         optim = config.optim
@@ -125,30 +212,58 @@ class Learner:
             "charts/reward_mean": float(batch.episode_rewards.mean()),
             "charts/action_tokens": float(batch.num_action_tokens.sum()),
         }
-        # The first critic update reuses this forward pass (same weights), so it keeps its graph.
-        values = self._critic_values(batch, plan) if self.method.uses_critic else None
-        result = self.method.estimator(batch, None if values is None else values.detach())
-        metrics.update(_namespaced("charts", result.stats))
-        if self.method.uses_critic:
-            value_mask = batch.action_mask if result.value_mask is None else result.value_mask
-            for update in range(self.config.algorithm.critic_updates):
-                metrics.update(
-                    self._critic_update(
-                        batch,
-                        plan,
-                        result.critic_returns,
-                        value_mask,
-                        values if update == 0 else None,
-                    )
+        uses_critic = self.method.uses_critic
+        critic_only = uses_critic and self.version < self.config.algorithm.critic_warmup_steps
+        with self._lanes() as lanes:
+            # Neither the critic's value pass nor the policy's forward passes need advantages.
+            # The first critic update reuses the value pass (same weights): it keeps its graph.
+            values = lanes.critic(self._critic_values, batch, plan) if uses_critic else None
+            policy_pass = None if critic_only else lanes.policy(self._policy_forward, batch, plan)
+            result = self.method.estimator(
+                batch, None if values is None else values.result().detach()
+            )
+            metrics.update(_namespaced("charts", result.stats))
+            if uses_critic:
+                critic_metrics = lanes.critic(
+                    self._critic_updates, batch, plan, result, values.result()
                 )
-        critic_only = (
-            self.method.uses_critic and self.version < self.config.algorithm.critic_warmup_steps
-        )
-        if not critic_only:
-            metrics.update(self._policy_update(batch, plan, result.advantages))
+            policy_metrics = (
+                {}
+                if policy_pass is None
+                else lanes.policy(self._policy_update, batch, policy_pass, result.advantages)
+            )
+            if uses_critic:
+                metrics.update(critic_metrics.result())
+        metrics.update(policy_metrics)
         metrics["charts/critic_only_step"] = float(critic_only)
+        self.lane_seconds = dict(lanes.seconds)
+        self.lane_cpu_seconds = dict(lanes.cpu_seconds)
         self.version += 1
         return metrics
+
+    @contextlib.contextmanager
+    def _lanes(self) -> Iterator[_Lanes]:
+        """The step's lanes; overlapped, each gets half of torch's threads while they run."""
+        if not (self.overlap_critic and self.method.uses_critic):
+            with _Lanes(None) as lanes:
+                yield lanes
+            return
+        if self._critic_thread is None:
+            self._critic_thread = ThreadPoolExecutor(1, thread_name_prefix="sao-critic")
+        threads = torch.get_num_threads()
+        shared = max(1, threads // 2)
+        torch.set_num_threads(shared)
+        try:
+            with _Lanes(self._critic_thread) as lanes:
+                yield lanes
+        finally:
+            torch.set_num_threads(threads)
+
+    def close(self) -> None:
+        """Stops the critic's thread (a later ``step`` starts a new one)."""
+        if self._critic_thread is not None:
+            self._critic_thread.shutdown(wait=True)
+            self._critic_thread = None
 
     def _critic_values(self, batch: Batch, plan: PrefixPlan | None) -> torch.Tensor:
         """V(prefix before token t) at position t: the critic's output at t - 1."""
@@ -159,6 +274,20 @@ class Learner:
                 value_model_forward(self.critic), batch.tokens, plan, self.pad_token_id
             )
         return _shift_to_tokens(values)
+
+    def _critic_updates(
+        self, batch: Batch, plan: PrefixPlan | None, result: Any, values: torch.Tensor
+    ) -> dict[str, float]:
+        """The K critic updates; the first one reuses ``values`` (the value pass's graph)."""
+        value_mask = batch.action_mask if result.value_mask is None else result.value_mask
+        metrics: dict[str, float] = {}
+        for update in range(self.config.algorithm.critic_updates):
+            metrics.update(
+                self._critic_update(
+                    batch, plan, result.critic_returns, value_mask, values if update == 0 else None
+                )
+            )
+        return metrics
 
     def _critic_update(
         self,
@@ -178,28 +307,33 @@ class Learner:
             **_namespaced("charts", {k: v for k, v in stats.items() if k != "loss"}),
         }
 
+    def _policy_forward(self, batch: Batch, plan: PrefixPlan | None) -> PolicyPass:
+        logits = self._action_logits(self.policy, batch, plan)
+        reference_logits = None
+        if self.reference is not None:
+            with torch.no_grad():
+                reference_logits = self._action_logits(self.reference, batch, plan)
+        return PolicyPass(logits, _action_logprobs(logits, batch), reference_logits)
+
     def _policy_update(
-        self, batch: Batch, plan: PrefixPlan | None, advantages: torch.Tensor
+        self, batch: Batch, policy_pass: PolicyPass, advantages: torch.Tensor
     ) -> dict[str, float]:
         regs = self.config.regularizers
-        logits = self._logits(self.policy, batch, plan)
-        logprobs = _token_logprobs(logits, batch.tokens)
+        logits, logprobs = policy_pass.logits, policy_pass.logprobs
         loss, stats = self.method.objective(logprobs, batch, advantages)
         metrics = {"losses/policy": loss.item(), **_namespaced("charts", stats)}
-        shifted_logits = logits[:, :-1]
-        next_mask = batch.action_mask[:, 1:]
+        action_tokens = batch.action_mask[:, 1:].sum().clamp(min=1)
         with torch.set_grad_enabled(regs.entropy_coef > 0):  # a diagnostic unless it is a bonus
-            entropy = entropy_bonus(shifted_logits, next_mask)
+            entropy = token_entropy(logits).sum() / action_tokens
         metrics["charts/entropy"] = entropy.item()
         if regs.entropy_coef > 0:
             loss = loss - regs.entropy_coef * entropy
-        if self.reference is not None:
-            with torch.no_grad():
-                ref_logits = self._logits(self.reference, batch, plan)
+        if policy_pass.reference_logits is not None:
+            ref_logits = policy_pass.reference_logits
             if regs.kl_estimator == "exact":
-                kl = exact_kl(shifted_logits, ref_logits[:, :-1], next_mask)
+                kl = token_exact_kl(logits, ref_logits).sum() / action_tokens
             else:
-                ref_logprobs = _token_logprobs(ref_logits, batch.tokens)
+                ref_logprobs = _action_logprobs(ref_logits, batch)
                 kl = k3_kl(logprobs, ref_logprobs, batch.action_mask)
             metrics["charts/kl_to_reference"] = kl.item()
             loss = loss + regs.kl_coef * kl
@@ -210,18 +344,37 @@ class Learner:
         )
         return metrics
 
-    def _logits(
+    def _action_logits(
         self, model: torch.nn.Module, batch: Batch, plan: PrefixPlan | None
     ) -> torch.Tensor:
-        if plan is None:
-            logits = model(
-                input_ids=batch.tokens, attention_mask=batch.attention_mask.long()
-            ).logits
+        """[N, V] temperature-scaled logits of the positions that predict action tokens.
+
+        For Llama-family models the output head runs on those positions only (the model's
+        final hidden states elsewhere are never needed); for others the whole [B, T, V] logits
+        are computed and the rows picked.
+        """
+        predicts = batch.action_mask[:, 1:]
+        if lean_forward_support(model) is None:
+            if plan is None:
+                hidden = model.model(
+                    input_ids=batch.tokens, attention_mask=batch.attention_mask.long()
+                ).last_hidden_state
+            else:
+                hidden = shared_prefix_forward(
+                    hidden_state_forward(model.model), batch.tokens, plan, self.pad_token_id
+                )
+            logits = model.get_output_embeddings()(hidden[:, :-1][predicts])
         else:
-            logits = shared_prefix_forward(
-                causal_lm_forward(model), batch.tokens, plan, self.pad_token_id
-            )
-        # Skipping the no-op conversions saves a [B, T, V] copy and its backward.
+            if plan is None:
+                full = model(
+                    input_ids=batch.tokens, attention_mask=batch.attention_mask.long()
+                ).logits
+            else:
+                full = shared_prefix_forward(
+                    causal_lm_forward(model), batch.tokens, plan, self.pad_token_id
+                )
+            logits = full[:, :-1][predicts]
+        # Skipping the no-op conversions saves a copy and its backward.
         if logits.dtype != torch.float32:
             logits = logits.float()
         temperature = self.config.rollout.temperature

@@ -274,6 +274,22 @@ def causal_lm_forward(model: torch.nn.Module) -> PrefixForward:
     return run
 
 
+def hidden_state_forward(backbone: torch.nn.Module) -> PrefixForward:
+    """A :data:`PrefixForward` returning a Hugging Face base model's final hidden states."""
+    call = _model_call(backbone)
+
+    def run(
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+    ) -> tuple[torch.Tensor, Any]:
+        output, cache = call(input_ids, attention_mask, position_ids, cache)
+        return output.last_hidden_state, cache
+
+    return run
+
+
 def value_model_forward(critic: torch.nn.Module) -> PrefixForward:
     """A :data:`PrefixForward` returning a ``ValueModel``'s per-token values."""
     call = _model_call(critic.backbone)

@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 import sao_online.models as models_package
+from sao_online.cache import cache_root, warm_start_root  # noqa: F401  (cache_root: public)
 from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.drift_schedules import Choice, normalize_space
 from sao_online.environments import check_env_id
@@ -46,14 +47,6 @@ from sao_online.models import (
 )
 
 WARM_START_FORMAT = 1  # bump when the layout of the cached folder changes
-
-
-def cache_root() -> Path:
-    """``$SAO_ONLINE_CACHE``, else ``$XDG_CACHE_HOME/sao-online``, else ``~/.cache/sao-online``."""
-    if os.environ.get("SAO_ONLINE_CACHE"):
-        return Path(os.environ["SAO_ONLINE_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "sao-online"
 
 
 def base_policy(
@@ -238,7 +231,28 @@ def _cache_key(config: ExperimentConfig) -> str:
 
 
 def warm_start_path(config: ExperimentConfig) -> Path:
-    return cache_root() / "warm-start" / _cache_key(config)
+    return warm_start_root() / _cache_key(config)
+
+
+#: SFT steps timed (after the first) before the warm start announces its estimated duration.
+TIMED_STEPS = 3
+
+
+def warm_start_announcement(
+    config: ExperimentConfig, path: Path, steps: int, demonstrations: int, steps_per_second: float
+) -> str:
+    """The line a warm start prints as it starts training: what it is, how long it should take
+    (its step count at the speed of its first steps) and where it is kept, e.g. ``warm start:
+    300 SFT steps of the tiny model on 2048 demonstrations of sao_online/StyleShift-v0, about
+    3 min at 1.5 steps/s; built once, cached in ~/.cache/sao-online/warm-start/<hash> ...``."""
+    from sao_online.runtime.launch import format_duration
+
+    return (
+        f"warm start: {steps} SFT steps of the {config.model.name} model on {demonstrations} "
+        f"demonstrations of {config.env.id}, about "
+        f"{format_duration(steps / max(steps_per_second, 1e-9))} at {steps_per_second:.1f} "
+        f"steps/s; built once, cached in {path} (`sao-online pretrain --list`)"
+    )
 
 
 def collect_demonstrations(
@@ -275,12 +289,14 @@ def finetune_on_demonstrations(
     batch_size: int,
     rng: np.random.Generator,
     progress: bool = False,
+    on_speed: Callable[[float], None] | None = None,
 ) -> list[float]:
     """Supervised fine-tuning of ``policy`` on its action tokens in ``demonstrations``.
 
     Each step draws ``batch_size`` demonstrations with replacement; AdamW at ``lr`` with a
     20-step warm-up and a linear decay to 5%, gradients clipped at norm 1. The policy is left in
-    eval mode.
+    eval mode. ``on_speed``, when given, is called once with the steps per second of the first
+    few steps (after the first, which pays one-off costs).
 
     Returns:
         The loss (mean cross-entropy per action token) of every step.
@@ -293,7 +309,13 @@ def finetune_on_demonstrations(
     )
     losses = []
     bar = tqdm(range(steps), desc="warm start (SFT)", disable=not progress, unit="step")
-    for _ in bar:
+    timed_from = 0.0
+    for step in bar:
+        # The first step pays one-off costs: the speed is timed over the few after it.
+        if step == 1:
+            timed_from = time.monotonic()
+        elif on_speed is not None and step == 1 + TIMED_STEPS:
+            on_speed(TIMED_STEPS / max(time.monotonic() - timed_from, 1e-9))
         picks = rng.integers(len(demonstrations), size=batch_size)
         batch = [demonstrations[i] for i in picks]
         length = max(len(tokens) for tokens, _, _ in batch)
@@ -340,6 +362,13 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
     num_demos = max(2048, model_cfg.warm_start_batch_size * 16)
     demos = collect_demonstrations(config, tokenizer, num_demos, rng)
     steps = model_cfg.warm_start_steps
+
+    def announce(steps_per_second: float) -> None:
+        tqdm.write(
+            warm_start_announcement(config, path, steps, num_demos, steps_per_second),
+            file=sys.stderr,
+        )
+
     losses = finetune_on_demonstrations(
         policy,
         demos,
@@ -349,6 +378,7 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         batch_size=model_cfg.warm_start_batch_size,
         rng=rng,
         progress=progress,
+        on_speed=announce if progress else None,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(

@@ -16,6 +16,8 @@ import os
 import socket
 from pathlib import Path
 
+from sao_online.disk_full import DiskFullError, is_disk_full
+
 LOCK_FILE = ".lock"
 
 
@@ -73,7 +75,8 @@ class RunLock:
 
         Raises:
             RunDirLockedError: another live process holds it; the message names that process.
-            RunLockError: the lock file cannot be opened (named).
+            RunLockError: the lock file cannot be opened or written (named).
+            DiskFullError: the disk is full (the lock is not taken).
         """
         run_dir = Path(run_dir)
         path = run_dir / LOCK_FILE
@@ -113,9 +116,18 @@ class RunLock:
             "host": socket.gethostname(),
             "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, json.dumps(me).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, json.dumps(me).encode())
+        except OSError as error:
+            os.close(fd)  # and with it the lock
+            if is_disk_full(error):
+                raise DiskFullError(
+                    f"disk full: could not write {path} (the run's lock file; no space left on "
+                    "its disk); free some space and run again"
+                ) from None
+            raise RunLockError(f"{path}: cannot write the run's lock file ({error})") from None
         return cls(path, fd, took_over)
 
     @property

@@ -17,13 +17,14 @@ differ in columns (e.g. critic-only warm-up updates have no policy loss), and
 ``pandas.read_parquet(folder)`` keeps only the first part's columns.
 
 Each part file is written to a temporary name and renamed into place, so a reader never sees a
-half-written chunk. A checkpoint first flushes every table and records each part's size and
-hash. Resuming takes the newest checkpoint whose files and covered parts all verify (whatever
-``latest`` says) and removes the parts written after it (their episodes are run again), so no
-record is lost or duplicated. When it has to fall back past a newer checkpoint (damaged, or
-covering a damaged part), the newer checkpoint and the parts after the one it uses are moved to
-``discarded/`` rather than deleted; when no checkpoint verifies it stops with an error naming
-what failed and changes nothing.
+half-written chunk, and a full disk leaves nothing half-written either (``DiskFullError`` names
+the file; ``sao_online.disk_full``). A checkpoint first flushes every table and records each
+part's size and hash. Resuming takes the newest checkpoint whose files and covered parts all
+verify (whatever ``latest`` says) and removes the parts written after it (their episodes are run
+again), so no record is lost or duplicated. When it has to fall back past a newer checkpoint
+(damaged, or covering a damaged part), the newer checkpoint and the parts after the one it uses
+are moved to ``discarded/`` rather than deleted; when no checkpoint verifies it stops with an
+error naming what failed and changes nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import datetime
 import os
 import re
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ from sao_online.checkpoint_io import (
     write_checkpoint,
 )
 from sao_online.config import SAFE_NAME, short_repr
+from sao_online.disk_full import reporting_a_full_disk
 from sao_online.runlock import RunLock
 from sao_online.safe_yaml import YamlInputError, load_yaml_text
 
@@ -131,8 +134,12 @@ class RunLog:
         overwrite: bool = False,
         flush_every: int = 256,
         column_types: dict[str, dict[str, str]] | None = None,
+        may_change: Collection[str] = (),
     ) -> RunLog:
         """Lock a run directory and open it for writing (``column_types``: see the class).
+
+        ``may_change``: dotted config keys that may differ on resume (a run extended to a
+        larger budget); when one does, ``config.yaml`` is rewritten with ``config``.
 
         Raises:
             RunDirError: when the directory already holds a run and neither ``resume`` nor
@@ -162,15 +169,17 @@ class RunLog:
                         shutil.rmtree(
                             entry
                         ) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            changed: list[str] = []
             if resume:
                 saved = read_config_file(path / "config.yaml")
                 changed = _differences(saved, yaml.safe_load(yaml.safe_dump(config)))
-                if changed:
+                refused = [key for key in changed if key not in may_change]
+                if refused:
                     raise RunDirError(
                         f"--resume: {path} was started with another config; differs in "
-                        f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}"
+                        f"{', '.join(refused[:5])}{' ...' if len(refused) > 5 else ''}"
                     )
-            if not existing or overwrite:
+            if not existing or overwrite or changed:
                 write_text_atomically(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         except BaseException:
             lock.release()
@@ -208,7 +217,8 @@ class RunLog:
             folder.mkdir(exist_ok=True)
             target = folder / f"part-{self._parts[name]:05d}.parquet"
             tmp = folder / f".{target.name}.tmp"
-            self._frame(name, rows).to_parquet(tmp, index=False)
+            with reporting_a_full_disk(target, tmp):
+                self._frame(name, rows).to_parquet(tmp, index=False)
             size, sha = file_digest(tmp)
             os.replace(tmp, target)
             self._records[name][target.name] = {"file": target.name, "bytes": size, "sha256": sha}
@@ -245,7 +255,14 @@ class RunLog:
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, version: int, state: dict[str, Any], keep: int = 2) -> Path:
-        """Flush every table, then save ``state`` with the table parts it covers, atomically."""
+        """Flush every table, then save ``state`` with the table parts it covers, atomically.
+
+        Kept afterwards: this checkpoint and the newest ``keep - 1`` of earlier learner
+        versions. An older one of the same version (a finished run checkpoints at its last
+        update even when a periodic checkpoint just did) covers the same parts, so it is not
+        what a damaged part needs: the one before it is kept instead, and a finished run can
+        still run its last parts again (``sao_online.run_repair``).
+        """
         self.flush()
         folder = self.path / "checkpoints"
         folder.mkdir(exist_ok=True)
@@ -261,12 +278,15 @@ class RunLog:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         tables = {table: self._part_records(table) for table in TABLES}
-        write_checkpoint(tmp, state, tables)
+        with reporting_a_full_disk(folder / name, tmp):
+            write_checkpoint(tmp, state, tables)
         os.replace(tmp, folder / name)
         write_text_atomically(folder / "latest", name)
-        older = [p for p in checkpoint_folders(self.path) if p.name != name]
-        for old in older[keep - 1 :] if keep >= 1 else older:
-            shutil.rmtree(old, ignore_errors=True)
+        earlier = [p for p in checkpoint_folders(self.path) if _order(p.name)[0] < version]
+        kept = {name, *(p.name for p in earlier[: max(keep - 1, 0)])}
+        for old in checkpoint_folders(self.path):
+            if old.name not in kept:
+                shutil.rmtree(old, ignore_errors=True)
         return folder / name
 
     def load_checkpoint(self) -> dict[str, Any] | None:
@@ -421,10 +441,12 @@ def read_part(part: Path) -> pd.DataFrame:
     try:
         return pd.read_parquet(part)
     except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
+        from sao_online.run_repair import repair_advice
+
+        table = part.parent.name.removesuffix(".parquet")
         raise RunDirError(
-            f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); resume the run "
-            f"with --resume to set it aside and run its episodes again from a checkpoint that "
-            f"precedes it"
+            f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); "
+            + repair_advice(part.parent.parent, table, part.name)
         ) from None
 
 
@@ -478,7 +500,12 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part."""
+    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part.
+
+    Raises:
+        DiskFullError: the disk is full (the old file is left as it was).
+    """
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    with reporting_a_full_disk(path, tmp):
+        tmp.write_text(text)
     os.replace(tmp, path)

@@ -1,9 +1,14 @@
-"""YAML for user input, bounded: no aliases, no Python tags, a size and a nesting limit.
+"""YAML for user input, bounded: no aliases, no duplicate keys, no Python tags, a size and a
+nesting limit.
 
 ``yaml.safe_load`` never runs code, but an alias bomb (a few hundred bytes of nested ``*ref``
 lists) expands to billions of elements as soon as anything walks it: copying the config,
 printing it in an error message, hashing it. Configs and schedules have no use for aliases, so
 they are refused outright, with the line they are on.
+
+A key given twice in one mapping is refused too, naming both lines: YAML loaders keep the last
+value, so ``warm_start: false`` followed later by ``warm_start: true`` would silently undo the
+first.
 """
 
 from __future__ import annotations
@@ -28,6 +33,24 @@ class _NoAliasLoader(yaml.SafeLoader):
                 f"are not allowed here; write the value out"
             )
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = first_line.get(key)
+                except TypeError:  # an unhashable key: the base class names it
+                    break
+                line = key_node.start_mark.line + 1
+                if seen is not None:
+                    raise YamlInputError(
+                        f"line {line}: duplicate key {str(key)[:60]!r} (first given at line "
+                        f"{seen}); give each key once"
+                    )
+                first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_yaml_text(text: str, source: str = "<text>") -> Any:

@@ -1,10 +1,14 @@
 """Experiment tracking: TensorBoard event files and a sample of episode transcripts per run.
 
 - ``logging.tensorboard: true`` writes TensorBoard event files under ``<run>/tensorboard/``:
-  every numeric column of the update table (``losses/``, ``charts/``, ``staleness/``, ...) and
-  per-update episode means (``episodes/reward``, ``episodes/truncated``, ...), all at the
-  learner version as the step. ``tensorboard --logdir runs`` shows every run of an experiment.
-  Needs the ``tensorboard`` package (``pip install 'sao-online[tensorboard]'``).
+  every numeric column of the update table (``losses/``, ``charts/``, ``staleness/``, ...),
+  per-update episode means (``episodes/reward``, ``episodes/truncated``, ...) and the drift the
+  update's episodes ran under (``drift/phase`` and ``drift/<name>`` for each numeric drift
+  parameter, batch means: a shift shows as a step), all at the learner version as the step.
+  ``tensorboard --logdir runs`` shows every run of an experiment. Needs the ``tensorboard``
+  package (``pip install 'sao-online[tensorboard]'``).
+- ``logging.wandb: true`` sends the same series, and the run's resolved config, to Weights &
+  Biases (``pip install 'sao-online[wandb]'``), see :class:`WandbLog`.
 - ``logging.transcripts_every: N`` keeps every N-th trained episode as text in
   ``<run>/transcripts.jsonl``: prompt, then each action with the observation that answered it
   and the reward of the turn, plus phase, theta, behaviour and the episode reward.
@@ -15,7 +19,13 @@ from __future__ import annotations
 
 import json
 import math
+import netrc
+import os
 import re
+import secrets
+import socket
+import sys
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -154,6 +164,41 @@ def _episode_scalars(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def drift_scalars(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """``drift/phase`` and ``drift/<name>`` per numeric drift parameter: means over the batch.
+
+    A batch inside one phase has that phase's values; one that straddles a shift has values
+    between the two. Choice parameters (text) are not numbers: the phase shows their shifts.
+    """
+    if not trajectories:
+        return {}
+    scalars = {"drift/phase": sum(t.phase for t in trajectories) / len(trajectories)}
+    names = sorted({name for t in trajectories for name, v in t.theta.items() if _is_number(v)})
+    for name in names:
+        values = [float(t.theta[name]) for t in trajectories if _is_number(t.theta.get(name))]
+        scalars[f"drift/{name}"] = sum(values) / len(values)
+    return scalars
+
+
+def update_scalars(metrics: dict[str, Any], trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """The series every tracker gets for one update: the update's numeric metrics, its
+    episodes' means (``episodes/``) and the drift they ran under (``drift/``)."""
+    scalars = {**metrics, **_episode_scalars(trajectories), **drift_scalars(trajectories)}
+    return {
+        name: float(value)
+        for name, value in scalars.items()
+        if name != "version" and _is_number(value)
+    }
+
+
 class TensorBoardLog:
     """Scalars of each update and of its episodes, as TensorBoard event files.
 
@@ -182,14 +227,118 @@ class TensorBoardLog:
     def log_update(
         self, metrics: dict[str, Any], trajectories: Iterable[Trajectory], step: int
     ) -> None:
-        """Write the update's numeric metrics and its episodes' means at ``step``."""
-        scalars = {**metrics, **_episode_scalars(list(trajectories))}
-        for name, value in scalars.items():
-            if name == "version" or isinstance(value, bool):
-                continue
-            if isinstance(value, int | float) and math.isfinite(value):
-                self.writer.add_scalar(name, float(value), global_step=step)
+        """Write the update's series (:func:`update_scalars`) at ``step``."""
+        for name, value in update_scalars(metrics, list(trajectories)).items():
+            self.writer.add_scalar(name, value, global_step=step)
 
     def close(self) -> None:
         self.writer.flush()
         self.writer.close()
+
+
+#: The file of a run directory that keeps its W&B run id, so a resumed run continues it.
+WANDB_ID_FILE = "wandb_run_id"
+#: The W&B project when ``WANDB_PROJECT`` is not set.
+WANDB_DEFAULT_PROJECT = "sao-online"
+
+
+def _wandb_host() -> str:
+    from urllib.parse import urlparse
+
+    return urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or ""
+
+
+def _has_wandb_key() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators(_wandb_host()) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def _reachable(host: str, port: int = 443, timeout: float = 3.0) -> bool:
+    """Whether a TCP connection to ``host`` opens within ``timeout`` (name lookup included)."""
+    outcome: list[bool] = []
+
+    def attempt() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            outcome.append(True)
+        except OSError:
+            outcome.append(False)
+
+    thread = threading.Thread(target=attempt, daemon=True)  # a lookup can outlast any timeout
+    thread.start()
+    thread.join(timeout)
+    return bool(outcome and outcome[0])
+
+
+def wandb_mode() -> str:
+    """``WANDB_MODE`` when set; else ``online`` with an API key and the server reachable, else
+    ``offline`` (the run is kept under ``<run>/wandb/``; ``wandb sync`` uploads it later)."""
+    if os.environ.get("WANDB_MODE"):
+        return os.environ["WANDB_MODE"]
+    if _has_wandb_key() and _reachable(_wandb_host()):
+        return "online"
+    return "offline"
+
+
+class WandbLog:
+    """The series of :class:`TensorBoardLog`, and the run's config, as a Weights & Biases run.
+
+    The run is named ``<experiment>/<method>/seed-<k>`` and grouped by experiment, in the
+    project ``$WANDB_PROJECT`` (default ``sao-online``). It goes online when an API key is set
+    up and the server answers, offline otherwise (:func:`wandb_mode`); its files live under
+    ``<run_dir>/wandb/``. A resumed run continues the same W&B run (the id is kept in
+    ``<run_dir>/wandb_run_id``); steps an earlier session logged past the checkpoint are not
+    logged again.
+
+    Args:
+        run_dir: the run directory.
+        config: the run's resolved config (its ``config.yaml``).
+
+    Raises:
+        ImportError: naming the package to install when ``wandb`` is missing.
+    """
+
+    def __init__(self, run_dir: str | Path, config: dict[str, Any]) -> None:
+        try:
+            import wandb
+        except ImportError as error:
+            raise ImportError(
+                "logging.wandb: needs the wandb package; pip install 'sao-online[wandb]' "
+                "(or pip install wandb)"
+            ) from error
+        run_dir = Path(run_dir)
+        id_file = run_dir / WANDB_ID_FILE
+        run_id = id_file.read_text().strip() if id_file.exists() else secrets.token_hex(6)
+        write_text_atomically(id_file, run_id)
+        self.mode = wandb_mode()
+        self.run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", WANDB_DEFAULT_PROJECT),
+            name=f"{config.get('experiment')}/{config.get('method')}/seed-{config.get('seed')}",
+            group=str(config.get("experiment")),
+            job_type=str(config.get("method")),
+            config=config,
+            dir=str(run_dir),
+            id=run_id,
+            resume="allow",
+            mode=self.mode,
+            settings=wandb.Settings(silent=True, console="off"),
+        )
+        self.last_step = int(getattr(self.run, "step", 0)) - 1  # a resumed run's last step
+        where = "" if self.mode != "offline" else f" (offline, `wandb sync {run_dir / 'wandb'}`)"
+        print(f"wandb: run {self.run.name} in project {self.run.project}{where}", file=sys.stderr)
+
+    def log_update(
+        self, metrics: dict[str, Any], trajectories: Iterable[Trajectory], step: int
+    ) -> None:
+        """Log the update's series (:func:`update_scalars`) at ``step``."""
+        if step <= self.last_step:  # W&B keeps steps increasing
+            return
+        self.run.log(update_scalars(metrics, list(trajectories)), step=step)
+        self.last_step = step
+
+    def close(self) -> None:
+        self.run.finish()

@@ -18,9 +18,13 @@ RUN_TOGETHER = {
     # bombs and wall-clock limits should not meet each other's bursts.
     "environments/sandbox/test_sandbox_backends.py": "sandbox",
     "environments/sandbox/test_sandbox_containment.py": "sandbox",
+    "environments/sandbox/test_sandbox_isolation.py": "sandbox",
     "environments/test_code_shift.py": "sandbox",
     "environments/test_env_contract.py": "sandbox",
     "test_bench_sandbox.py": "sandbox",
+    # One worker each, so each module builds its reference run once.
+    "test_compare_signals.py": "compare_signals",
+    "test_disk_full.py": "disk_full",
 }
 
 
@@ -30,8 +34,12 @@ RUN_TOGETHER = {
 #: by their number of tests): the sandbox group (about two minutes serially on one core of a
 #: busy machine, about 45 s on a worker of a quiet ``make test``), then SmolLM2's (about 45 s).
 START_FIRST = [
+    "test_compare_signals.py",
     "test_smollm2.py",
     "test_user_task_cli.py",
+    "test_wheel_install.py",  # builds a wheel, a venv, and runs the installed command line
+    "test_quiet_output.py",
+    "test_compare_summary.py",
     "runtime/test_bench_async.py",
     "test_api.py",
     "runtime/test_async_backends.py",
@@ -41,6 +49,7 @@ START_FIRST = [
     # 5-10 s each under `make test` (CLI processes, a killed run resumed, forkserver children,
     # full reports): handed out late, one of them ended a run 9 s after the other worker.
     "test_run_integrity.py",
+    "runtime/test_env_failures.py",
     "runtime/test_sync_runtime.py",
     "runtime/test_processes.py",
     "analysis/test_analysis_report.py",

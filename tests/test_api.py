@@ -99,7 +99,12 @@ def test_as_config_takes_a_path_a_dict_or_a_config_and_applies_overrides(tmp_pat
     from_object = as_config(
         ExperimentConfig(), ["budget.episodes=64", "experiment=x", "algorithm.name=grpo"]
     )
-    assert from_path == from_dict == from_object
+    assert from_path == from_dict
+    # A config object has every field set, the paper's KL 0 included: the tiny model's preset
+    # (sao_online.model_presets) fills in only what a YAML file or dict leaves out.
+    assert (from_dict.regularizers.kl_coef, from_object.regularizers.kl_coef) == (0.6, 0.0)
+    from_object.regularizers.kl_coef = 0.6
+    assert from_object == from_dict
     assert from_path.algorithm.name == "grpo" and from_path.budget.episodes == 64
     with pytest.raises(ConfigError, match=r"budget.episodes: must be in \[1, "):
         as_config(ExperimentConfig(), ["budget.episodes=0"])

@@ -36,11 +36,15 @@ def one_line_error(capsys, argv: list[str]) -> str:
         ("seed: -1\n", "seed: must be in [0, 4.29497e+09], got -1"),
         ("seed: 123456789012345678901234567890\n", "seed: must be in [0, 4.29497e+09], got 1234"),
         ("experiment: ../escaped_exp\n", "experiment: '../escaped_exp' cannot name a folder"),
+        # The second `model` would silently replace the first (warm_start: false dropped).
+        ("model: {warm_start: true}\n", "c.yaml: line 3: duplicate key 'model' (first given at"),
     ],
 )
 def test_config_mistakes(capsys, tmp_path, text, expected):
     config = tmp_path / "c.yaml"
-    config.write_text(TINY + text if text.startswith(("env", "optim", "seed", "exp")) else text)
+    config.write_text(
+        TINY + text if text.startswith(("env", "optim", "seed", "exp", "model")) else text
+    )
     line = one_line_error(capsys, ["run", str(config), "--out", str(tmp_path / "run")])
     assert line.startswith("sao-online run: error: ") and expected in line, line
     assert not (tmp_path / "run").exists()

@@ -2,35 +2,112 @@
 
 from __future__ import annotations
 
-import dataclasses
+import math
 import time
+import types
 import typing
+import warnings
 
+import annotated_types
 import pytest
+from pydantic import BaseModel
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
-from sao_online.config_ranges import LIST_RANGES, RANGES
 from sao_online.runlog import RunDirError, run_directory
 from sao_online.runtime.launch import run_experiment
 from sao_online.runtime.machine_fit import check_machine_fit
 
+LOW, HIGH = (annotated_types.Ge, annotated_types.Gt), (annotated_types.Le, annotated_types.Lt)
 
-def numeric_fields(cls=ExperimentConfig, prefix=""):
-    hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
-        kind = hints[field.name]
-        if dataclasses.is_dataclass(kind):
-            yield from numeric_fields(kind, f"{prefix}{field.name}.")
-        elif {int, float} & set(typing.get_args(kind) or (kind,)) - {bool}:
-            yield f"{prefix}{field.name}"
+
+def _constraints(annotation):
+    """(base type, constraints) of a possibly Annotated type."""
+    found = []
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation, *extras = typing.get_args(annotation)
+        for extra in extras:
+            found.extend(getattr(extra, "metadata", None) or [extra])
+    return annotation, found
+
+
+def numeric_slots(model=ExperimentConfig, prefix=""):
+    """(path, int or float, constraints) of every number a config holds: fields, the members of
+    ``X | None`` and unions, list items (``path[*]``) and mapping values (``path[*]``)."""
+    for name, spec in model.model_fields.items():
+        path = prefix + name
+        if isinstance(spec.annotation, type) and issubclass(spec.annotation, BaseModel):
+            yield from numeric_slots(spec.annotation, path + ".")
+            continue
+        base, outer = _constraints(spec.annotation)
+        union = typing.get_origin(base) in (typing.Union, types.UnionType)
+        for member in typing.get_args(base) if union else (base,):
+            kind, inner = _constraints(member)
+            if typing.get_origin(kind) in (list, dict):
+                kind, inner = _constraints(typing.get_args(kind)[-1])
+                if kind in (int, float):
+                    yield f"{path}[*]", kind, inner
+            elif kind in (int, float):
+                yield path, kind, [*spec.metadata, *outer, *inner]
 
 
 def test_every_numeric_field_has_a_range():
-    fields = set(numeric_fields())
-    assert "optim.max_grad_norm" in fields and "seed" in fields
-    assert fields - set(RANGES) == set()
-    assert set(RANGES) - fields == set()  # no stale entries
-    assert set(LIST_RANGES) == {"optim.betas"}  # the one list of numbers
+    slots = {path: constraints for path, _, constraints in numeric_slots()}
+    assert {"optim.max_grad_norm", "seed", "runtime.torch_threads", "optim.betas[*]"} <= set(slots)
+    assert all(any(isinstance(c, LOW) for c in found) for found in slots.values())
+    unbounded = {p for p, found in slots.items() if not any(isinstance(c, HIGH) for c in found)}
+    # Infinity means "no upper band"; a Ray resource is whatever amount a cluster declares.
+    assert unbounded == {"algorithm.dis_eps_high", "runtime.ray_worker_resources[*]"}
+
+
+def scalar_numbers():
+    return [(path, kind, found) for path, kind, found in numeric_slots() if "[" not in path]
+
+
+# What the largest value of these needs from other fields (a group divides the batch; the
+# staleness bound is lowered to the updates the budget allows).
+COMPANIONS = {
+    "algorithm.group_size": ["rollout.batch_size=4096"],
+    "runtime.max_staleness": ["rollout.batch_size=1", "budget.episodes=1000000000"],
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "found"), [pytest.param(*slot, id=slot[0]) for slot in scalar_numbers()]
+)
+def test_each_range_is_enforced_at_both_ends(path, kind, found):
+    low = next(c for c in found if isinstance(c, LOW))
+    high = next((c for c in found if isinstance(c, HIGH)), None)
+    ends = [(low, getattr(low, "ge", None), getattr(low, "gt", None), -1)]
+    if high is not None:
+        ends.append((high, getattr(high, "le", None), getattr(high, "lt", None), 1))
+    for _, closed, opened, direction in ends:
+        edge = closed if closed is not None else opened
+        step = 1 if kind is int else max(abs(edge), 1) * 1e-6
+        outside = edge if closed is None else edge + direction * step
+        with pytest.raises(ConfigError) as caught:
+            load_config(None, [f"{path}={outside!r}"])
+        assert str(caught.value).startswith(f"{path}: "), str(caught.value)
+        assert f"{float(edge):g}" in str(caught.value)
+        if closed is not None:  # the bound itself is allowed
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConfigWarning)
+                loaded = load_config(None, [f"{path}={closed!r}", *COMPANIONS.get(path, [])])
+            section, _, name = path.rpartition(".")
+            holder = getattr(loaded, section) if section else loaded
+            assert getattr(holder, name) == closed
+
+
+@pytest.mark.parametrize(
+    "path", [p for p, kind, _ in scalar_numbers() if kind is float], ids=lambda v: v
+)
+def test_numbers_are_finite_unless_infinity_means_no_bound(path):
+    with pytest.raises(ConfigError, match=rf"^{path}: must be a number in .*, got nan$"):
+        load_config(None, [f"{path}=.nan"])
+    if path == "algorithm.dis_eps_high":
+        assert math.isinf(load_config(None, [f"{path}=.inf"]).algorithm.dis_eps_high)
+    else:
+        with pytest.raises(ConfigError, match=rf"^{path}: must be finite, in "):
+            load_config(None, [f"{path}=.inf"])
 
 
 @pytest.mark.parametrize(
@@ -131,6 +208,31 @@ def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
         load_config(None, ["env.kwargs={a: &x [1, 2], b: *x}"])
 
 
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
+    """YAML keeps the last of two equal keys: the first would be dropped without a word."""
+    from sao_online.drift_schedules import ScheduleError, load_schedule
+
+    config = tmp_path / "twice.yaml"
+    config.write_text("model:\n  warm_start: false\n  num_layers: 1\n  warm_start: true\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"twice.yaml: line 4: duplicate key 'warm_start' \(first given at line 2\)",
+    ):
+        load_config(config)
+    config.write_text("seed: 1\nmodel: {num_layers: 1}\nseed: 2\n")
+    with pytest.raises(ConfigError, match=r"line 3: duplicate key 'seed' \(first given at line 1"):
+        load_config(config)
+    with pytest.raises(ConfigError, match="duplicate key 'a'"):
+        load_config(None, ["env.kwargs={a: 1, a: 2}"])
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text(
+        "parameters:\n  preferred: {kind: stationary, value: cute}\n"
+        "  preferred: {kind: stationary, value: classical}\n"
+    )
+    with pytest.raises(ScheduleError, match=r"line 3: duplicate key 'preferred'"):
+        load_schedule(schedule)
+
+
 def test_error_messages_quote_only_a_short_prefix_of_a_value(tmp_path):
     huge = "y" * 1_000_000
     for override in (
@@ -180,7 +282,7 @@ def test_schedule_files_get_the_same_bounds(tmp_path):
 def test_the_json_schema_carries_the_ranges(data):
     import jsonschema
 
-    from sao_online.config_schema import config_json_schema
+    from sao_online.config.schema import config_json_schema
 
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, config_json_schema())

@@ -11,7 +11,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from sao_online.commands.bench_rollout import run_rollout_benchmark
 from sao_online.models import ChatLayout, build_tiny_policy, token_logprobs
-from sao_online.rollout import TRUNCATED_BY_KEY, EpisodeRequest, RolloutEngine
+from sao_online.rollout import TRUNCATED_BY_KEY, EnvError, EpisodeRequest, RolloutEngine
 
 # Actions end at the end-of-turn token or at any byte divisible by 7, so greedy actions of a
 # random model still end at varied lengths.
@@ -535,7 +535,11 @@ def test_env_errors_raised_in_the_pool_reach_the_caller():
         on_action_cap="submit",
         env_workers=2,
     )
-    with pytest.raises(RuntimeError, match="simulator crashed"):
+    with pytest.raises(
+        EnvError,
+        match=r"env BrokenEnv \(test_rollout.py\): step 1 of the episode with seed 0 raised "
+        r"RuntimeError: simulator crashed \(at test_rollout.py:\d+\)",
+    ):
         list(engine.run(_source([EpisodeRequest(BrokenEnv(turns=2), seed=0)])))
     engine.close()
 

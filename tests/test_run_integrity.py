@@ -321,3 +321,75 @@ def test_a_lock_file_that_is_a_link_is_never_followed(tmp_path):
     with pytest.raises(RunLockError, match=r"\.lock: cannot open the run's lock file"):
         RunLog.create(run, {"a": 1})
     assert target.read_text() == "keep me"
+
+
+def test_the_repair_advice_for_a_damaged_part_of_a_finished_run_is_true(tmp_path, capsys):
+    """A finished run once kept only checkpoints of its last version, both covering every part,
+    while ``report`` advised ``--resume`` for any damaged part: only ``--overwrite`` was left.
+    Now it keeps one of an earlier version, and the advice says what works for each part."""
+    from sao_online.cli import main
+    from sao_online.config import load_config
+    from sao_online.runtime.launch import run_experiment
+
+    config = load_config(
+        None,
+        [
+            "model.warm_start=false",
+            "model.num_layers=1",
+            "model.hidden_size=32",
+            "rollout.max_turns=1",
+            "rollout.max_action_tokens=8",
+            "rollout.max_episode_tokens=96",
+            "rollout.batch_size=8",
+            "runtime.backend=sync",
+            "budget.episodes=48",  # 6 updates: checkpoints at 2, 4, 6 and the final one at 6
+            "logging.checkpoint_every=2",
+            "logging.flush_every=8",
+        ],
+    )
+    run = tmp_path / "runs" / "exp" / "sao" / "seed-0"
+    run_experiment(config, out=run)
+    times = ["wall_time", "charts/learner_seconds", "env_seconds"]
+
+    def tables() -> list[pd.DataFrame]:
+        return [
+            load_runs(run, table).drop(columns=times, errors="ignore")
+            for table in ("episodes", "updates")
+        ]
+
+    before = tables()
+    assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == [
+        "step-000004",
+        "step-000006.1",
+    ]
+
+    def report_error() -> str:
+        assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "report")]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1
+        return lines[0]
+
+    # The last part (episodes 40-47) came after step-000004: --resume runs it again, exactly.
+    last = run / "episodes.parquet" / "part-00005.parquet"
+    last.write_bytes(last.read_bytes()[:100])
+    line = report_error()
+    assert f"{last}: damaged table part" in line
+    assert (
+        f"`sao-online run CONFIG --out {run} --resume` goes back to checkpoint step-000004" in line
+    )
+    run_experiment(config, out=run, resume=True)
+    for after, original in zip(tables(), before):
+        pd.testing.assert_frame_equal(after, original)
+    assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "report")]) == 0
+    capsys.readouterr()
+    # The first part is covered by every checkpoint: the advice says so, and --resume indeed
+    # cannot make it again.
+    first = run / "episodes.parquet" / "part-00000.parquet"
+    first.write_bytes(first.read_bytes()[:100])
+    line = report_error()
+    assert f"every checkpoint of {run} covers it, so its records cannot be made again" in line
+    assert (
+        "restore episodes.parquet/part-00000.parquet from a copy" in line and "--overwrite" in line
+    )
+    with pytest.raises(RunDirError, match="no checkpoint .* can be verified"):
+        run_experiment(config, out=run, resume=True)

@@ -49,13 +49,39 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path):
     assert RunLog(tmp_path / "run").load_checkpoint()["v"] == 3
 
 
-def test_a_second_checkpoint_at_the_same_version_never_replaces_the_first_in_place(tmp_path):
+def test_a_second_checkpoint_at_the_same_version_never_replaces_the_first_in_place(
+    tmp_path, monkeypatch
+):
+    from sao_online import runlog
+
     log = RunLog.create(tmp_path / "run", {})
+    log.save_checkpoint(2, {"v": "earlier"})
     log.save_checkpoint(3, {"v": "periodic"})
+    written = []
+    write = runlog.write_checkpoint
+    monkeypatch.setattr(
+        runlog,
+        "write_checkpoint",
+        lambda folder, *a: (written.append(folder.name), write(folder, *a)),
+    )
+    log.save_checkpoint(3, {"v": "final"})
+    assert written == [".step-000003.1.tmp"]  # a new name: `latest` may point at the old one
+    names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*"))
+    # The periodic one covered the same parts as the final one: the one before it is kept.
+    assert names == ["step-000002", "step-000003.1"]
+    assert RunLog(tmp_path / "run").load_checkpoint()["v"] == "final"
+
+
+def test_the_checkpoint_kept_beside_the_newest_is_of_an_earlier_version(tmp_path):
+    """A finished run used to keep only checkpoints of its final version, all covering every
+    part: a damaged part then had nothing to be run again from."""
+    log = RunLog.create(tmp_path / "run", {}, flush_every=2)
+    for version in range(1, 4):
+        log.log("episodes", [{"episode": 2 * version}, {"episode": 2 * version + 1}])
+        log.save_checkpoint(version, {"v": version})
     log.save_checkpoint(3, {"v": "final"})
     names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*"))
-    assert names == ["step-000003", "step-000003.1"]
-    assert RunLog(tmp_path / "run").load_checkpoint()["v"] == "final"
+    assert names == ["step-000002", "step-000003.1"]
 
 
 def test_resume_refuses_a_different_config_and_names_what_changed(tmp_path):

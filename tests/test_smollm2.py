@@ -61,7 +61,16 @@ def gguf_work():
 
 
 @pytest.fixture(scope="module")
-def smollm2(smollm2_installed, gguf_work):
+def private_cache(tmp_path_factory):
+    """An empty cache, so the module's first load converts the GGUF file (and the user's cache
+    is left alone)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SAO_ONLINE_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_installed, private_cache, gguf_work):
     return load_policy("smollm2-135m")
 
 
@@ -89,6 +98,36 @@ def test_gguf_loads_with_its_chat_template(smollm2, gguf_work):
         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
         "Face<|im_end|>\n<|im_start|>user\nWrite one line.<|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+@shares_the_loaded_model
+def test_a_second_load_reads_the_converted_copy_not_the_gguf_file(smollm2, gguf_work):
+    import gguf
+
+    model, tokenizer = smollm2
+    parsed = dict(gguf_work)
+    again, again_tokenizer = load_policy("smollm2-135m")
+    assert gguf_work == parsed  # the GGUF file was not read again
+    loaded, reloaded = model.state_dict(), again.state_dict()
+    assert loaded.keys() == reloaded.keys()
+    assert all(torch.equal(loaded[name], reloaded[name]) for name in loaded)
+    assert again_tokenizer.chat_template == tokenizer.chat_template
+    text = "Écris une ligne: <|im_end|> 42"
+    assert again_tokenizer(text).input_ids == tokenizer(text).input_ids
+    # The cached weights are the file's, dequantized: two tensors read straight from it (neither
+    # is permuted by the GGUF-to-Llama conversion).
+    source = resolve_model_source("smollm2-135m")
+    reader = gguf.GGUFReader(Path(source.location) / source.gguf_file)
+    tensors = {tensor.name: tensor for tensor in reader.tensors}
+    for gguf_name, name in (
+        ("token_embd.weight", "model.embed_tokens.weight"),
+        ("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"),
+    ):
+        tensor = tensors[gguf_name]
+        values = gguf.dequantize(tensor.data, tensor.tensor_type)
+        assert torch.equal(
+            torch.from_numpy(values.copy()).reshape(loaded[name].shape), loaded[name]
+        )
 
 
 @shares_the_loaded_model
@@ -192,3 +231,23 @@ def test_two_sao_updates_on_styleshift(smollm2, tmp_path, monkeypatch):
     assert all(torch.equal(model.state_dict()[name], kept[name]) for name in kept)
     episodes = RunLog(run).read("episodes")
     assert len(episodes) == 4 and (episodes["num_action_tokens"] > 0).all()
+
+
+@shares_the_loaded_model
+def test_bench_rollout_runs_the_real_model_from_its_converted_copy(smollm2, gguf_work):
+    from sao_online.commands.bench_rollout import run_rollout_benchmark
+
+    parsed = dict(gguf_work)
+    result = run_rollout_benchmark(model="smollm2-135m", batch_size=4, new_tokens=6, num_episodes=4)
+    assert gguf_work == parsed  # loaded from the cache the module's first load filled
+    assert result["workload"]["model"] == "smollm2-135m (pretrained)"
+    assert result["workload"]["parameters"] == sum(p.numel() for p in smollm2[0].parameters())
+    assert result["engine"]["tokens"] == result["engine_single_buffer"]["tokens"] > 0
+    assert result["generate"]["tokens"] > 0 and "engine_hf_forward" not in result
+    assert result["model_load"]["converted_before_first_load"] is True
+    assert result["model_load"]["second_load_seconds"] > 0
+    # 30 layers x 3 key/value heads x 64 dims x keys and values x 4 bytes per column.
+    roofline = result["roofline"]
+    assert roofline["engine"]["kv_bytes_read"] == result["engine"]["kv_columns_read"] * (
+        30 * 3 * 64 * 2 * 4
+    )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
+import wandb_records
 
 from sao_online.cli import main
 from sao_online.config import load_config
@@ -161,3 +163,117 @@ def test_a_transcript_splits_prompt_actions_observations_and_turn_rewards():
         "episode 7 | phase 1 (tool_name=calc) | reward +0.950 | behaviour calc/v1 | terminated"
     )
     assert "action 1: 'CALL calc(2*3)'  (reward -0.050)\n    env: RESULT 6" in text
+
+
+def tool_shift_config(**logging):
+    """ToolShift with a numeric drift parameter (the tool failure rate rising over the run)
+    and a rename at episode 16: the drift series have something to show."""
+    return load_config(
+        {
+            "experiment": "drifting",
+            "schedule": {
+                "parameters": {
+                    "tool_name": {"kind": "abrupt", "values": ["calc", "compute"], "at": [0, 16]},
+                    "failure": {"kind": "linear", "from": 0.0, "to": 0.4, "start": 0, "end": 32},
+                }
+            },
+            "env": {"id": "sao_online/ToolShift-v0"},
+            "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False},
+            "rollout": {
+                "batch_size": 8,
+                "num_slots": 8,
+                "max_turns": 2,
+                "max_action_tokens": 8,
+                "max_episode_tokens": 160,
+            },
+            "runtime": {"backend": "sync"},
+            "budget": {"episodes": 32},
+            "logging": {"checkpoint_every": 2, **logging},
+        }
+    )
+
+
+def batch_means_of_theta(run_dir, name):
+    episodes = RunLog(run_dir).read("episodes").sort_values("episode")
+    values = [json.loads(theta)[name] for theta in episodes["theta"]]
+    return [sum(values[k : k + 8]) / 8 for k in range(0, len(values), 8)]
+
+
+def test_tensorboard_shows_the_phase_and_each_numeric_drift_parameter(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_experiment(tool_shift_config(tensorboard=True), out=tmp_path / "run", threads=1)
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"drift/phase", "drift/failure"} <= tags, tags
+    assert not any(tag.startswith(("drift/tool_name", "drift/schema")) for tag in tags)  # text
+    # The rename at episode 16 is a step from 0 to 1 between the second and third update.
+    assert [(e.step, e.value) for e in events.Scalars("drift/phase")] == [
+        (1, 0.0),
+        (2, 0.0),
+        (3, 1.0),
+        (4, 1.0),
+    ]
+    # The failure rate is each update's mean over the 8 episodes it trained on.
+    assert [e.value for e in events.Scalars("drift/failure")] == pytest.approx(
+        batch_means_of_theta(tmp_path / "run", "failure"), abs=1e-6
+    )
+
+
+def wandb_or_skip():
+    try:
+        import wandb  # noqa: F401
+    except ImportError as error:
+        if os.environ.get("CI"):  # CI installs it (make venv): missing there is a failure
+            raise
+        pytest.skip(f"wandb not installed ({error}); pip install 'sao-online[wandb]'")
+
+
+def test_wandb_logs_the_tensorboard_series_and_the_config_offline(tmp_path, monkeypatch):
+    wandb_or_skip()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    # No key and no mode given: the run must go offline by itself, whatever the network.
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc key either
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "home" / "wandb"))
+    run_dir = tmp_path / "run"
+    run_experiment(tool_shift_config(tensorboard=True, wandb=True), out=run_dir, threads=1)
+
+    [offline] = list((run_dir / "wandb").glob("offline-run-*"))
+    run_id = (run_dir / "wandb_run_id").read_text().strip()
+    assert offline.name.endswith(run_id)
+    run_file = offline / f"run-{run_id}.wandb"
+    rows = wandb_records.history(run_file)
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert [row["_step"] for row in rows] == [1, 2, 3, 4]  # learner versions
+    for row in rows:
+        logged = {key: value for key, value in row.items() if not key.startswith("_")}
+        assert set(logged) == tags  # the same series as TensorBoard ...
+        for tag in ("drift/phase", "drift/failure", "episodes/reward", "losses/value"):
+            [event] = [e for e in events.Scalars(tag) if e.step == row["_step"]]
+            assert logged[tag] == pytest.approx(event.value, abs=1e-6)  # ... the same values
+    config = wandb_records.config(run_file)
+    saved = RunLog(run_dir).config()
+    assert config["experiment"] == "drifting" and config["method"] == "sao"
+    assert config["schedule"] == saved["schedule"] and config["rollout"] == saved["rollout"]
+
+
+def test_wandb_goes_offline_without_a_key_and_respects_wandb_mode(monkeypatch, tmp_path):
+    from sao_online import tracking
+
+    for name in ("WANDB_MODE", "WANDB_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert tracking.wandb_mode() == "offline"  # no key: no network attempt at all
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setattr(tracking, "_reachable", lambda host, **kw: False)
+    assert tracking.wandb_mode() == "offline"  # a key, but no server
+    monkeypatch.setattr(tracking, "_reachable", lambda host, **kw: True)
+    assert tracking.wandb_mode() == "online"
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert tracking.wandb_mode() == "disabled"

@@ -1,7 +1,10 @@
 """Sandboxes that run untrusted Python against unit tests: subprocess, bubblewrap, docker.
 
 ``make_sandbox("auto")`` picks the strongest backend this machine can run (docker, then
-bubblewrap, then subprocess); :func:`backend_problems` says why each other one cannot.
+bubblewrap, then subprocess); :func:`backend_problems` says why each other one cannot. When the
+one it picks cannot give every guarantee here (``Sandbox.missing_guarantees``: the subprocess
+backend without namespaces, or bubblewrap and subprocess not run as root), it says so with a
+:class:`SandboxWarning` naming what is missing.
 :func:`acquire_sandbox` / :func:`release_sandbox` share one sandbox per backend and limits
 within a process (the rollout engine keeps an env instance per episode in flight; they share
 one warm Docker container rather than start one each).
@@ -10,6 +13,7 @@ one warm Docker container rather than start one each).
 from __future__ import annotations
 
 import threading
+import warnings
 
 from sao_online.environments.sandbox.base import (
     RUN_STATUSES,
@@ -17,6 +21,7 @@ from sao_online.environments.sandbox.base import (
     Sandbox,
     SandboxResult,
     SandboxUnavailable,
+    SandboxWarning,
     TestCase,
     TestOutcome,
 )
@@ -51,8 +56,25 @@ def make_sandbox(backend: str = "auto", limits: Limits | None = None) -> Sandbox
     Raises:
         ValueError: an unknown backend name.
         SandboxUnavailable: the named backend cannot run here (the message says why).
+
+    Warns:
+        SandboxWarning: ``auto`` chose a backend that cannot give every guarantee here.
     """
-    return BACKENDS[resolve_backend(backend)](limits)
+    name = resolve_backend(backend)
+    sandbox = BACKENDS[name](limits)
+    missing = sandbox.missing_guarantees()
+    if backend == "auto" and missing:
+        problems = backend_problems()
+        why = "; ".join(f"{other}: {problems[other]}" for other in BACKENDS if problems[other])
+        warnings.warn(
+            SandboxWarning(
+                f"sandbox auto: using {name} ({why}), which here gives "
+                + ", ".join(missing)
+                + "; install bubblewrap or Docker, or run as root, for full containment"
+            ),
+            stacklevel=2,
+        )
+    return sandbox
 
 
 _shared: dict[tuple[str, Limits], list] = {}
@@ -85,7 +107,7 @@ def acquire_sandbox(backend: str = "auto", limits: Limits | None = None) -> Sand
     with _shared_lock:
         entry = _shared.get(key)
         if entry is None:
-            entry = _shared[key] = [make_sandbox(key[0], key[1]), 0]
+            entry = _shared[key] = [make_sandbox(backend, key[1]), 0]
         entry[1] += 1
         return entry[0]
 
@@ -112,6 +134,7 @@ __all__ = [
     "Sandbox",
     "SandboxResult",
     "SandboxUnavailable",
+    "SandboxWarning",
     "SubprocessSandbox",
     "TestCase",
     "TestOutcome",

@@ -94,6 +94,10 @@ class SandboxUnavailable(RuntimeError):
     """The requested backend cannot run on this machine (the message says what is missing)."""
 
 
+class SandboxWarning(UserWarning):
+    """``auto`` chose a backend that cannot give every guarantee here (the message says which)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of one program run.
@@ -182,7 +186,8 @@ class SandboxResult:
         status: one of :data:`RUN_STATUSES`.
         detail: the run-level reason in words (empty when ``ok``).
         outcomes: one per test, in order.
-        helper_calls: helper functions the program called (or tried to), name -> count.
+        helper_calls: functions of the ``helpers`` modules the program called, and names it
+            asked of them that they lack, name -> count (as the harness counted them).
         seconds: wall time of the run, sandbox start-up included.
         run_id: the run's tag, the last argument on its processes' command lines.
     """
@@ -226,6 +231,15 @@ class Sandbox:
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
 
+    def missing_guarantees(self) -> list[str]:
+        """What this sandbox cannot promise on this machine, in words (empty: nothing).
+
+        The guarantees: no network; no file of the host or of other runs readable; a fresh,
+        private, size-limited writable area per run that nothing of an earlier run is left in;
+        a user of its own, so the process limit and the clean-up cover exactly the run.
+        """
+        return []
+
     @staticmethod
     def run_uid() -> contextlib.AbstractContextManager[int]:
         """A uid no other run on this machine is using, for the length of one run."""
@@ -238,6 +252,7 @@ class Sandbox:
         tests: Sequence[TestCase],
         *,
         files: Mapping[str, str] | None = None,
+        helpers: Sequence[str] = (),
         limits: Limits | None = None,
     ) -> SandboxResult:
         """Run ``program`` and call ``function`` once per test.
@@ -247,6 +262,9 @@ class Sandbox:
             function: name of the function the tests call.
             tests: the tests, run in order in one process.
             files: extra files for the program's folder, name -> text (e.g. ``kit.py``).
+            helpers: modules among ``files`` (e.g. ``kit``) whose function calls the harness
+                counts into ``SandboxResult.helper_calls``: it imports them before the program
+                and wraps their public functions, so the count is what it saw called.
             limits: this run's limits; the sandbox's own when None.
 
         Returns:
@@ -259,6 +277,9 @@ class Sandbox:
         for name in extra:
             if "/" in name or name.startswith(".") or name == "solution.py":
                 raise ValueError(f"files: {name!r} is not a plain file name other than solution.py")
+        for helper in helpers:
+            if not helper.isidentifier() or f"{helper}.py" not in extra:
+                raise ValueError(f"helpers: {helper!r} is not a module among the files")
         limits = limits or self.limits
         nonce = secrets.token_hex(16)
         # On the harness's command line (the nonce must stay off it: the program can read its
@@ -268,6 +289,7 @@ class Sandbox:
             "nonce": nonce,
             "function": function,
             "files": {**extra, "solution.py": program},
+            "helpers": list(helpers),
             "tests": [list(test.args) for test in tests],
         }
         payload = json.dumps(request).encode()

@@ -4,14 +4,25 @@ Starting a container per episode costs far more than running the program, so eac
 :class:`DockerSandbox` keeps one long-lived container (``sleep infinity`` under Docker's init)
 and runs every program as a new ``docker exec`` inside it (the container's main process waits
 on a stdin only this process holds, so the container goes away with this process, even one
-killed with SIGKILL). The container has no network
-(``network_mode="none"``), a read-only root filesystem, size-limited tmpfs mounts for ``/work``
-and ``/tmp``, memory, CPU and PID limits, all capabilities dropped but the few the per-run
-wrapper needs to switch to the unprivileged user. The wrapper (a root shell inside the
-container) makes a fresh folder, runs the harness as an unprivileged uid of its own (one per
-concurrent run, so several threads may share a sandbox) under ``timeout`` and ``prlimit`` (CPU,
-address space, file size, processes), then kills whatever that uid left running and removes
-the folder.
+killed with SIGKILL). The container has no network (``network_mode="none"``), a read-only
+root filesystem, no ``/dev/shm`` (``ipc_mode="none"``), size-limited tmpfs mounts for
+``/work`` and ``/tmp`` that only root may write to, memory, CPU and PID limits, all
+capabilities dropped but the few the per-run wrapper needs to switch to the unprivileged user.
+
+Nothing of one run is there for the next. The wrapper (a root shell inside the container)
+makes the run a private work folder in ``/work`` and a private ``TMPDIR`` in ``/tmp`` (mode
+0700, owned by the run's uid; the only places it can write), runs the harness as an
+unprivileged uid of its own (one per concurrent run, so several threads may share a sandbox)
+under ``timeout`` and ``prlimit`` (CPU, address space, file size, processes), with its output
+in a root-only file the file-size limit bounds, then kills whatever that uid left running,
+removes the System V IPC objects it created or owns, and removes both folders. Runs that go
+on at the same time share the container's IPC and (loopback-only) network namespaces, so two
+programs running at once could reach each other through them; nothing outlives its run.
+
+Every call to the engine has a deadline: the SDK's HTTP calls its client timeout, and the
+exec's output stream (which the SDK would read with an unbounded ``poll``) is read here with
+``select`` against the run's wall limit plus a margin. A run that overstays it is reported as a
+timeout and the container is replaced before the next run, so a wedged exec cannot hold a uid.
 
 The container is removed on :meth:`DockerSandbox.close`, when the sandbox is garbage collected,
 at interpreter exit, and by Docker when this process dies, so nothing is left behind.
@@ -22,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import select
 import socket
 import threading
 import time
@@ -30,6 +42,7 @@ from typing import Any
 
 from sao_online.environments.sandbox.base import (
     HARNESS_SOURCE,
+    MAX_CONCURRENT_RUNS,
     MIB,
     Ending,
     Limits,
@@ -41,17 +54,37 @@ DEFAULT_IMAGE = "sao-online-python:bookworm"
 #: Label on every container this package starts (its value: the starting process's PID).
 CONTAINER_LABEL = "sao-online.sandbox"
 
+#: Seconds an exec may outlast the run's wall limit (killing, IPC and folder clean-up, a busy
+#: engine) before it is given up as wedged.
+EXEC_MARGIN_SECONDS = 10.0
+#: Seconds for each call of the engine's HTTP API.
+API_TIMEOUT_SECONDS = 30
+
 # $1 wall seconds, $2/$3 CPU soft/hard, $4 address space, $5 file size, $6 processes, $7 harness,
-# $8 the run's uid, $9 the run's id.
+# $8 the run's uid, $9 the run's id. The harness's stdout is a file in the root-only /output
+# (a filesystem of its own: a program that fills its folders still gets its results out),
+# bounded by the file-size limit like any file the program writes, and passed on once the run
+# is cleaned up.
 _WRAPPER = r"""
-d=$(mktemp -d /work/run.XXXXXX) || exit 125
-chown "$8:$8" "$d" && cd "$d" || exit 125
+umask 077
+chmod 0755 /work /tmp && { [ ! -d /dev/mqueue ] || chmod 0755 /dev/mqueue; } || exit 125
+d=$(mktemp -d /work/run.XXXXXX) && t=$(mktemp -d /tmp/run.XXXXXX) || exit 125
+o=$(mktemp /output/run.XXXXXX) || exit 125
+chown "$8:$8" "$d" "$t" && cd "$d" || exit 125
 drop="setpriv --reuid=$8 --regid=$8 --clear-groups --inh-caps=-all --bounding-set=-all"
-timeout -s KILL "$1" prlimit --cpu="$2:$3" --as="$4" --fsize="$5" --nproc="$6" \
-    --nofile=64 --core=0 $drop python3 -E -s -c "$7" "$9"
+TMPDIR="$t" timeout -s KILL "$1" prlimit --cpu="$2:$3" --as="$4" --fsize="$5" --nproc="$6" \
+    --nofile=64 --core=0 $drop python3 -E -s -c "$7" "$9" > "$o"
 status=$?
 $drop sh -c 'kill -9 -1' 2>/dev/null
-cd / && rm -rf "$d"
+uid=$8
+owned() {  # ids of the IPC objects in $1 whose owner (column $2) or creator ($3) is the run's
+    awk -v u="$uid" -v a="$2" -v b="$3" 'NR > 1 && ($a == u || $b == u) { print $2 }' "$1"
+}
+for id in $(owned /proc/sysvipc/shm 8 10); do $drop ipcrm -m "$id"; done
+for id in $(owned /proc/sysvipc/sem 5 7); do $drop ipcrm -s "$id"; done
+for id in $(owned /proc/sysvipc/msg 8 10); do $drop ipcrm -q "$id"; done
+cd / && rm -rf "$d" "$t"
+cat "$o"; rm -f "$o"
 exit $status
 """
 
@@ -68,14 +101,54 @@ def _remove_container(container_id: str) -> None:
         # Already gone (or being removed), or the engine stopped: nothing more to do.
         with contextlib.suppress(Exception):
             container.remove(force=True)
-        with contextlib.suppress(Exception):
-            lifeline.close()
+        _close_stream(lifeline)
 
 
 @atexit.register
 def _remove_all_containers() -> None:
     for container_id in list(_live_containers):
         _remove_container(container_id)
+
+
+def _close_stream(stream: Any) -> None:
+    """Close a hijacked connection of the SDK: its file object and the socket under it."""
+    for closeable in (stream, getattr(stream, "_sock", None)):
+        if closeable is not None:
+            with contextlib.suppress(Exception):
+                closeable.close()
+
+
+def read_exec_output(connection: Any, deadline: float, limit: int) -> tuple[bytes, bool]:
+    """The stdout of an exec from its multiplexed stream, read until the end or ``deadline``.
+
+    The SDK's own reader waits in ``poll`` without a timeout, so a stream the engine never
+    ends would block forever; this one waits in ``select`` for what is left of ``deadline``
+    (``time.monotonic``). Frames are 8-byte headers (stream id, 3 zero bytes, big-endian
+    length) followed by the payload; only stdout's (id 1) are kept, at most ``limit`` bytes.
+
+    Returns:
+        (stdout, whether the stream ended before the deadline).
+    """
+    pending = bytearray()
+    output = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return bytes(output), False
+        readable, _, _ = select.select([connection], [], [], left)
+        if not readable:
+            continue
+        chunk = connection.recv(1 << 16)
+        if not chunk:
+            return bytes(output), True
+        pending += chunk
+        while len(pending) >= 8:
+            size = int.from_bytes(pending[4:8], "big")
+            if len(pending) < 8 + size:
+                break
+            if pending[0] == 1 and len(output) < limit:
+                output += pending[8 : 8 + min(size, limit - len(output))]
+            del pending[: 8 + size]
 
 
 def docker_problem(image: str = DEFAULT_IMAGE) -> str:
@@ -127,10 +200,13 @@ class DockerSandbox(Sandbox):
 
         self.image = image
         self.cpus = float(cpus)
-        self._client = docker.from_env(timeout=60)
+        self._client = docker.from_env(timeout=API_TIMEOUT_SECONDS)
         self._container: Any = None
         self._finalizer: weakref.finalize | None = None
         self._lock = threading.Lock()
+        # Set when an exec overstayed its deadline: the container is replaced before the next
+        # run (removing it ends whatever the exec left running).
+        self._wedged = False
 
     @property
     def container_id(self) -> str | None:
@@ -141,13 +217,18 @@ class DockerSandbox(Sandbox):
         limits = self.limits
         api = self._client.api
         tmpfs_options = f"size={limits.disk_bytes},mode=1777"
-        memory = 2 * limits.memory_bytes + 2 * limits.disk_bytes + 64 * MIB
+        memory = 2 * limits.memory_bytes + 2 * limits.disk_bytes + 4 * limits.file_bytes + 64 * MIB
         host_config = api.create_host_config(
             auto_remove=True,
             init=True,
             network_mode="none",
+            ipc_mode="none",  # a private IPC namespace without /dev/shm
             read_only=True,
-            tmpfs={"/work": tmpfs_options, "/tmp": tmpfs_options},
+            tmpfs={
+                "/work": tmpfs_options,
+                "/tmp": tmpfs_options,
+                "/output": f"size={MAX_CONCURRENT_RUNS * limits.file_bytes},mode=0700",
+            },
             mem_limit=memory,
             memswap_limit=memory,
             nano_cpus=int(self.cpus * 1e9),
@@ -178,8 +259,9 @@ class DockerSandbox(Sandbox):
 
     def _ensure_container(self, restart: bool = False) -> Any:
         with self._lock:
-            if restart and self._container is not None:
-                self.close()
+            if (restart or self._wedged) and self._container is not None:
+                self._wedged = False
+                self._remove_container()
             if self._container is None:
                 self._container = self._start_container()
             return self._container
@@ -188,9 +270,9 @@ class DockerSandbox(Sandbox):
         self, payload: bytes, limits: Limits, uid: int, run_id: str
     ) -> tuple[bytes, Ending, float]:
         import docker
-        from docker.utils.socket import frames_iter
 
         started = time.monotonic()
+        deadline = started + limits.wall_seconds + EXEC_MARGIN_SECONDS
         api = self._client.api
         command = [
             "sh",
@@ -207,69 +289,69 @@ class DockerSandbox(Sandbox):
             str(uid),
             run_id,
         ]
-        try:
-            exec_id = api.exec_create(
-                self._ensure_container().id,
-                command,
-                stdin=True,
-                stdout=True,
-                stderr=False,
-                user="root",
+
+        def create(container: Any) -> str:
+            return api.exec_create(
+                container.id, command, stdin=True, stdout=True, stderr=False, user="root"
             )["Id"]
+
+        try:
+            exec_id = create(self._ensure_container())
         except docker.errors.APIError:
             # The warm container is gone (removed or stopped from outside): start a new one.
-            exec_id = api.exec_create(
-                self._ensure_container(restart=True).id,
-                command,
-                stdin=True,
-                stdout=True,
-                stderr=False,
-                user="root",
-            )["Id"]
+            exec_id = create(self._ensure_container(restart=True))
         stream = api.exec_start(exec_id, socket=True)
-        raw = getattr(stream, "_sock", stream)
-        raw.settimeout(limits.wall_seconds + 5.0)
-        output = bytearray()
-        enforced = ""
+        connection = getattr(stream, "_sock", stream)
         try:
-            raw.sendall(payload)
-            raw.shutdown(socket.SHUT_WR)
-            for _, chunk in frames_iter(stream, tty=False):
-                output += chunk
-                if len(output) > limits.file_bytes:
-                    enforced = "output_limit"
-                    break
+            connection.settimeout(max(1.0, deadline - time.monotonic()))
+            connection.sendall(payload)
+            connection.shutdown(socket.SHUT_WR)
+            output, ended = read_exec_output(connection, deadline, limits.file_bytes + 1)
         except TimeoutError:
-            enforced = "timeout"
+            output, ended = b"", False
         except OSError as error:
             raise SandboxUnavailable(f"docker sandbox: exec stream broke: {error}") from error
         finally:
-            stream.close()
-        returncode = None
-        if not enforced:
-            returncode = self._exit_code(exec_id)
-            # `timeout -s KILL` ends the program with status 137 at the wall limit; before it,
-            # 137 is the CPU hard limit.
-            if returncode == 137 and time.monotonic() - started >= limits.wall_seconds:
-                enforced = "timeout"
-            elif returncode == 125:
-                raise SandboxUnavailable("docker sandbox: the wrapper could not make a work folder")
-        return bytes(output), Ending(returncode, enforced), time.monotonic() - started
+            _close_stream(stream)
+        if not ended:
+            # The stream outlived the wall limit and the margin: whatever the exec still runs
+            # goes with the container, replaced before the next run.
+            self._wedged = True
+            return output, Ending(None, "timeout"), time.monotonic() - started
+        returncode = self._exit_code(exec_id, started + limits.wall_seconds + EXEC_MARGIN_SECONDS)
+        enforced = ""
+        if len(output) >= limits.file_bytes:
+            enforced = "output_limit"
+        # `timeout -s KILL` ends the program with status 137 at the wall limit; before it,
+        # 137 is the CPU hard limit.
+        elif returncode == 137 and time.monotonic() - started >= limits.wall_seconds:
+            enforced = "timeout"
+        elif returncode == 125:
+            raise SandboxUnavailable("docker sandbox: the wrapper could not make a work folder")
+        return output, Ending(returncode, enforced), time.monotonic() - started
 
-    def _exit_code(self, exec_id: str) -> int | None:
+    def _exit_code(self, exec_id: str, deadline: float) -> int | None:
         # The stream closes a moment before the engine records the exit code.
-        for _ in range(200):
+        while True:
             state = self._client.api.exec_inspect(exec_id)
             if not state.get("Running") and state.get("ExitCode") is not None:
                 return int(state["ExitCode"])
+            if time.monotonic() >= deadline:
+                return None
             time.sleep(0.01)
-        return None
 
-    def close(self) -> None:
-        """Remove the container (a later run starts a new one)."""
+    def _remove_container(self) -> None:
         if getattr(self, "_container", None) is not None:
             _remove_container(self._container.id)
             self._container = None
         if getattr(self, "_finalizer", None) is not None:
             self._finalizer.detach()
             self._finalizer = None
+
+    def close(self) -> None:
+        """Remove the container and close the engine client (a later run starts anew)."""
+        self._remove_container()
+        client = getattr(self, "_client", None)
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()

@@ -1,15 +1,20 @@
 """The program every sandbox runs (``python3 -E -s -c <this source>``); standard library only.
 
 It reads one JSON request from stdin: ``nonce``, ``files`` (name -> text, written to the
-current folder; ``solution.py`` is the untrusted program), ``function`` and ``tests`` (a list
-of argument lists). It then loads the solution and calls the function once per test, printing
-one record per event as ``<nonce> <json>`` on the stdout it started with. The solution's own
-prints go nowhere. Records: ``syntax_error``, ``load_error``, ``missing_function``,
-``memory_limit``, ``file_limit`` (detail), ``test`` (index, value or error), ``done``; each
-carries ``helper_calls`` (what the helper module recorded, when there is one).
+current folder; ``solution.py`` is the untrusted program), ``helpers`` (modules among the files
+whose calls are counted), ``function`` and ``tests`` (a list of argument lists). It imports the
+helpers and wraps their public functions (and their module ``__getattr__``, which answers the
+names they lack) so that every call, or attempt at a missing name, is counted in this harness's
+own tally, never in a name the program could set. It then loads the solution and calls the
+function once per test, printing one record per event as ``<nonce> <json>`` on the stdout it
+started with. The solution's own prints go nowhere. Records: ``syntax_error``, ``load_error``,
+``missing_function``, ``memory_limit``, ``file_limit`` (detail), ``test`` (index, value or
+error), ``done``; each carries ``helper_calls`` (the tally so far).
 """
 
 import errno
+import functools
+import importlib
 import json
 import os
 import sys
@@ -39,15 +44,35 @@ def encode(value, depth=0):
     raise TypeError("returned a " + type(value).__name__ + ", not a plain value")
 
 
-def helper_calls():
-    calls = {}
-    for module in list(sys.modules.values()):
-        recorded = getattr(module, "_sao_calls", None) if module is not None else None
-        if isinstance(recorded, dict):
-            for name, count in recorded.items():
-                if isinstance(name, str) and type(count) is int:
-                    calls[name] = calls.get(name, 0) + count
-    return calls
+def watch(module, tally):
+    """Count every call of ``module``'s public functions, and every public name asked of it
+    that it lacks, in ``tally`` (name -> count)."""
+
+    def count(name):
+        tally[name] = tally.get(name, 0) + 1
+
+    def counted(name, function):
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            count(name)
+            return function(*args, **kwargs)
+
+        return call
+
+    namespace = vars(module)
+    for name, value in list(namespace.items()):
+        if not name.startswith("_") and isinstance(value, types.FunctionType):
+            namespace[name] = counted(name, value)
+    answer_missing = namespace.get("__getattr__")
+
+    def missing(name):
+        if not name.startswith("_"):
+            count(name)
+        if answer_missing is not None:
+            return answer_missing(name)
+        raise AttributeError("module " + module.__name__ + " has no attribute " + name)
+
+    namespace["__getattr__"] = missing
 
 
 def main():
@@ -58,8 +83,10 @@ def main():
     for target in (0, 1, 2):
         os.dup2(sink, target)
 
+    tally = {}
+
     def emit(record):
-        record["helper_calls"] = helper_calls()
+        record["helper_calls"] = dict(tally)
         try:
             results.write(nonce + " " + json.dumps(record) + "\n")
             results.flush()
@@ -70,6 +97,12 @@ def main():
         with open(name, "w") as handle:
             handle.write(text)
     sys.path.insert(0, os.getcwd())
+    for name in request.get("helpers", []):
+        try:
+            watch(importlib.import_module(name), tally)
+        except Exception as error:  # noqa: BLE001  (a broken helper is the caller's fault)
+            emit({"event": "load_error", "detail": "helper " + name + ": " + describe(error)[1]})
+            return
     with open("solution.py") as handle:
         source = handle.read()
     try:

@@ -7,13 +7,18 @@ run at the wall timeout. Run as root, the program itself runs as the unprivilege
 (a uid of its own per concurrent run, see :meth:`Sandbox.run_uid`): root ignores the
 process-count limit and can read every file.
 
-- ``subprocess``: mount, network and PID namespaces with ``unshare`` where it works (as root, or
-  with unprivileged user namespaces): private size-limited tmpfs mounts over the world-writable
-  folders, no network, and every process it forks dies with the run. No filesystem view of its
-  own: files the sandbox user may read stay readable.
-- ``bubblewrap``: additionally a read-only view of ``/usr`` only (no ``/etc``, ``/home``,
-  ``/root``, ``/tmp`` of the host), a size-limited tmpfs as the work folder, and new network,
-  PID, IPC and UTS namespaces.
+- ``subprocess``: with ``unshare`` (as root, or with unprivileged user namespaces) the run gets
+  its own mount, network, PID, IPC and UTS namespaces and a private root filesystem built with
+  ``mount`` and ``pivot_root``: a size-limited tmpfs holding ``/usr`` (and the ``/bin``,
+  ``/lib``... links into it) read-only, ``/proc`` of its own PID namespace, ``/dev/null``,
+  ``zero``, ``random`` and ``urandom``, and its writable ``/tmp``, ``/dev/shm`` and work
+  folder. Nothing else of the host is visible: no ``/home``, ``/root``, ``/etc``,
+  ``/run``, run directories or other processes. Where namespaces cannot be made it runs as a
+  plain child process and says what is missing (:meth:`SubprocessSandbox.missing_guarantees`).
+- ``bubblewrap``: the same view made by ``bwrap`` (read-only ``/usr`` only, size-limited tmpfs
+  ``/tmp``, ``/dev/shm`` and work folder, new network, PID, IPC and UTS namespaces).
+
+Every run's writable places are new and empty when it starts and gone when it ends.
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ from sao_online.environments.sandbox.base import (
     Sandbox,
     SandboxUnavailable,
 )
+
+#: Seconds a killed run's first process may take to be gone (it cannot catch SIGKILL; only a
+#: wait inside the kernel, such as on a hung filesystem, holds it up).
+_REAP_SECONDS = 30.0
 
 
 def _running_as_root() -> bool:
@@ -75,11 +84,12 @@ def _drop_privileges_prefix(uid: int) -> list[str]:
 
 @cache
 def unshare_prefix() -> tuple[str, ...] | None:
-    """The ``unshare`` command that gives a run its own mount, network and PID namespaces, or
-    None where this machine does not allow it (not root and no unprivileged user namespaces)."""
+    """The ``unshare`` command that gives a run its own mount, network, PID, IPC and UTS
+    namespaces, or None where this machine does not allow it (not root and no unprivileged user
+    namespaces)."""
     if shutil.which("unshare") is None:
         return None
-    base = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child"]
+    base = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
     prefix = base if _running_as_root() else ["unshare", "--user", "--map-root-user", *base[1:]]
     try:
         probe = subprocess.run(
@@ -90,21 +100,58 @@ def unshare_prefix() -> tuple[str, ...] | None:
     return tuple(prefix) if probe.returncode == 0 else None
 
 
-#: Run inside the new namespaces (as root there): private size-limited tmpfs mounts over every
-#: world-writable folder, the work folder in the new /tmp, then the program. ``$1`` is the tmpfs
-#: size; a shell stays the namespace's first process because that process ignores signals it
-#: has no handler for (SIGXCPU included), and "; exit" keeps it from exec-ing the program.
-_PRIVATE_TMP_SCRIPT = (
-    "size=$1; shift; "
-    "for d in /tmp /var/tmp /dev/shm; do "
-    '[ -d "$d" ] && { mount -t tmpfs -o "size=$size,mode=1777" tmpfs "$d" || exit 125; }; done; '
-    "mkdir -m 1777 /tmp/work && cd /tmp/work || exit 125; "
-    '"$@"; exit $?'
-)
+#: Run inside the new namespaces (as root there): builds the run's root filesystem on a tmpfs
+#: mounted over the host folder the child starts in, moves into it with ``pivot_root`` and
+#: detaches the host's, then runs the program. ``$1`` is the tmpfs size, ``$2`` the uid that
+#: owns the work folder (empty: root of the user namespace), ``$3`` the ``/bin``-style links
+#: into ``/usr`` (targets such as ``usr/bin``), ``$4`` such folders that are real ones (bound
+#: read-only). A shell stays the namespace's first process because that process ignores
+#: signals it has no handler for (SIGXCPU included), and "; exit" keeps it from exec-ing the
+#: program. Each command is a process to start, so there are as few as can be.
+_PRIVATE_ROOT_SCRIPT = r"""
+size=$1; owner=$2; links=$3; folders=$4; shift 4
+mount -t tmpfs -o "size=$size,mode=0755" tmpfs . && cd "$PWD" || exit 125
+mkdir usr proc dev .host $folders && mkdir -m 1777 tmp dev/shm || exit 125
+if [ -n "$owner" ]; then install -d -o "$owner" -g "$owner" -m 0700 work; else mkdir work; fi
+[ $? = 0 ] && mount -o bind,ro /usr usr && mount -t proc proc proc || exit 125
+[ -z "$links" ] || ln -s $links . || exit 125
+for name in $folders; do mount -o bind,ro "/$name" "$name" || exit 125; done
+for node in null zero random urandom; do
+    : > "dev/$node" && mount --bind "/dev/$node" "dev/$node" || exit 125
+done
+PATH=/usr/sbin:/sbin:$PATH pivot_root . .host || exit 125
+umount -l /.host && rmdir /.host && cd /work || exit 125
+"$@"; exit $?
+"""
+
+
+@cache
+def _root_folders() -> tuple[str, str]:
+    """(links, folders) for ``_PRIVATE_ROOT_SCRIPT``: ``/bin``, ``/lib``... as in the host, links
+    into ``/usr`` (merged /usr: ``usr/bin usr/lib ...``) or real folders."""
+    links, folders = [], []
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink() and os.readlink(path) == f"usr/{name}":
+            links.append(f"usr/{name}")
+        elif path.is_dir() and not path.is_symlink():
+            folders.append(name)
+    return " ".join(links), " ".join(folders)
+
+
+def _child_process_missing_guarantees() -> list[str]:
+    if _running_as_root():
+        return []
+    return [
+        "no user of its own (the program runs as you: the process limit counts all your processes)"
+    ]
 
 
 class _ChildProcessSandbox(Sandbox):
     """Runs ``self._command(...)`` with rlimits, a wall timeout and a capped stdout file."""
+
+    def missing_guarantees(self) -> list[str]:
+        return _child_process_missing_guarantees()
 
     def __init__(self, limits: Limits | None = None, python: str | None = None) -> None:
         super().__init__(limits)
@@ -162,22 +209,31 @@ class _ChildProcessSandbox(Sandbox):
             # PID namespace, killing its first process kills the rest).
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            try:
+                process.wait(timeout=_REAP_SECONDS)
+            except subprocess.TimeoutExpired:  # stuck in the kernel (a hung filesystem, say)
+                raise SandboxUnavailable(
+                    f"sandbox: the program's process {process.pid} did not die within "
+                    f"{_REAP_SECONDS:g} s of SIGKILL"
+                ) from None
 
 
 class SubprocessSandbox(_ChildProcessSandbox):
-    """rlimits + wall timeout + private temp folders + (where possible) no network.
+    """rlimits + wall timeout + (where possible) namespaces and a private root filesystem.
 
     With namespaces (root, or unprivileged user namespaces) the run gets its own mount,
-    network and PID namespaces: size-limited tmpfs mounts over ``/tmp``, ``/var/tmp`` and
-    ``/dev/shm`` (its work folder is in the new ``/tmp``), no network, and every process it
-    forks dies with it. Without them it runs in a fresh host temp folder.
+    network, PID, IPC and UTS namespaces and sees only ``/usr`` (read-only), its own ``/proc``,
+    a few device nodes, and its own size-limited ``/tmp``, ``/dev/shm`` and work folder (see
+    the module docstring). Without them it runs in a fresh host temp folder and can read what
+    its user can, reach the network and leave files in the host's world-writable folders:
+    :meth:`missing_guarantees` lists what is missing, and ``auto`` says so when it falls back
+    to this backend.
 
     Args:
         limits: default limits of a run.
         python: interpreter that runs the harness (default: the system ``python3``).
-        require_network_isolation: raise :class:`SandboxUnavailable` when no network namespace
-            can be made (default: run without one).
+        require_network_isolation: raise :class:`SandboxUnavailable` when no namespaces can be
+            made (default: run without them).
     """
 
     name = "subprocess"
@@ -195,10 +251,26 @@ class SubprocessSandbox(_ChildProcessSandbox):
                 "subprocess sandbox: unshare cannot create a network "
                 "namespace here (needs root or user namespaces)"
             )
+        if self.namespaces is not None and not self.python.startswith("/usr/"):
+            raise SandboxUnavailable(
+                f"subprocess sandbox: {self.python} is outside /usr, which is all the sandbox sees"
+            )
 
     @property
     def network_isolated(self) -> bool:
         return self.namespaces is not None
+
+    def missing_guarantees(self) -> list[str]:
+        """What this sandbox cannot promise on this machine (empty: the same as bubblewrap)."""
+        missing = []
+        if self.namespaces is None:
+            missing += [
+                "no network isolation",
+                "no private filesystem view (the program reads what its user can, run "
+                "directories included)",
+                "no private /tmp, /var/tmp or /dev/shm (files may stay for later runs)",
+            ]
+        return missing + _child_process_missing_guarantees()
 
     def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
         command = [
@@ -216,9 +288,11 @@ class SubprocessSandbox(_ChildProcessSandbox):
             *self.namespaces,
             "/bin/sh",
             "-c",
-            _PRIVATE_TMP_SCRIPT,
+            _PRIVATE_ROOT_SCRIPT,
             "sh",
             str(limits.disk_bytes),
+            str(uid) if _running_as_root() else "",
+            *_root_folders(),
             *command,
         ]
 

@@ -55,14 +55,14 @@ def _measure(backend: str, runs: list, repeats: int) -> dict[str, Any]:
     try:
         program, function, tests, files = runs[0]
         started = time.perf_counter()
-        sandbox.run(program, function, tests, files=files)
+        sandbox.run(program, function, tests, files=files, helpers=["kit"])
         startup = time.perf_counter() - started
         durations, passed = [], 0
         begun = time.perf_counter()
         for _ in range(repeats):
             for program, function, tests, files in runs:
                 started = time.perf_counter()
-                result = sandbox.run(program, function, tests, files=files)
+                result = sandbox.run(program, function, tests, files=files, helpers=["kit"])
                 durations.append(time.perf_counter() - started)
                 passed += result.num_passed
         seconds = time.perf_counter() - begun

@@ -1,4 +1,10 @@
-"""``compare``: methods x seeds at matched budgets, in parallel processes, with one progress bar."""
+"""``compare``: methods x seeds at matched budgets, in parallel processes, with one progress bar.
+
+The runs are ``ChildProcesses`` (``sao_online.runtime.processes``): SIGINT or SIGTERM to
+``compare`` is passed on to every run (each stops after its current update and checkpoints on
+SIGINT, at once on SIGTERM), ``compare`` waits for them and exits with ``StopRequested``; a run
+never outlives ``compare``, even one killed with SIGKILL. ``--resume`` continues them exactly.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +19,15 @@ from tqdm import tqdm
 
 from sao_online.config import ConfigError, ExperimentConfig, load_config
 from sao_online.runlog import run_directory
+from sao_online.runtime.machine_fit import check_machine_fit
 from sao_online.runtime.main_guard import require_main_guard
-from sao_online.runtime.processes import adopt_environment, process_context, start_server_early
+from sao_online.runtime.processes import (
+    ChildProcesses,
+    adopt_environment,
+    process_context,
+    start_server_early,
+    stop_server,
+)
 
 
 def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
@@ -81,6 +94,8 @@ def compare(
     Raises:
         ConfigError: an unknown method, a bad seed count, or a run that failed (named).
         MissingMainGuardError: called at the top level of a script without a main guard.
+        StopRequested: SIGINT or SIGTERM came; every run was stopped (resume with
+            ``resume=True``).
     """
     require_main_guard("compare")
     overrides = list(overrides or [])
@@ -98,16 +113,18 @@ def compare(
     if not methods:
         raise ConfigError("--methods: no method given")
     base = load_config(config_source, overrides)
+    check_machine_fit(base)
     from sao_online.environments import check_env_id
 
     check_env_id(base.env.id)
-    from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
+    from sao_online.algorithms import SINGLE_ROLLOUT_METHODS
+    from sao_online.config.names import check_method_name
 
     for method in methods:
-        if method not in METHODS:
-            raise ConfigError(
-                f"--methods: unknown method {method!r}; choose from {', '.join(METHODS)}"
-            )
+        try:
+            check_method_name(method)
+        except ValueError as error:
+            raise ConfigError(f"--methods: {error}") from None
     # Every run is a child of the worker server: its imports overlap the warm start below.
     start_server_early()
     from sao_online.runtime.envs import warn_about_budget
@@ -145,39 +162,46 @@ def compare(
         disable=not progress,
         smoothing=0.05,
     )
+    children = ChildProcesses(context)
     pending, running, failures, reported = list(jobs), {}, [], set()
     try:
-        while pending or running:
-            while pending and len(running) < parallel:
-                job = pending.pop(0)
-                process = context.Process(
-                    target=_worker, args=(job, dict(os.environ), progress_queue, results)
-                )
-                process.start()
-                running[job["name"]] = process
-            with contextlib.suppress(queue.Empty):
-                bar.update(progress_queue.get(timeout=0.5))
-                while True:  # drain: the bar keeps up with every run
-                    bar.update(progress_queue.get_nowait())
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    status, name, payload = results.get_nowait()
-                    reported.add(name)
-                    if status == "error":
-                        failures.append(f"{name}: {payload}")
-            for name, process in list(running.items()):
-                if process.is_alive():
-                    continue
-                process.join()
-                del running[name]
-                if name not in reported and process.exitcode != 0:  # killed before it could report
-                    failures.append(f"{name}: run process exited with code {process.exitcode}")
+        with children.forwarding_stop_signals():
+            while running or (pending and children.stop_signal is None):
+                while pending and len(running) < parallel and children.stop_signal is None:
+                    job = pending.pop(0)
+                    running[job["name"]] = children.start(
+                        _worker, (job, dict(os.environ), progress_queue, results), name=job["name"]
+                    )
+                with contextlib.suppress(queue.Empty):
+                    bar.update(progress_queue.get(timeout=0.5))
+                    while True:  # drain: the bar keeps up with every run
+                        bar.update(progress_queue.get_nowait())
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        status, name, payload = results.get_nowait()
+                        reported.add(name)
+                        if status == "error":
+                            failures.append(f"{name}: {payload}")
+                for name, process in list(running.items()):
+                    if process.is_alive():
+                        continue
+                    process.join()
+                    del running[name]
+                    if name not in reported and process.exitcode != 0:  # killed before reporting
+                        failures.append(f"{name}: run process exited with code {process.exitcode}")
+                children.kill_if_overdue()
     finally:
-        for process in running.values():  # on Ctrl-C runs stop after their update, checkpointed
-            process.join(timeout=30)
-            if process.is_alive():
-                process.terminate()
         bar.close()
+    if not children.alive():
+        stop_server()  # the runs' server: nothing of this command outlives it
+    with contextlib.suppress(queue.Empty):  # what the last runs sent as they ended
+        while True:
+            status, name, payload = results.get(timeout=0.2)
+            if status == "error" and name not in reported:
+                failures.append(f"{name}: {payload}")
+            reported.add(name)
+    # After a stop signal, runs that stopped early "failed" on purpose: --resume continues them.
+    children.raise_if_stopped()
     if failures:
         raise ConfigError("compare: some runs failed:\n  " + "\n  ".join(failures))
     return out / base.experiment

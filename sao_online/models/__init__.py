@@ -1,6 +1,7 @@
 """Policies, tokenizer, critic and the model-side pieces of the rollout engine."""
 
 from sao_online.models.chat import ChatLayout
+from sao_online.models.converted import cache_root
 from sao_online.models.critic import ValueModel
 from sao_online.models.logprobs import TokenLogprobs, position_ids_from_mask, token_logprobs
 from sao_online.models.policy import TINY_POLICY_NAME, build_tiny_policy, load_policy
@@ -28,6 +29,7 @@ __all__ = [
     "ValueModel",
     "build_byte_tokenizer",
     "build_tiny_policy",
+    "cache_root",
     "load_policy",
     "position_ids_from_mask",
     "resolve_device",

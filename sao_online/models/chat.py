@@ -19,11 +19,13 @@ standing in for the last action.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from transformers import PreTrainedTokenizerBase
 
-OBSERVATION_ROLES = ("user", "tool")
+from sao_online.config import ObservationRole
+
+OBSERVATION_ROLES: tuple[str, ...] = get_args(ObservationRole)
 # Stands in for the last action's text so the template's rendering around it can be located.
 _ACTION_SENTINEL = "\u2063SAO-ACTION-SENTINEL\u2063"
 

@@ -4,9 +4,9 @@ The Hugging Face forward of a small model on CPU spends most of a decoding step 
 dozens of module calls per layer, each with hooks, keyword plumbing and output dataclasses,
 around ops that take microseconds. ``LeanLlamaForward`` computes the same function with plain
 tensor ops: per layer one fused q/k/v projection, one rotary embedding over queries and keys
-together, the cache write, ``slot_attention``, the output projection and one fused gate/up
-projection. Only the last position of each row reaches the output head (the engine needs
-nothing else).
+together, the cache write and attention (the cache's ``attend``), the output projection and one
+fused gate/up projection. Only the last position of each row reaches the output head (the
+engine needs nothing else).
 
 Weights are the Hugging Face model's own parameter tensors, read at every call, so in-place
 updates (``load_state_dict``, an optimiser step) are seen at once. The fused q/k/v and gate/up
@@ -25,7 +25,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sao_online.models.slot_cache import SlotKVCache, slot_attention
+from sao_online.models.banded_cache import BandedKVCache
+from sao_online.models.slot_cache import SlotKVCache
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2")
 
@@ -98,7 +99,7 @@ class _LeanLayer:
 
 
 class LeanLlamaForward:
-    """The cached forward of a Llama-family causal LM over a ``SlotKVCache``.
+    """The cached forward of a Llama-family causal LM over a slot cache.
 
     Args:
         model: a supported model (see ``lean_forward_support``).
@@ -108,8 +109,8 @@ class LeanLlamaForward:
 
     Example:
         >>> lean = LeanLlamaForward(model)
-        >>> cache.plan_write(rows, columns, kv_length)
-        >>> last_logits = lean(input_ids, columns, additive_mask, cache)   # [rows, vocab]
+        >>> cache.plan(slots, columns, lengths)              # a BandedKVCache
+        >>> last_logits = lean(input_ids, columns, cache)    # [rows, vocab]
     """
 
     def __init__(self, model: torch.nn.Module) -> None:
@@ -148,16 +149,15 @@ class LeanLlamaForward:
         self,
         input_ids: torch.Tensor,
         positions: torch.Tensor,
-        attention_mask: torch.Tensor,
-        cache: SlotKVCache,
+        cache: BandedKVCache | SlotKVCache,
     ) -> torch.Tensor:
         """Next-token logits after the last token of each row; writes the chunk to ``cache``.
 
         Args:
             input_ids: [k, W] tokens (rows left-padded to a common width).
             positions: [k, W] position (= cache column) of each token.
-            attention_mask: [k, 1, W, L] additive mask over the ``L`` columns attention reads.
-            cache: the slot cache, with the write already planned (``plan_write``).
+            cache: the slot cache, with this forward already planned (its ``attend`` writes a
+                layer's keys and values and returns the attention output with its mask).
 
         Returns:
             [k, V] logits of each row's last token.
@@ -179,9 +179,8 @@ class LeanLlamaForward:
             query_key = query_key * cos + torch.cat((-second, first), dim=-1) * sin
             queries = query_key[:, :, :query_heads].transpose(1, 2)
             keys = query_key[:, :, query_heads:].transpose(1, 2)
-            keys, values = cache.update(keys, values.transpose(1, 2), index)
-            attended, _ = slot_attention(
-                None, queries, keys, values, attention_mask, scaling=layer.scaling
+            attended = cache.attend(
+                index, queries, keys, values.transpose(1, 2), scaling=layer.scaling
             )
             hidden = hidden + F.linear(
                 attended.view(rows, width, query_heads * head_dim),

@@ -23,7 +23,13 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from sao_online.models.sources import ModelNotFoundError, hub_offline, resolve_model_source
+from sao_online.models.converted import converted_gguf
+from sao_online.models.sources import (
+    ModelNotFoundError,
+    ModelSource,
+    hub_offline,
+    resolve_model_source,
+)
 from sao_online.models.tokenizer import BYTE_VOCAB_SIZE, build_byte_tokenizer
 
 TINY_POLICY_NAME = "tiny"
@@ -120,7 +126,9 @@ def load_policy(
             directory (or a model already in the local Hugging Face cache) holding an
             ``AutoModelForCausalLM`` checkpoint and its tokenizer.
         gguf_file: file name of a GGUF checkpoint inside the directory ``name_or_path`` (needs
-            the ``gguf`` package); GGUF weights are dequantized to ``dtype``.
+            the ``gguf`` package). The first load dequantizes it to float32 into the cache
+            (``sao_online.models.converted``); every load, that one included, reads the cached
+            folder and casts it to ``dtype``.
         dtype: parameter dtype of the loaded model.
 
     Returns:
@@ -144,6 +152,24 @@ def load_policy(
     if str(name_or_path) == TINY_POLICY_NAME:
         return build_tiny_policy(dtype=_as_dtype(dtype))
     source = resolve_model_source(str(name_or_path), gguf_file)
+    if source.gguf_file is not None:
+        # Dequantized once into the cache, shared by every process and run that loads the file.
+        gguf_path = Path(source.location) / source.gguf_file
+        folder = converted_gguf(gguf_path, functools.partial(_dequantized_gguf, source))
+        source = ModelSource(str(folder))
+    tokenizer, model = _from_pretrained(source, _as_dtype(dtype))
+    if not tokenizer.chat_template:
+        raise ValueError(f"load_policy: the tokenizer of {name_or_path!r} has no chat template")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    return model, tokenizer
+
+
+def _from_pretrained(
+    source: ModelSource, dtype: torch.dtype
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """``(model, tokenizer)`` of a folder, a cached model id or a GGUF file, read offline."""
     location = source.location
     # local_files_only everywhere: a name that is neither a folder nor cached fails at once
     # instead of reaching for the hub.
@@ -151,9 +177,7 @@ def load_policy(
     try:
         with hub_offline(), _gguf_parsed_once():
             tokenizer = AutoTokenizer.from_pretrained(location, **options)
-            model = AutoModelForCausalLM.from_pretrained(
-                location, dtype=_as_dtype(dtype), **options
-            )
+            model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, **options)
     except OSError as error:
         if not Path(location).exists():
             raise ModelNotFoundError(
@@ -164,11 +188,22 @@ def load_policy(
         raise ValueError(f"load_policy: cannot load {location!r}: {error}") from error
     except ValueError as error:
         raise ValueError(f"load_policy: cannot load {location!r}: {error}") from error
-    if not tokenizer.chat_template:
-        raise ValueError(f"load_policy: the tokenizer of {location!r} has no chat template")
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model.eval()
+    return tokenizer, model
+
+
+def _dequantized_gguf(source: ModelSource) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A GGUF checkpoint as a plain float32 model (savable with ``save_pretrained``)."""
+    tokenizer, model = _from_pretrained(source, torch.float32)
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        # Transformers dequantized every tensor at load, but keeps its GGUF quantizer attached,
+        # which refuses to save; the model itself is a plain one.
+        if not all(parameter.is_floating_point() for parameter in model.parameters()):
+            raise ValueError(
+                f"load_policy: {source.gguf_file!r} was loaded with its weights still in GGUF "
+                "blocks (the `kernels` package is installed); uninstall it to load this model"
+            )
+        quantizer.remove_quantization_config(model)
     return model, tokenizer
 
 

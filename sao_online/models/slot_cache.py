@@ -43,12 +43,14 @@ class WritePlan:
         row_grid: [k, W] ``rows`` broadcast over the chunk (the index_put row index).
         columns: [k, W] cache column of each chunk token.
         kv_length: columns handed to attention; the full capacity when ``rows`` is None.
+        mask: [k, 1, W, kv_length] additive attention mask for ``attend`` (None: not given).
     """
 
     rows: torch.Tensor | None
     row_grid: torch.Tensor
     columns: torch.Tensor
     kv_length: int
+    mask: torch.Tensor | None = None
 
 
 class SlotCacheLayer(CacheLayerMixin):
@@ -144,6 +146,7 @@ class SlotKVCache(Cache):
         self.resizes = 0
         self._plan: WritePlan | None = None
         self._all_rows = torch.arange(num_slots)
+        self.columns_read = 0  # summed over layers and forwards: rows x columns attention read
 
     def reserve(self, needed_columns: int) -> int:
         """Makes the capacity fit ``needed_columns`` (grow, or shrink by more than a granule).
@@ -163,7 +166,13 @@ class SlotKVCache(Cache):
             self.capacity = target
         return self.capacity
 
-    def plan_write(self, rows: torch.Tensor | None, columns: torch.Tensor, kv_length: int) -> None:
+    def plan_write(
+        self,
+        rows: torch.Tensor | None,
+        columns: torch.Tensor,
+        kv_length: int,
+        mask: torch.Tensor | None = None,
+    ) -> None:
         """Declares where the next forward writes (call ``reserve`` first).
 
         Args:
@@ -171,6 +180,7 @@ class SlotKVCache(Cache):
             columns: [k, W] cache column of every token of the chunk (below the capacity).
             kv_length: leading columns attention reads: the capacity when ``rows`` is None,
                 otherwise at least max(columns) + 1.
+            mask: the additive attention mask ``attend`` applies, [k, 1, W, kv_length].
         """
         if rows is None:
             if self._all_rows.device != columns.device:
@@ -178,7 +188,7 @@ class SlotKVCache(Cache):
             row_grid = self._all_rows[:, None].expand_as(columns)
         else:
             row_grid = rows[:, None].expand_as(columns)
-        self._plan = WritePlan(rows, row_grid, columns, kv_length)
+        self._plan = WritePlan(rows, row_grid, columns, kv_length, mask)
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
         """Called by each attention layer: writes per the current plan (see ``plan_write``)."""
@@ -188,6 +198,37 @@ class SlotKVCache(Cache):
         if not layer.is_initialized:
             layer.allocate(self.capacity, key_states, value_states)
         return layer.write(key_states, value_states, self._plan)
+
+    def attend(
+        self,
+        layer_idx: int,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        scaling: float,
+    ) -> torch.Tensor:
+        """Writes the chunk's keys/values and returns ``slot_attention`` over what it reads
+        ([k, W, q_heads, D]), with the mask given to ``plan_write``."""
+        read_keys, read_values = self.update(keys, values, layer_idx)
+        self.columns_read += read_keys.shape[0] * read_keys.shape[2]
+        attended, _ = slot_attention(
+            None, queries, read_keys, read_values, self._plan.mask, scaling=scaling
+        )
+        return attended
+
+    def copy_rows(self, copy_of: dict[int, int], lengths: list[int]) -> None:
+        """Gives each target slot (target -> source) the source's cached columns ``[0, length)``."""
+        targets_of: dict[int, list[int]] = {}
+        for target, source in copy_of.items():
+            targets_of.setdefault(source, []).append(target)
+        for source, targets in targets_of.items():
+            length = lengths[source]
+            for layer in self.layers:
+                if not layer.is_initialized:
+                    continue
+                rows = torch.tensor(targets, device=layer.keys.device)
+                layer.keys[rows, :, :length] = layer.keys[source, :, :length]
+                layer.values[rows, :, :length] = layer.values[source, :, :length]
 
 
 def slot_attention(
@@ -218,6 +259,18 @@ def slot_attention(
     """
     if kwargs.get("softcap") is not None or kwargs.get("sliding_window") is not None:
         raise ValueError("slot_attention supports neither logit soft-capping nor sliding windows")
+    output = attention_heads_first(query, key, value, attention_mask, scaling)
+    return output.transpose(1, 2).contiguous(), None
+
+
+def attention_heads_first(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor,
+    scaling: float | None = None,
+) -> torch.Tensor:
+    """``slot_attention``'s arithmetic, returning [B, q_heads, W, D] (heads before positions)."""
     batch, query_heads, width, head_dim = query.shape
     kv_heads, length = key.shape[1], key.shape[2]
     group = query_heads // kv_heads
@@ -230,8 +283,7 @@ def slot_attention(
     # Softmax in float32 as Hugging Face's eager attention does, for half-precision models.
     probabilities = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
     probabilities = probabilities.view(batch, kv_heads, group * width, length)
-    output = torch.matmul(probabilities, value).view(batch, query_heads, width, head_dim)
-    return output.transpose(1, 2).contiguous(), None
+    return torch.matmul(probabilities, value).view(batch, query_heads, width, head_dim)
 
 
 AttentionInterface.register(SLOT_ATTENTION, slot_attention)

@@ -11,8 +11,10 @@ of ``step`` feeds every slot its pending tokens and returns the next-token logit
   as a left-padded chunk holding only those slots.
 
 For Llama-family models (``lean_forward_support``) both forwards run ``LeanLlamaForward``, a
-hand-written forward over the model's own weights; other architectures go through the Hugging
-Face forward with the slot cache passed as its ``Cache``.
+hand-written forward over the model's own weights, over a ``BandedKVCache``: slots of similar
+length share a band, and each band's attention reads only up to its own longest row instead of
+the longest row of all. Other architectures go through the Hugging Face forward with a
+``SlotKVCache`` passed as its ``Cache``.
 
 Column ``c`` of a slot's cache row holds its token at position ``c``; each query sees its own
 row's columns up to its own. With greedy decoding the logits equal those of a full forward over
@@ -27,6 +29,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
+from sao_online.models.banded_cache import RESORT_EVERY, BandedKVCache
 from sao_online.models.lean_llama import LeanLlamaForward, lean_forward_support
 from sao_online.models.slot_cache import SLOT_ATTENTION, SlotKVCache
 
@@ -51,10 +54,15 @@ class SlotDecoder:
             forward (same logits, a fraction of the Python overhead per step). None uses it
             when the architecture is supported (Llama, Qwen2) and ``fast_attention`` is on;
             True requires it; False always uses the Hugging Face forward.
+        banded_cache: keep the cache in bands of similar length, each read only up to its
+            longest row (``BandedKVCache``); needs the lean forward. None: whenever the lean
+            forward runs. False: one buffer read up to the longest row of all
+            (``SlotKVCache``). The logits are the same up to float rounding.
 
     Raises:
-        ValueError: the model cannot be served (attention implementation, layer types), or
-            ``lean_forward=True`` for an architecture it does not support.
+        ValueError: the model cannot be served (attention implementation, layer types),
+            ``lean_forward=True`` for an architecture it does not support, or
+            ``banded_cache=True`` without the lean forward.
 
     Example:
         >>> decoder = SlotDecoder(model, num_slots=2, pad_token_id=0, device="cpu")
@@ -71,6 +79,7 @@ class SlotDecoder:
         device: torch.device | str,
         fast_attention: bool = True,
         lean_forward: bool | None = None,
+        banded_cache: bool | None = None,
     ) -> None:
         config = text_config(model)
         check_servable(model, config)
@@ -81,6 +90,10 @@ class SlotDecoder:
             lean_forward = unsupported is None and fast_attention
         # The lean forward: None when the Hugging Face forward serves the model.
         self.lean = LeanLlamaForward(model) if lean_forward else None
+        if banded_cache and self.lean is None:
+            raise ValueError("SlotDecoder: banded_cache=True needs the lean forward")
+        self.banded = self.lean is not None if banded_cache is None else banded_cache
+        self.resort_every = RESORT_EVERY  # decoding steps between re-sorts of the bands
         self.model = model
         self.num_slots = num_slots
         self.pad_token_id = pad_token_id
@@ -99,7 +112,12 @@ class SlotDecoder:
 
     def reset(self) -> None:
         """Empties every slot (and drops the cache buffers)."""
-        self.cache = SlotKVCache(self.num_slots, self._num_layers)
+        if self.banded:
+            self.cache: BandedKVCache | SlotKVCache = BandedKVCache(
+                self.num_slots, self._num_layers, mask_dtype=self._mask_dtype
+            )
+        else:
+            self.cache = SlotKVCache(self.num_slots, self._num_layers)
         # Columns of each slot's cache row holding its sequence (= its next position).
         self.lengths: list[int] = [0] * self.num_slots
 
@@ -114,17 +132,9 @@ class SlotDecoder:
         Keys and values of the source's positions ``[0, length)`` are copied in every layer; the
         target then continues from the same length, as if it had been fed the same tokens.
         """
-        targets_of: dict[int, list[int]] = {}
+        self.cache.copy_rows(copy_of, self.lengths)
         for target, source in copy_of.items():
-            targets_of.setdefault(source, []).append(target)
-        for source, targets in targets_of.items():
-            length = self.lengths[source]
-            rows = torch.tensor(targets, device=self.device)
-            for layer in self.cache.layers:
-                layer.keys[rows, :, :length] = layer.keys[source, :, :length]
-                layer.values[rows, :, :length] = layer.values[source, :, :length]
-            for target in targets:
-                self.lengths[target] = length
+            self.lengths[target] = self.lengths[source]
 
     @torch.inference_mode()
     def step(self, pending: list[list[int]]) -> tuple[list[int], torch.Tensor]:
@@ -158,19 +168,19 @@ class SlotDecoder:
     def _forward_decode(self, decode_slots: list[int], pending: list[list[int]]) -> torch.Tensor:
         self.decode_forwards += 1
         lengths = self.lengths
+        if self.banded and self.decode_forwards % self.resort_every == 0:
+            self.cache.resort(lengths)
         if len(decode_slots) <= _SUBSET_DECODE_SHARE * self.num_slots:
             # Few slots decoding (e.g. the tail of a run): gather their cache rows instead of
             # running every slot through the model.
             columns = torch.tensor([[lengths[slot]] for slot in decode_slots], device=self.device)
             input_ids = torch.tensor([pending[slot] for slot in decode_slots], device=self.device)
-            rows = torch.tensor(decode_slots, device=self.device)
-            write_end = max(lengths[slot] for slot in decode_slots) + 1
-            logits = self._call_model(input_ids, columns, rows, write_end)
+            logits = self._call_model(input_ids, columns, decode_slots)
         else:
             feed = [tokens[0] if len(tokens) == 1 else self.pad_token_id for tokens in pending]
             columns = torch.tensor(lengths, device=self.device).unsqueeze(1)
             input_ids = torch.tensor(feed, device=self.device).unsqueeze(1)
-            logits = self._call_model(input_ids, columns, None, max(lengths) + 1)
+            logits = self._call_model(input_ids, columns, None)
             logits = logits[torch.tensor(decode_slots, device=self.device)]
         for slot in decode_slots:
             lengths[slot] += 1
@@ -195,41 +205,37 @@ class SlotDecoder:
             chunk_index >= offsets, chunk_index - offsets, count_tensor + chunk_index
         )
         columns = starts.unsqueeze(1) + relative
-        write_end = max(self.lengths[slot] for slot in prefill_slots) + width
-        logits = self._call_model(
-            torch.tensor(chunk, device=self.device),
-            columns,
-            torch.tensor(prefill_slots, device=self.device),
-            write_end,
-        )
+        logits = self._call_model(torch.tensor(chunk, device=self.device), columns, prefill_slots)
         for slot, count in zip(prefill_slots, counts):
             self.lengths[slot] += count
         return logits
 
     def _call_model(
-        self,
-        input_ids: torch.Tensor,
-        columns: torch.Tensor,
-        rows: torch.Tensor | None,
-        write_end: int,
+        self, input_ids: torch.Tensor, columns: torch.Tensor, slots: list[int] | None
     ) -> torch.Tensor:
         """One forward of a [rows, W] chunk whose token j of row i sits at cache column
         ``columns[i, j]`` (= its position); returns the logits of each row's last chunk token.
 
-        ``rows`` is None when the chunk covers every slot in order. ``write_end`` is one past
-        the highest column this call writes.
+        ``slots`` names the slot of each row; None when the chunk covers every slot in order.
         """
+        if self.banded:
+            self.cache.plan(
+                list(range(self.num_slots)) if slots is None else slots, columns, self.lengths
+            )
+            return self.lean(input_ids, columns, self.cache)
+        write_end = int(columns.max()) + 1
         # Every slot's current sequence must survive a shrink, not only the rows in this call.
         capacity = self.cache.reserve(max(max(self.lengths), write_end))
-        kv_length = capacity if rows is None else write_end
+        kv_length = capacity if slots is None else write_end
         if kv_length > self._column_index.numel():
             self._column_index = torch.arange(2 * kv_length, device=self.device)
         visible = self._column_index[:kv_length] <= columns.unsqueeze(-1)
         hidden = torch.finfo(self._mask_dtype).min
         mask = torch.where(visible, 0.0, hidden).to(self._mask_dtype).unsqueeze(1)
-        self.cache.plan_write(rows, columns, kv_length)
+        rows = None if slots is None else torch.tensor(slots, device=self.device)
+        self.cache.plan_write(rows, columns, kv_length, mask)
         if self.lean is not None:
-            return self.lean(input_ids, columns, mask, self.cache)
+            return self.lean(input_ids, columns, self.cache)
         arguments: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": mask,

@@ -24,10 +24,13 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import torch
 
-DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+from sao_online.config import ModelDtype
+
+DTYPE_CHOICES: tuple[str, ...] = get_args(ModelDtype)
 
 
 class ModelNotFoundError(ValueError):

@@ -25,11 +25,19 @@ Token layout, logprobs and caps:
   truncated an episode is recorded in ``trajectory.info[TRUNCATED_BY_KEY]``.
 - Every episode in flight needs its own env instance (the engine steps them independently).
 - Environment calls run in the decoding loop by default (``env_workers=0``): a slow
-  ``env.step`` stalls every slot. With ``env_workers > 0`` each ``env.reset`` / ``env.step`` is
-  handed to a thread pool and its slot waits while the others keep decoding; the result is
+  ``env.step`` stalls every slot. With ``env_workers > 0`` each ``env.reset`` / ``env.step`` runs
+  in a thread of its own and its slot waits while the others keep decoding; the result is
   applied at the next decoding step after it arrives. Episodes are the same as with the
   synchronous path, but with real latency they complete in a different order and share
   decoding batches differently (so a sampled run draws different tokens for the same seed).
+- Every environment call can have a deadline (``env_step_timeout``). A step past it ends its
+  episode, truncated by ``"step_timeout"`` with that behaviour label
+  (``on_env_step_timeout="end"``), or stops the run with an ``EnvError`` naming the env and
+  the step (``"stop"``, the default); a reset past it always stops the run. An environment
+  that raises, returns something other than ``(str, dict)`` from ``reset`` or
+  ``(str, number, bool, bool, dict)`` from ``step``, or a reward that is not finite, stops
+  the run with an ``EnvError`` (``sao_online.rollout.env_calls``) naming the env, the call
+  and the field.
 - Behavior logprobs are under ``softmax(logits / temperature)`` without top-p truncation (see
   ``sao_online.models.sampling``); the learner must evaluate with the same temperature.
 - Each action token is stamped with ``engine.policy_version`` read when it was sampled. The
@@ -50,7 +58,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -60,6 +68,7 @@ from sao_online.models.chat import ChatLayout
 from sao_online.models.sampling import sample_tokens, validate_sampling
 from sao_online.models.slot_decoder import SlotDecoder, text_config
 from sao_online.rollout.env_calls import EnvCalls
+from sao_online.rollout.env_results import STEP_TIMEOUT, checked_reset, checked_step, env_label
 from sao_online.rollout.episode import EpisodeRequest, EpisodeState, RolloutStats, prompt_info
 from sao_online.rollout.prompt_sharing import step_sharing_prompts
 from sao_online.types import Trajectory
@@ -99,6 +108,10 @@ class RolloutEngine:
             model's own forward, far less Python per step): None uses it where the
             architecture is supported (Llama, Qwen2) and ``fast_attention`` is on, True requires
             it, False keeps the Hugging Face forward.
+        banded_cache: keep the key/value cache in bands of similar length, each read only up
+            to its own longest row (see ``BandedKVCache``); None: whenever the lean forward
+            runs. The same tokens as one buffer read up to the longest row, up to float
+            rounding.
         env_workers: threads that run ``env.reset`` / ``env.step`` concurrently while the other
             slots keep decoding (worth it when environments are slow, e.g. ``LatencyWrapper``);
             0 calls them inline in the decoding loop (deterministic for a seed).
@@ -106,6 +119,11 @@ class RolloutEngine:
             members of a group), run it through the model once and copy its keys and values to
             the others. Tokens are drawn in the same order from the same logits, so episodes
             are those of separate prefills up to float rounding.
+        env_step_timeout: seconds an ``env.reset`` or ``env.step`` may take (None: no limit;
+            then inline calls run in the decoding thread itself).
+        on_env_step_timeout: ``"stop"`` raises ``EnvError`` for a step past the timeout;
+            ``"end"`` ends its episode (truncated, behaviour ``"step_timeout"``). A reset past
+            it always raises.
 
     Raises:
         ValueError: an argument is out of range, or the model cannot be served (attention
@@ -138,8 +156,11 @@ class RolloutEngine:
         stop_token_ids: list[int] | None = None,
         fast_attention: bool = True,
         lean_forward: bool | None = None,
+        banded_cache: bool | None = None,
         env_workers: int = 0,
         share_prompt_prefill: bool = True,
+        env_step_timeout: float | None = None,
+        on_env_step_timeout: str = "stop",
     ) -> None:
         validate_sampling(temperature, top_p)
         for name, value, lowest in (
@@ -151,9 +172,21 @@ class RolloutEngine:
         ):
             if not isinstance(value, int) or value < lowest:
                 raise ValueError(f"RolloutEngine: {name} must be an int >= {lowest}, got {value!r}")
-        if on_action_cap not in ("truncate", "submit"):
+        if env_step_timeout is not None and not (
+            isinstance(env_step_timeout, int | float) and 0 < env_step_timeout < float("inf")
+        ):
             raise ValueError(
-                "RolloutEngine: on_action_cap must be 'truncate' or 'submit', got "
+                "RolloutEngine: env_step_timeout must be a positive number of seconds or None, "
+                f"got {env_step_timeout!r}"
+            )
+        if on_env_step_timeout not in ("stop", "end"):
+            raise ValueError(
+                "RolloutEngine: on_env_step_timeout must be 'stop' or 'end', got "
+                f"{on_env_step_timeout!r}"
+            )
+        if on_action_cap not in get_args(ActionCapPolicy):
+            raise ValueError(
+                f"RolloutEngine: on_action_cap must be one of {get_args(ActionCapPolicy)}, got "
                 f"{on_action_cap!r}"
             )
         longest = getattr(text_config(model), "max_position_embeddings", None)
@@ -197,7 +230,8 @@ class RolloutEngine:
         self.generator.manual_seed(seed)
         self.env_workers = env_workers
         self.share_prompt_prefill = share_prompt_prefill
-        self._env = EnvCalls(env_workers)
+        self.on_env_step_timeout = on_env_step_timeout
+        self._env = EnvCalls(env_workers, timeout=env_step_timeout)
 
         try:
             self.decoder = SlotDecoder(
@@ -207,6 +241,7 @@ class RolloutEngine:
                 device=self.device,
                 fast_attention=fast_attention,
                 lean_forward=lean_forward,
+                banded_cache=banded_cache,
             )
         except ValueError as error:
             raise ValueError(f"RolloutEngine: {error}") from error
@@ -300,7 +335,8 @@ class RolloutEngine:
         self._pending[slot] = []
         self.decoder.restart(slot)
         reset = functools.partial(request.env.reset, seed=request.seed, options=request.options)
-        self._env.call(slot, reset, functools.partial(self._apply_reset, slot), finished)
+        what = f"{env_label(request.env)}: reset (seed {request.seed})"
+        self._env.call(slot, reset, functools.partial(self._apply_reset, slot), finished, what)
 
     def _apply_reset(
         self,
@@ -310,9 +346,9 @@ class RolloutEngine:
         finished: list[Trajectory],
     ) -> None:
         """Lays out the first observation as the prompt of the slot's new episode."""
-        observation, info = result
         episode = self._episodes[slot]
         env = episode.request.env
+        observation, info = checked_reset(result, f"{env_label(env)}: reset")
         self.stats.env_seconds += seconds
         spec = getattr(env, "spec", None)
         episode.env_id = (
@@ -389,9 +425,33 @@ class RolloutEngine:
         step = functools.partial(episode.request.env.step, action_text)
         # The slot waits for the answer; its last token is fed with the observation.
         self._pending[slot] = []
-        self._env.call(
-            slot, step, functools.partial(self._apply_step, slot, action_text, stop_token), finished
+        what = (
+            f"{env_label(episode.request.env)}: step {episode.turn + 1} of the episode with "
+            f"seed {episode.request.seed}"
         )
+        on_timeout = (
+            functools.partial(self._end_timed_out_step, slot)
+            if self.on_env_step_timeout == "end"
+            else None
+        )
+        self._env.call(
+            slot,
+            step,
+            functools.partial(self._apply_step, slot, action_text, stop_token),
+            finished,
+            what,
+            on_timeout,
+        )
+
+    def _end_timed_out_step(self, slot: int, seconds: float, finished: list[Trajectory]) -> None:
+        """Ends the episode whose env step ran past the timeout (its reward stays what the
+        earlier steps earned)."""
+        episode = self._episodes[slot]
+        episode.env_seconds += seconds
+        self.stats.env_seconds += seconds
+        episode.turn += 1
+        episode.last_info = {**episode.last_info, "behavior": STEP_TIMEOUT}
+        self._finish(slot, finished, truncated_by=STEP_TIMEOUT)
 
     def _apply_step(
         self,
@@ -404,7 +464,9 @@ class RolloutEngine:
     ) -> None:
         """Records the environment's answer to an action and lays out the next observation."""
         episode = self._episodes[slot]
-        observation, reward, terminated, truncated, info = result
+        observation, reward, terminated, truncated, info = checked_step(
+            result, f"{env_label(episode.request.env)}: step {episode.turn + 1}"
+        )
         episode.env_seconds += seconds
         self.stats.env_seconds += seconds
         episode.rewards[-1] += float(reward)

@@ -17,7 +17,8 @@ import torch
 from sao_online.types import Trajectory
 
 # Key of Trajectory.info naming what truncated an episode: "action_tokens", "turns",
-# "episode_tokens" or "env" (the environment's own truncation).
+# "episode_tokens", "env" (the environment's own truncation) or "step_timeout" (an env step ran
+# past the engine's env_step_timeout).
 TRUNCATED_BY_KEY = "rollout/truncated_by"
 
 

@@ -20,18 +20,24 @@ Roles:
   were ready, whatever the bound).
 - Faults: a worker that dies is restarted; the plans it held are logged as dropped episodes
   (``dropped=True``, reward NaN), released from the gate and issued again, so the run still
-  trains on its full budget. Ctrl-C stops the workers and saves a checkpoint that records the
-  admitted-but-untrained plans; a resumed run issues them again.
+  trains on its full budget. A worker that holds plans but sends nothing (not even its
+  heartbeat, ``("alive",)`` about every second while its loop turns) for
+  ``env.step_timeout + WORKER_SILENCE_GRACE_SECONDS`` is taken for hung and treated the same
+  way, with a ``HungWorkerWarning``. An environment that breaks the contract stops the run with
+  its ``EnvError`` (one line naming the env). Ctrl-C stops the workers and saves a checkpoint
+  that records the admitted-but-untrained plans; a resumed run issues them again.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any
 
+from sao_online.rollout import EnvError
 from sao_online.runtime.batch_selection import select_batch
 from sao_online.runtime.episode_rows import dropped_episode_record
 from sao_online.runtime.loop import RunInterrupted, TrainingLoop
@@ -45,6 +51,13 @@ POLL_SECONDS = 0.05
 _SEED_STRIDE_WORKER = 7919  # distinct sampling streams per worker incarnation
 _SEED_STRIDE_VERSION = 104729  # and per resumed session
 _CHECKPOINT_KEY = "async"
+WORKER_SILENCE_GRACE_SECONDS = 300.0
+"""How much longer than ``env.step_timeout`` a worker holding plans may send nothing (its start,
+loading the model included) before it is taken for hung and restarted."""
+
+
+class HungWorkerWarning(UserWarning):
+    """A rollout worker held episodes but sent nothing for too long; it was restarted."""
 
 
 @dataclass
@@ -91,6 +104,9 @@ class AsyncRuntime:
             {} for _ in range(self.num_workers)
         ]
         self.next_ticket = 0
+        # When each worker was last heard from (any message), or launched.
+        self.last_heard: dict[int, float] = {}
+        self.silence_limit = self.config.env.step_timeout + WORKER_SILENCE_GRACE_SECONDS
         self.incarnations = 0
         self.restarts = 0
         self.dropped = 0
@@ -110,6 +126,7 @@ class AsyncRuntime:
         )
         self.incarnations += 1
         self.pool.launch(index, seed)
+        self.last_heard[index] = monotonic()
 
     def _replace_dead_worker(self, index: int) -> None:
         """Drop the dead worker's plans (logged, released, issued again) and start another."""
@@ -164,11 +181,30 @@ class AsyncRuntime:
         messages, dead = self.pool.receive(timeout)
         # A worker's last results (or its error report) count even if it died after sending them.
         for index, message in messages:
+            self.last_heard[index] = monotonic()
             self._handle(index, message)
         for index in sorted(dead):
             self._replace_dead_worker(index)
+        now = monotonic()
+        for index in range(self.num_workers):
+            silent = now - self.last_heard.get(index, now)
+            if index not in dead and self.outstanding[index] and silent > self.silence_limit:
+                warnings.warn(
+                    HungWorkerWarning(
+                        f"rollout worker {index} held {len(self.outstanding[index])} episode(s) "
+                        f"but sent nothing for {silent:.0f} s (env.step_timeout + "
+                        f"{WORKER_SILENCE_GRACE_SECONDS:g} s); restarting it, its episodes "
+                        "are run again"
+                    ),
+                    stacklevel=2,
+                )
+                self._replace_dead_worker(index)
 
     def _handle(self, index: int, message: tuple) -> None:
+        if message[0] == "alive":
+            return
+        if message[0] == "env_error":
+            raise EnvError(message[1])
         if message[0] == "error":
             raise RuntimeError(f"rollout worker {index} failed:\n{message[1]}")
         _, ticket, trajectory = message

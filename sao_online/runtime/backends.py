@@ -5,18 +5,18 @@ Ray is imported only when the ``ray`` backend is chosen (it is an optional depen
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import torch
 
-from sao_online.config import ConfigError, ExperimentConfig
+from sao_online.config import Backend, ConfigError, ExperimentConfig
 from sao_online.runtime.async_runtime import run_async
 from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.pool import WorkerPool
 from sao_online.runtime.sync import run_sync
 
 #: Every value ``runtime.backend`` may take.
-BACKENDS = ("sync", "local", "ray")
+BACKENDS: tuple[str, ...] = get_args(Backend)
 
 
 def make_pool(config: ExperimentConfig, policy: torch.nn.Module, version: int) -> WorkerPool:

@@ -16,8 +16,9 @@ def build_engine(
     """A rollout engine with the config's sampling settings and caps (the one place they are read).
 
     With simulated env latency (``env.latency_mean > 0``) environments are stepped by a thread per
-    slot, so one slow step stalls only its own episode; without it they are stepped inline, which
-    keeps a run deterministic for its seed.
+    slot, so one slow step stalls only its own episode; without it they are stepped one at a
+    time, which keeps a run deterministic for its seed. Either way each call has the deadline
+    ``env.step_timeout`` (``env.on_step_timeout`` says what a step past it does).
     """
     rollout = config.rollout
     env_workers = num_slots if config.env.latency_mean > 0 else 0
@@ -36,4 +37,6 @@ def build_engine(
         system_prompt=config.model.system_prompt,
         observation_role=config.model.observation_role,
         lean_forward=rollout.lean_forward,
+        env_step_timeout=config.env.step_timeout,
+        on_env_step_timeout=config.env.on_step_timeout,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import sys
 import threading
@@ -16,7 +17,7 @@ from tqdm import tqdm
 
 from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
-from sao_online.runlog import RunLog, run_directory
+from sao_online.runlog import RunDirError, RunLog, read_config_file, run_directory
 from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import clock_horizon, warn_about_budget
@@ -114,6 +115,54 @@ def _stop_after_update_on_ctrl_c(loop: TrainingLoop) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@dataclasses.dataclass(frozen=True)
+class BudgetExtension:
+    """A finished (or stopped) run resumed with a larger ``budget.episodes``.
+
+    Attributes:
+        episodes_before: the budget the run was started with.
+        may_change: the resolved config's keys that the larger budget changes: the budget, the
+            change points and phase names inside it, and a staleness bound the smaller budget
+            had lowered.
+    """
+
+    episodes_before: int
+    may_change: tuple[str, ...]
+
+
+def budget_extension(path: Path, config: ExperimentConfig) -> BudgetExtension | None:
+    """What resuming the run in ``path`` with ``config`` extends, or None when the budget is the
+    run's own (or there is no run yet: ``RunLog.create`` says so).
+
+    Raises:
+        RunDirError: the budget would shrink, or the warm start depends on the budget
+            (``model.warm_start_regimes: schedule`` draws demonstrations from the phases inside
+            it, so a larger budget would change the policy the run started from).
+    """
+    if not (path / "config.yaml").is_file():
+        return None
+    saved = read_config_file(path / "config.yaml")
+    before = (saved.get("budget") or {}).get("episodes")
+    if not isinstance(before, int) or before == config.budget.episodes:
+        return None
+    if config.budget.episodes < before:
+        raise RunDirError(
+            f"--resume: budget.episodes can only grow: {path} was started with {before}, "
+            f"got {config.budget.episodes}"
+        )
+    if config.model.warm_start and config.model.warm_start_regimes == "schedule":
+        raise RunDirError(
+            f"--resume: budget.episodes cannot grow for {path}: its warm start drew "
+            "demonstrations from the phases inside the budget (model.warm_start_regimes: "
+            "schedule), which a larger budget changes; start a new run with the larger budget"
+        )
+    may_change = ["budget.episodes", "change_points", "phase_names"]
+    updates_before = -(-before // config.rollout.batch_size)
+    if (saved.get("runtime") or {}).get("max_staleness") == updates_before:
+        may_change.append("runtime.max_staleness")  # lowered to fit the smaller budget
+    return BudgetExtension(before, tuple(may_change))
+
+
 def learner_threads(config: ExperimentConfig) -> int:
     """Torch threads of the learner process for ``runtime.torch_threads``."""
     setting = config.runtime.torch_threads
@@ -140,7 +189,9 @@ def run_experiment(
     Args:
         config: the validated experiment config.
         out: the run directory; ``<logging.out>/<experiment>/<method>/seed-<seed>`` by default.
-        resume: continue a killed run from its last checkpoint (no record lost or duplicated).
+        resume: continue a killed run from its last checkpoint (no record lost or duplicated);
+            with a larger ``budget.episodes`` than the run's, a finished run continues to the
+            new budget (see :func:`budget_extension`).
         overwrite: replace an existing run directory.
         progress: show a progress bar.
         threads: torch threads of the learner; None follows ``runtime.torch_threads``
@@ -187,6 +238,7 @@ def _run(
         )
     )
     warn_about_budget(config)  # before any work (the warm start included)
+    extension = budget_extension(path, config) if resume else None
     ctx = RunContext.build(config, progress=progress)
     log = RunLog.create(
         path,
@@ -195,7 +247,13 @@ def _run(
         overwrite=overwrite,
         flush_every=config.logging.flush_every,
         column_types={"episodes": episode_column_types(config)},
+        may_change=extension.may_change if extension else (),
     )
+    if extension:
+        log.messages.append(
+            f"extending the run from {extension.episodes_before} to {config.budget.episodes} "
+            "episodes"
+        )
     try:
         return _run_locked(
             config,
@@ -236,7 +294,7 @@ def _run_locked(
         if progress_callback is not None:
             progress_callback(n)
         if progress and (line := estimate.update(n)):
-            bar.write(f"{config.algorithm.name} seed {config.seed}: {line}")
+            bar.write(f"{config.algorithm.name} seed {config.seed}: {line}", file=sys.stderr)
 
     loop = TrainingLoop(ctx, log, progress=advance)
     state = None
@@ -248,11 +306,13 @@ def _run_locked(
     for message in log.messages:  # what resuming (or taking over a stale lock) did
         _say(message)
     started = time.time()
-    loop.start()
-    with _stop_after_update_on_ctrl_c(loop):
-        run_backend(loop, state)
-    loop.finish()
-    bar.close()
+    try:
+        loop.start()
+        with _stop_after_update_on_ctrl_c(loop):
+            run_backend(loop, state)
+        loop.finish()
+    finally:
+        bar.close()  # an error message then starts on a line of its own
     seconds = time.time() - started
     episodes = log.read("episodes")
     dropped = episodes["dropped"].astype(bool) if "dropped" in episodes else None

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from sao_online.runtime.pool import worker_slots
-from sao_online.runtime.processes import adopt_environment, process_context
+from sao_online.runtime.processes import adopt_environment, process_context, watch_parent
 from sao_online.runtime.rollout_worker import Task, run_rollout_worker
 from sao_online.runtime.weights import SharedWeights
 
@@ -44,6 +44,7 @@ def _worker_main(
     num_slots: int,
 ) -> None:
     """Body of one rollout-worker process (module level so the child can import it)."""
+    watch_parent()  # ends with the learner's process, however that one ends
     adopt_environment(environment)
     # Ctrl-C reaches the whole process group; only the main process reacts to it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -11,12 +11,14 @@ from typing import Any
 import pandas as pd
 
 from sao_online.drift_schedules import StepClock, VersionClock, WallClock
+from sao_online.rollout import TRUNCATED_BY_KEY
+from sao_online.rollout.env_results import STEP_TIMEOUT
 from sao_online.runlog import RunLog, write_text_atomically
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.episode_rows import episode_record
 from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.runtime.planner import EpisodePlan
-from sao_online.tracking import TensorBoardLog, TranscriptLog
+from sao_online.tracking import TensorBoardLog, TranscriptLog, WandbLog
 from sao_online.types import Trajectory
 
 STALENESS_HISTOGRAM_FILE = "staleness_histogram.csv"
@@ -29,12 +31,18 @@ class RunInterrupted(KeyboardInterrupt):
 def batch_metrics(
     trajectories: Sequence[Trajectory], trained_version: int, max_staleness: int = 0
 ) -> dict[str, float]:
-    """Behaviour shares and staleness of one training batch (namespaced).
+    """Behaviour shares, env step timeouts and staleness of one training batch (namespaced).
 
-    ``staleness/count_k`` counts the batch's trajectories k versions stale, for every k from 0
-    to ``max_staleness`` (zeros included, so each run's columns are fixed) and beyond if seen.
+    ``charts/env_step_timeouts`` counts the batch's episodes ended by an env step past
+    ``env.step_timeout`` (``env.on_step_timeout: end``). ``staleness/count_k`` counts the
+    batch's trajectories k versions stale, for every k from 0 to ``max_staleness`` (zeros
+    included, so each run's columns are fixed) and beyond if seen.
     """
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = {
+        "charts/env_step_timeouts": float(
+            sum(t.info.get(TRUNCATED_BY_KEY) == STEP_TIMEOUT for t in trajectories)
+        )
+    }
     for label, count in Counter(t.behavior for t in trajectories).items():
         metrics[f"charts/behavior_share/{label or 'none'}"] = count / len(trajectories)
     staleness = [trained_version - t.oldest_version for t in trajectories if t.oldest_version >= 0]
@@ -82,7 +90,7 @@ class TrainingLoop:
         self.evaluator = BackgroundEvaluator(ctx)
         self.stop_requested = threading.Event()  # set by the first Ctrl-C (see launch.py)
         self.transcripts: TranscriptLog | None = None
-        self.tensorboard: TensorBoardLog | None = None
+        self.trackers: list[TensorBoardLog | WandbLog] = []
 
     def wall_time(self) -> float:
         return self.elapsed_before + time.time() - self.started
@@ -103,7 +111,9 @@ class TrainingLoop:
             keep_before=self.episodes_logged if resumed else None,
         )
         if logging.tensorboard:
-            self.tensorboard = TensorBoardLog(self.log.path, first_step=self.ctx.learner.version)
+            self.trackers.append(TensorBoardLog(self.log.path, first_step=self.ctx.learner.version))
+        if logging.wandb:
+            self.trackers.append(WandbLog(self.log.path, self.log.config()))
 
     def straddles(self, plans: Sequence[EpisodePlan]) -> dict[int, bool]:
         """Per group of ``plans`` (reaching the learner now): does it straddle a change point?"""
@@ -158,8 +168,8 @@ class TrainingLoop:
         self.log.log("updates", metrics)
         if self.transcripts is not None:
             self.transcripts.add(trajectories, first_episode)
-        if self.tensorboard is not None:
-            self.tensorboard.log_update(metrics, trajectories, step=learner.version)
+        for tracker in self.trackers:
+            tracker.log_update(metrics, trajectories, step=learner.version)
         self.evaluator.collect(self.log)
         self.evaluator.maybe_submit(learner.version, self.ctx.planner.now())
         if self.progress:
@@ -197,8 +207,8 @@ class TrainingLoop:
         of the whole run (``staleness_histogram.csv``; per update: ``staleness/count_k``)."""
         self.evaluator.close(self.log)
         self.log.flush()
-        if self.tensorboard is not None:
-            self.tensorboard.close()
+        for tracker in self.trackers:
+            tracker.close()
         histogram = staleness_histogram(self.log.read("episodes"))
         write_text_atomically(
             self.log.path / STALENESS_HISTOGRAM_FILE, histogram.to_csv(index=False)

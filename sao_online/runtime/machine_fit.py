@@ -12,6 +12,7 @@ import os
 import warnings
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig
+from sao_online.runtime.threads import thread_count_problem
 
 # More local rollout workers than this many per core make no progress (each is a process with
 # its own copy of the model, decoding on one thread).
@@ -30,8 +31,14 @@ def check_machine_fit(
             later, which warns).
 
     Raises:
-        ConfigError: ``runtime.num_workers`` far beyond the cores of the ``local`` backend.
+        ConfigError: ``runtime.torch_threads`` or (``local`` backend) ``runtime.num_workers``
+            far beyond the cores.
     """
+    level, message = thread_count_problem(config.runtime.torch_threads)
+    if level == "error":
+        raise ConfigError(message)
+    if level and warn:
+        warnings.warn(ConfigWarning(message), stacklevel=2)
     if config.runtime.backend != "local":
         return  # ray places actors on a cluster's cores; sync has no workers
     cores = cores or os.cpu_count() or 1

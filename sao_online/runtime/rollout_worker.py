@@ -8,7 +8,11 @@ backend's business; this module only needs three callables and a ``WeightSource`
 Messages emitted (plain tuples, picklable):
 
 - ``("done", ticket, trajectory)``: one finished episode of the task with that ticket;
-- ``("error", text)``: the worker failed (the text holds the traceback); it stops after this.
+- ``("alive",)``: the worker's loop is turning (at most every ``HEARTBEAT_SECONDS``; the
+  runtime restarts a worker that holds episodes and stays silent far longer);
+- ``("env_error", text)``: an environment broke the contract (``EnvError``; one line naming
+  the env, the call and the field); the worker stops after this;
+- ``("error", text)``: the worker failed otherwise (the text holds the traceback); it stops.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import torch
 
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
-from sao_online.rollout import RolloutEngine
+from sao_online.rollout import EnvError, RolloutEngine
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.planner import EpisodePlan
@@ -32,6 +36,8 @@ Task = tuple[int, EpisodePlan, int]
 """(ticket, plan, admitted_version): one episode to run, as the learner admitted it."""
 
 _WEIGHTS_WAIT_SECONDS = 0.002  # nap while a newer version is announced but not yet readable
+HEARTBEAT_SECONDS = 1.0
+"""Seconds between a worker's ``("alive",)`` messages while its loop turns."""
 
 
 class WeightSource(Protocol):
@@ -74,6 +80,15 @@ def run_rollout_worker(
         should_stop: polled between tasks and trajectories.
         poll_seconds: how long an idle worker waits for tasks at a time.
     """
+    last_beat = time.monotonic()
+
+    def beat() -> None:
+        nonlocal last_beat
+        now = time.monotonic()
+        if now - last_beat >= HEARTBEAT_SECONDS:
+            last_beat = now
+            emit(("alive",))
+
     try:
         config = load_config(config_dict)
         policy, tokenizer = base_policy(config)
@@ -87,8 +102,14 @@ def run_rollout_worker(
                 if weights.version > current.policy_version:
                     current.policy_version = weights.load_into(policy)
 
+            def between_steps(current: RolloutEngine) -> None:
+                beat()
+                if in_flight:
+                    refresh(current)
+
             def source():
                 nonlocal running
+                beat()
                 if should_stop():
                     return None
                 if not queued:
@@ -113,14 +134,16 @@ def run_rollout_worker(
                 request.tag = ticket  # members of a group finish in any order
                 return request
 
-            if in_flight:
-                engine.on_decode_step = refresh
+            engine.on_decode_step = between_steps
             while not should_stop():
                 for trajectory in engine.run(source):
                     running -= 1
                     emit(("done", trajectory.tag, trajectory))
                     if should_stop():
                         break
+    except EnvError as error:  # the user's environment: one line, no traceback
+        emit(("env_error", str(error)))
+        raise
     except BaseException:  # noqa: BLE001  (report anything; the backend decides what follows)
         emit(("error", traceback.format_exc()))
         raise

@@ -34,9 +34,9 @@ def test_full_report(simulated_root, tmp_path):
 
     figures = sorted(path.name for path in (out / "figures").glob("*.png"))
     for kind in (
-        "recovery_world_time",
-        "recovery_tokens",
-        "recovery_seconds",
+        "recovery_by_episodes",  # named after the clock of the runs
+        "recovery_by_tokens",
+        "recovery_by_wall_seconds",
         "behavior_shares",
         "time_to_recovery",
         "staleness",
@@ -101,7 +101,7 @@ def test_single_seed_single_method_and_no_critic(tmp_path):
     assert len(pd.read_csv(out / "improvement.csv")) == 0
     figures = {path.name for path in (out / "figures").glob("*.png")}
     assert "solo_explained_variance.png" not in figures  # GRPO logs no critic: skipped quietly
-    assert "solo_recovery_world_time.png" in figures
+    assert "solo_recovery_by_episodes.png" in figures
     assert "Probability of improvement" not in (out / "report.md").read_text()
 
 
@@ -113,7 +113,7 @@ def test_report_from_a_frame_and_without_shifts(tmp_path):
     out = tmp_path / "report"
     write_report(episodes, out, reps=20)
     assert "No shift with data on both sides" in (out / "report.md").read_text()
-    assert_real_png(out / "figures" / "flat_recovery_world_time.png")
+    assert_real_png(out / "figures" / "flat_recovery_by_clock.png")  # a frame: clock unknown
     assert len(pd.read_csv(out / "recovery_per_seed.csv")) == 0
 
 
@@ -168,7 +168,8 @@ def test_names_from_runs_cannot_run_in_a_spreadsheet_or_inject_markup(tmp_path):
         assert any(cell.startswith("'=") for cell in cells), name  # present, neutralised
     markdown = (out / "report.md").read_text()
     assert "<script>" not in markdown and "<img" not in markdown
-    assert "&lt;img src=x onerror=alert(1)&gt;" in markdown  # shown as text
+    assert "&lt;img src=x onerror=alert(1)>" in markdown  # shown as text: no tag can start
+    assert "&gt;" not in markdown  # a plain > stays as typed (shift names read a -> b)
     assert "## Experiment: =HYPERLINK" in markdown
     html_text = (out / "report.html").read_text()
     assert "<script>alert" not in html_text and "<img src=x" not in html_text

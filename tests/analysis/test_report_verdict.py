@@ -10,10 +10,10 @@ from analysis_synthetic import simulated_episodes, updates_frame, write_run
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from sao_online.analysis import load_runs, plot_recovery, write_report
-from sao_online.analysis.verdict import seed_warnings, verdict_table
+from sao_online.analysis.verdict import MIN_SEEDS, seed_warnings, verdict_table
 
 
-def aggregated_rows(rows):
+def aggregated_rows(rows, metric="time_to_oracle_fraction", n_seeds=5):
     return pd.DataFrame(
         [
             {
@@ -21,8 +21,9 @@ def aggregated_rows(rows):
                 "change_point": 1,
                 "phase_before": "a",
                 "phase_after": "b",
-                "metric": "time_to_recovery",
+                "metric": metric,
                 "censored_fraction": 0.0,
+                "n_seeds": n_seeds,
                 **row,
             }
             for row in rows
@@ -30,7 +31,7 @@ def aggregated_rows(rows):
     )
 
 
-def test_the_verdict_names_the_first_to_recover_and_whether_intervals_overlap():
+def test_the_verdict_names_the_first_to_reach_the_level_and_whether_intervals_overlap():
     apart = verdict_table(
         aggregated_rows(
             [
@@ -40,9 +41,11 @@ def test_the_verdict_names_the_first_to_recover_and_whether_intervals_overlap():
         ),
         unit="episodes",
     )
-    assert apart.loc[0, "recovered first"] == "sao" and apart.loc[0, "runner-up"] == "grpo"
+    assert apart.loc[0, "first"] == "sao" and apart.loc[0, "runner-up"] == "grpo"
+    assert apart.loc[0, "ranked by"] == "time to the oracle level"
     assert apart.loc[0, "time (episodes)"] == "40 [30, 55]"
     assert apart.loc[0, "intervals overlap"] == "no"
+    assert apart.loc[0, "seeds"] == 5
     assert apart.loc[0, "verdict"] == "sao first, intervals apart"
     close = verdict_table(
         aggregated_rows(
@@ -66,7 +69,30 @@ def test_the_verdict_names_the_first_to_recover_and_whether_intervals_overlap():
             [{"method": "sao", "iqm": 99.0, "lower": 99.0, "upper": 99.0, "censored_fraction": 1.0}]
         )
     )
-    assert nobody.loc[0, "verdict"] == "no method recovered before the next shift"
+    assert nobody.loc[0, "verdict"] == "no method reached the level before the next shift"
+    assert nobody.loc[0, "first"] == ""
+
+
+@pytest.mark.parametrize("n_seeds", [1, 2])
+def test_intervals_are_never_called_apart_below_the_seed_count_the_report_warns_about(n_seeds):
+    # Intervals that do not overlap, as two seeds easily give: not a separation.
+    rows = aggregated_rows(
+        [
+            {"method": "grpo", "iqm": 120.0, "lower": 100.0, "upper": 150.0},
+            {"method": "sao", "iqm": 40.0, "lower": 30.0, "upper": 55.0},
+        ],
+        n_seeds=n_seeds,
+    )
+    verdict = verdict_table(rows).loc[0]
+    assert "apart" not in verdict["verdict"]
+    assert verdict["verdict"] == (
+        f"sao first in these runs; {n_seeds} seed{'s' if n_seeds > 1 else ''} cannot separate "
+        f"methods (fewer than {MIN_SEEDS})"
+    )
+    assert verdict["seeds"] == n_seeds
+    # One method with enough seeds does not make the pair separable.
+    rows.loc[rows["method"] == "grpo", "n_seeds"] = 10
+    assert "apart" not in verdict_table(rows).loc[0, "verdict"]
 
 
 def test_the_seed_warning_fires_below_three_seeds_per_method():
@@ -108,7 +134,11 @@ def test_the_report_opens_with_the_verdict_and_warns_about_two_seeds(tmp_path):
     head = report.split("## How to read this")[0]
     assert "Warning: Too few seeds for the intervals: grpo (2), sao (2)." in head
     verdict = head.split("## Verdict")[1]
-    assert "preferred=chuunibyou | sao | " in verdict and "| grpo |" in verdict
+    assert "preferred=chuunibyou | time to the oracle level | sao | " in verdict
+    assert "| grpo |" in verdict
+    # Two seeds each: whatever the intervals, no two methods are called apart.
+    assert "intervals apart" not in verdict and "2 seeds cannot separate methods" in verdict
+    assert "-&gt;" not in report and "preferred=cute -> preferred=chuunibyou" in verdict
     # No figure whose every value is 0, and no staleness histogram of zeros: a sentence instead.
     figures = {path.name for path in (tmp_path / "report" / "figures").iterdir()}
     assert "exp_masked_fractions.png" not in figures and "exp_staleness.png" not in figures
@@ -155,19 +185,58 @@ def test_axis_labels_say_what_the_clock_counts(tmp_path, x, label):
     assert legend.x0 >= ax.get_window_extent(renderer).x1  # right of the axes: off the curves
 
 
-def test_the_verdict_can_rank_by_the_absolute_level_instead():
-    rows = aggregated_rows(
+def test_the_verdict_ranks_by_the_absolute_level_with_the_relative_time_beside():
+    rows = pd.concat(
         [
             # relative to its own lower pre-shift level, grpo recovers first ...
+            aggregated_rows(
+                [
+                    {"method": "grpo", "iqm": 300.0, "lower": 280.0, "upper": 320.0},
+                    {"method": "sao", "iqm": 600.0, "lower": 550.0, "upper": 650.0},
+                ],
+                metric="time_to_recovery",
+            ),
+            # ... but sao reaches the absolute level first: sao is ranked first
+            aggregated_rows(
+                [
+                    {"method": "grpo", "iqm": 850.0, "lower": 800.0, "upper": 900.0},
+                    {"method": "sao", "iqm": 650.0, "lower": 600.0, "upper": 700.0},
+                ]
+            ),
+        ],
+        ignore_index=True,
+    )
+    verdict = verdict_table(rows).loc[0]
+    assert verdict["first"] == "sao" and verdict["runner-up"] == "grpo"
+    assert verdict["verdict"] == "sao first, intervals apart"
+    # the relative times of the same two methods, first / runner-up, as the secondary column
+    assert verdict["time back to own pre-shift level (first / runner-up)"] == "600 / 300"
+    relative = verdict_table(rows, metric="time_to_recovery", secondary=None).loc[0]
+    assert relative["first"] == "grpo"
+
+
+def test_without_an_oracle_level_the_verdict_ranks_by_the_relative_time_and_says_so():
+    rows = aggregated_rows(
+        [
             {"method": "grpo", "iqm": 300.0, "lower": 280.0, "upper": 320.0},
             {"method": "sao", "iqm": 600.0, "lower": 550.0, "upper": 650.0},
-            # ... but sao reaches the absolute level first
-            {"method": "grpo", "iqm": 850.0, "lower": 800.0, "upper": 900.0},
-            {"method": "sao", "iqm": 650.0, "lower": 600.0, "upper": 700.0},
-        ]
+        ],
+        metric="time_to_recovery",
     )
-    rows.loc[2:, "metric"] = "time_to_oracle_fraction"
-    assert verdict_table(rows).loc[0, "recovered first"] == "grpo"
-    absolute = verdict_table(rows, metric="time_to_oracle_fraction")
-    assert absolute.loc[0, "recovered first"] == "sao"
-    assert absolute.loc[0, "verdict"] == "sao first, intervals apart"
+    verdict = verdict_table(rows).loc[0]
+    assert verdict["ranked by"] == "time back to own pre-shift level"
+    assert verdict["first"] == "grpo"
+
+
+def test_report_goes_to_runs_report_by_default_and_the_api_takes_the_oracle_fraction(tmp_path):
+    from sao_online import api
+    from sao_online.cli import main
+    from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+
+    root = two_seed_root(tmp_path / "runs", updates_zero=False)
+    assert main(["report", str(root)]) == 0
+    report = (root / "report" / "report.md").read_text()
+    assert f"reached {DEFAULT_ORACLE_FRACTION:g} x the oracle's reward first" in report
+    path = api.report(root, tmp_path / "api", oracle_fraction=0.7)
+    assert "reached 0.7 x the oracle's reward first" in path.read_text()
+    assert api.report(root) == root / "report" / "report.md"

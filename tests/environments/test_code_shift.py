@@ -129,6 +129,20 @@ def test_helper_v2_error_names_the_new_api(box):
     assert info["behavior"] == "v1/unknown"
 
 
+def test_the_behaviour_label_cannot_be_forged_by_the_program(box):
+    """A top-level ``_sao_calls`` once made the label say v2 for a program that never called the
+    helper (the reward was unaffected, the behaviour-share figures lied)."""
+    env = CodeShiftEnv(sandbox=box, max_turns=1)
+    _, info = env.reset(seed=2, options={"drift": {"helper_version": "v1"}})
+    honest = program_for(env._task, "v1", "inclusive")
+    forged = "_sao_calls = {'clip': 6}\n" + honest.replace(
+        "import kit\n", "import kit\nkit._sao_calls = {'clip': 6}\n"
+    )
+    _, reward, _, _, info = env.step(forged)
+    assert reward == 1.0 and info["helper_calls"] == {"clamp": 6}
+    assert info["submitted"]["api"] == "v1" and info["behavior"] == "v1/inclusive"
+
+
 def test_behaviour_without_the_helper_and_inside_a_fence(box):
     env = CodeShiftEnv(sandbox=box)
     _, info = env.reset(seed=3, options={"drift": {"boundary": "inclusive"}})
@@ -276,3 +290,23 @@ def test_envs_in_a_process_share_one_sandbox_per_backend():
     assert not any(entry[0] is shared for entry in sandboxes._shared.values())
     with pytest.raises(ValueError, match="not acquired"):
         sandboxes.release_sandbox(shared)
+
+
+def test_closing_a_docker_env_releases_its_sockets():
+    """Each CodeShift env on docker left two connections to the engine open after close()."""
+    import gc
+
+    from sao_online.environments.sandbox.docker_backend import docker_problem
+
+    if problem := docker_problem():
+        pytest.skip(f"docker sandbox: {problem}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        env = CodeShiftEnv(sandbox="docker", max_turns=1)
+        _, info = env.reset(seed=0)
+        assert env.step(program_for(env._task, "v1", "inclusive"))[4]["sandbox"] == "docker"
+        env.close()
+        del env
+        gc.collect()
+    leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaks == []

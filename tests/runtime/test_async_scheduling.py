@@ -118,6 +118,7 @@ def run_schedule(
         budget=SimpleNamespace(episodes=budget),
         rollout=SimpleNamespace(batch_size=batch_size),
         runtime=SimpleNamespace(num_workers=workers, max_staleness=max_staleness),
+        env=SimpleNamespace(step_timeout=600.0),
     )
     loop = RecordingLoop(config, group_size)
     runtime = AsyncRuntime(loop, RandomPool(rng, finish=rng.uniform(0.05, 0.5), die=die))
@@ -193,6 +194,7 @@ def test_learner_waits_are_logged_by_cause(monkeypatch):
         budget=SimpleNamespace(episodes=6),
         rollout=SimpleNamespace(batch_size=2),
         runtime=SimpleNamespace(num_workers=1, max_staleness=1),
+        env=SimpleNamespace(step_timeout=600.0),
     )
     loop = RecordingLoop(config, group_size=1)
     extras = []
@@ -214,3 +216,57 @@ def test_learner_waits_are_logged_by_cause(monkeypatch):
     assert waits == [(0.0, 0.0), (2.0, 1.0), (0.0, 1.0)]
     trained = sorted((plan.group_id, version) for plan, _, version in loop.trained)
     assert trained == [(0, 0), (1, 0), (2, 1), (3, 1), (4, 2), (5, 2)]
+
+
+class SilentWorkerPool(RandomPool):
+    """Worker 0's first incarnation holds its episodes and never answers (hung); every other
+    worker finishes what it holds at once. Each poll takes ten fake seconds."""
+
+    def __init__(self, clock: list[float]) -> None:
+        super().__init__(random.Random(0), finish=1.0, die=0.0)
+        self.clock, self.launches = clock, []
+
+    def launch(self, index, seed):
+        super().launch(index, seed)
+        self.launches.append(index)
+
+    def receive(self, timeout):
+        self.clock[0] += 10.0
+        messages = []
+        for index, tasks in self.held.items():
+            if index == 0 and self.launches.count(0) == 1:
+                continue  # hung: holds its episodes, sends nothing
+            for ticket, plan, admitted in tasks:
+                trajectory = SimpleNamespace(plan=plan, admitted=admitted, group_id=plan.group_id)
+                messages.append((index, ("done", ticket, trajectory)))
+            self.held[index] = []
+        return messages, set()
+
+
+def test_a_worker_that_holds_episodes_and_goes_silent_is_restarted(monkeypatch):
+    """A worker hung outside any env call (which has its own deadline) once stalled the run
+    forever: every wait of the runtime on its workers now has a deadline too."""
+    clock = [0.0]
+    monkeypatch.setattr(async_runtime, "monotonic", lambda: clock[0])
+    config = SimpleNamespace(
+        seed=0,
+        budget=SimpleNamespace(episodes=8),
+        rollout=SimpleNamespace(batch_size=2),
+        runtime=SimpleNamespace(num_workers=2, max_staleness=1),
+        env=SimpleNamespace(step_timeout=30.0),
+    )
+    loop = RecordingLoop(config, group_size=1)
+    pool = SilentWorkerPool(clock)
+    runtime = AsyncRuntime(loop, pool)
+    runtime.start()
+    with pytest.warns(async_runtime.HungWorkerWarning, match=r"rollout worker 0 held \d+ episode"):
+        for _ in range(_MAX_POLLS):
+            if runtime.finished:
+                break
+            runtime.step(timeout=0.0)
+    assert runtime.finished and pool.launches.count(0) == 2 and runtime.restarts == 1
+    # Restarted once it had been silent for more than step_timeout + the grace, not before.
+    limit = 30.0 + async_runtime.WORKER_SILENCE_GRACE_SECONDS
+    assert limit < clock[0] <= limit + 200.0
+    plans = sorted(plan.group_id for plan, _, _ in loop.trained)
+    assert plans == list(range(8))  # every episode trained once, the silent worker's re-run

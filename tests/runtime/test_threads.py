@@ -54,3 +54,30 @@ def test_the_knob_is_validated_and_a_number_is_used_as_given():
     for bad in ("0", "many"):
         with pytest.raises(ConfigError, match="runtime.torch_threads"):
             load_config(None, [f"runtime.torch_threads={bad}"])
+
+
+def test_threads_far_above_the_cores_are_refused_and_above_them_warned(recwarn):
+    from sao_online.config import ConfigWarning
+    from sao_online.runtime.machine_fit import check_machine_fit
+    from sao_online.runtime.threads import (
+        THREADS_PER_CORE_LIMIT,
+        thread_count_problem,
+        usable_cores,
+    )
+
+    assert thread_count_problem("auto", cores=2) == ("", "")
+    assert thread_count_problem(2, cores=2) == ("", "")
+    assert thread_count_problem(3, cores=2)[0] == "warning"
+    assert thread_count_problem(2 * THREADS_PER_CORE_LIMIT, cores=2)[0] == "warning"
+    level, message = thread_count_problem(2 * THREADS_PER_CORE_LIMIT + 1, cores=2)
+    assert level == "error" and "runtime.torch_threads: 9 threads on 2 usable" in message
+    # The check every run makes before any work, against this machine's usable cores.
+    cores = usable_cores()
+    for backend in ("sync", "local", "ray"):
+        with pytest.raises(ConfigError, match=r"runtime.torch_threads: 1000 threads on"):
+            check_machine_fit(
+                load_config(None, [f"runtime.backend={backend}", "runtime.torch_threads=1000"])
+            )
+    check_machine_fit(load_config(None, [f"runtime.torch_threads={cores + 1}"]))
+    (warned,) = [w for w in recwarn if issubclass(w.category, ConfigWarning)]
+    assert f"runtime.torch_threads={cores + 1} is more than the {cores} core" in str(warned.message)

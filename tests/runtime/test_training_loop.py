@@ -9,8 +9,8 @@ import pandas as pd
 from sao_online.runtime.loop import batch_metrics, staleness_histogram
 
 
-def trajectory(oldest_version: int, behavior: str = "cute") -> SimpleNamespace:
-    return SimpleNamespace(oldest_version=oldest_version, behavior=behavior)
+def trajectory(oldest_version: int, behavior: str = "cute", info=None) -> SimpleNamespace:
+    return SimpleNamespace(oldest_version=oldest_version, behavior=behavior, info=info or {})
 
 
 def test_batch_counts_every_staleness_up_to_the_bound_zeros_included():
@@ -22,6 +22,16 @@ def test_batch_counts_every_staleness_up_to_the_bound_zeros_included():
     assert "staleness/count_5" not in metrics
     assert metrics["staleness/mean"] == 5 / 4 and metrics["staleness/max"] == 3.0
     assert metrics["charts/behavior_share/cute"] == 0.75
+
+
+def test_batch_counts_the_episodes_an_env_step_timeout_ended():
+    timed_out = {"rollout/truncated_by": "step_timeout"}
+    batch = [trajectory(1, "step_timeout", timed_out), trajectory(1), trajectory(1, "x", {})]
+    batch.append(trajectory(1, "cute", {"rollout/truncated_by": "turns"}))
+    metrics = batch_metrics(batch, trained_version=1)
+    assert metrics["charts/env_step_timeouts"] == 1.0
+    assert metrics["charts/behavior_share/step_timeout"] == 0.25
+    assert batch_metrics([trajectory(1)], trained_version=1)["charts/env_step_timeouts"] == 0.0
 
 
 def test_batch_counts_extend_past_the_bound_when_seen():

@@ -36,7 +36,8 @@ def test_run_experiment_checks_the_config_first(starts):
     too_many = load_config(None, ["runtime.backend=local", "runtime.num_workers=4096"])
     with pytest.raises(ConfigError, match="runtime.num_workers"):
         launch.run_experiment(too_many, threads=1)
-    unknown = load_config(None, ["runtime.backend=local", "env.id=nowhere/Missing-v0"])
+    unknown = load_config(None, ["runtime.backend=local"])
+    unknown.env.id = "nowhere/Missing-v0"  # loading refuses it; a config changed in code
     with pytest.raises(ValueError, match="not a registered environment"):
         launch.run_experiment(unknown, threads=1)
     assert starts == []

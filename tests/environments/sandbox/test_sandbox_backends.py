@@ -103,18 +103,33 @@ def test_plain_values_only_and_bool_is_not_int(sandbox):
     assert result.outcomes[2].reason == "TypeError: returned a set, not a plain value"
 
 
-def test_helper_files_and_recorded_calls(sandbox):
-    helper = (
-        "_sao_calls = {}\n"
-        "def double(x):\n"
-        "    _sao_calls['double'] = _sao_calls.get('double', 0) + 1\n"
-        "    return 2 * x\n"
+def test_helper_files_and_the_calls_the_harness_counted(sandbox):
+    helper = "def double(x):\n    return 2 * x\n\ndef unused(x):\n    return x\n"
+    program = (
+        "import helper\ndef f(x):\n    try:\n        helper.triple\n    except AttributeError:\n"
+        "        pass\n    return helper.double(x) + 1\n"
     )
-    program = "import helper\ndef f(x):\n    return helper.double(x) + 1\n"
+    tests = [TestCase((1,), 3), TestCase((5,), 11)]
+    result = sandbox.run(program, "f", tests, files={"helper.py": helper}, helpers=["helper"])
+    assert result.all_passed and result.helper_calls == {"double": 2, "triple": 2}
+    result = sandbox.run(program, "f", tests, files={"helper.py": helper})
+    assert result.all_passed and result.helper_calls == {}  # not a watched helper
+    with pytest.raises(ValueError, match="helpers: 'other' is not a module among the files"):
+        sandbox.run(program, "f", tests, files={"helper.py": helper}, helpers=["other"])
+
+
+def test_a_program_cannot_name_its_own_helper_calls(sandbox):
+    """The tally is the harness's own: names the program sets (a module-level ``_sao_calls``,
+    or one written into the helper module) count for nothing."""
+    helper = "def double(x):\n    return 2 * x\n"
+    program = (
+        "import helper\n_sao_calls = {'clip': 50}\nhelper._sao_calls = {'clip': 50}\n"
+        "def f(x):\n    return x + x\n"
+    )
     result = sandbox.run(
-        program, "f", [TestCase((1,), 3), TestCase((5,), 11)], files={"helper.py": helper}
+        program, "f", [TestCase((1,), 2)], files={"helper.py": helper}, helpers=["helper"]
     )
-    assert result.all_passed and result.helper_calls == {"double": 2}
+    assert result.all_passed and result.helper_calls == {}
 
 
 def test_printed_look_alike_records_do_not_count(sandbox):

@@ -97,11 +97,7 @@ def observation_of(sandbox, body: str, preamble: str = ""):
 
 
 def test_reading_files_outside_the_folder(sandbox, tmp_path):
-    if sandbox.name == "subprocess" and os.geteuid() != 0:
-        pytest.skip(
-            "subprocess sandbox not run as root: the program runs as this user and "
-            "may read this user's files (use bubblewrap or docker)"
-        )
+    _needs_namespaces(sandbox, "the host's files")
     secret = tmp_path / "secret.txt"
     secret.write_text("the host's secret")
     secret.chmod(0o600)

@@ -1,0 +1,123 @@
+"""The experiment config: its sections, and the checks that read more than one field."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, model_validator
+
+from sao_online.config.errors import ConfigError, ConfigWarning
+from sao_online.config.names import SAFE_NAME, check_folder_name
+from sao_online.config.sections import (
+    SEED,
+    AlgorithmConfig,
+    BudgetConfig,
+    EnvConfig,
+    EvalConfig,
+    LoggingConfig,
+    ModelConfig,
+    OptimConfig,
+    RegularizerConfig,
+    RolloutConfig,
+    RuntimeConfig,
+    Section,
+)
+
+
+def _path_as_text(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value
+
+
+class ExperimentConfig(Section):
+    """An experiment: one method, one seed, one environment and schedule, one budget.
+
+    Example:
+        >>> config = ExperimentConfig.model_validate({"algorithm": {"name": "grpo"}})
+        >>> config.algorithm.name, config.budget.episodes
+        ('grpo', 4500)
+    """
+
+    experiment: Annotated[StrictStr, AfterValidator(check_folder_name)] = Field(
+        "default",
+        description="Experiment name (a folder of the run directory).",
+        json_schema_extra={"pattern": SAFE_NAME.pattern},
+    )
+    seed: StrictInt = Field(0, **SEED, description="Seed of everything in the run.")
+    schedule: Annotated[dict[str, Any] | StrictStr | None, BeforeValidator(_path_as_text)] = Field(
+        None, description="Drift schedule: a dict in the YAML form, or a path to one."
+    )
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Policy model.")
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Method.")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimiser.")
+    regularizers: RegularizerConfig = Field(
+        default_factory=RegularizerConfig, description="KL and entropy terms."
+    )
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling.")
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig, description="Runtime.")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Budget.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Evaluation.")
+    logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Run directory.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections_are_defaults(cls, data: Any) -> Any:
+        # `algorithm:` with nothing under it reads as null in YAML: the section's defaults.
+        if isinstance(data, dict):
+            return {
+                key: value
+                for key, value in data.items()
+                if not (value is None and _is_section(key))
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _check_across_sections(self) -> ExperimentConfig:
+        group_size = self.algorithm.group_size
+        if group_size is not None and self.rollout.batch_size % group_size:
+            raise ConfigError(
+                f"algorithm.group_size: must divide rollout.batch_size "
+                f"({self.rollout.batch_size}), got {group_size}"
+            )
+        updates = -(-self.budget.episodes // self.rollout.batch_size)
+        if self.runtime.max_staleness > updates:
+            if self.runtime.backend != "sync":  # sync never reads it
+                warnings.warn(
+                    ConfigWarning(
+                        f"runtime.max_staleness={self.runtime.max_staleness} is more than the "
+                        f"{updates} update(s) the budget allows; using {updates} (no trajectory "
+                        "can be staler, so the schedule is the same)"
+                    ),
+                    stacklevel=2,
+                )
+            self.runtime.max_staleness = updates
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain data (what ``load_config`` reads back to an equal config)."""
+        return self.model_dump()
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def validate(self) -> ExperimentConfig:  # type: ignore[override]
+        """This config checked again, as loading checks it (after changes made in code).
+
+        Raises:
+            ConfigError: naming the field at fault.
+        """
+        from sao_online.config.loading import load_config
+
+        return load_config(self.to_dict())
+
+
+def _is_section(key: str) -> bool:
+    spec = ExperimentConfig.model_fields.get(key)
+    return (
+        spec is not None
+        and isinstance(spec.annotation, type)
+        and issubclass(spec.annotation, Section)
+    )
