@@ -82,6 +82,9 @@ def _async_result(requeued: int, busy: float) -> dict:
         "workload": workload,
         "by_straggler_option": [option],
         "local_by_max_staleness": [{"max_staleness": 4}, sweep],
+        # 24 updates: the learner's seconds over the 23 after the first.
+        "async": {"learner_seconds": 23 * busy, "updates": 24},
+        "sync": {"learner_seconds": 11.5, "updates": 24},
     }
 
 
@@ -100,3 +103,4 @@ def test_the_async_table_has_a_row_per_run_and_way_with_stragglers(tmp_path):
     assert wait in rendered and requeue in rendered
     assert "run 2, max_staleness 16: learner busy 97%, held back by the bound 0%" in rendered
     assert "Command: `sao-online bench async`; run 1: load 3; run 2: load 7." in rendered
+    assert "(the sync run's in brackets): run 1: 0.66 (0.50); run 2: 0.96 (0.50)." in rendered

@@ -103,6 +103,8 @@ def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
         "episodes_per_second_end_to_end": round(len(episodes) / max(seconds, 1e-9), 3),
         "learner_seconds": round(learner_seconds, 3),
         "learner_busy_fraction": round(learner_seconds / max(window, 1e-9), 3),
+        # Against the env latency tail, what decides whether the bound holds the learner back.
+        "learner_seconds_per_update": round(learner_seconds / max(len(updates) - 1, 1), 3),
         # A trained episode's staleness is the trained version minus its oldest token's.
         "max_token_staleness": int(trained["staleness"].max()),
         "mean_staleness": round(float(trained["staleness"].mean()), 3),
@@ -158,7 +160,8 @@ def run_async_benchmark(
         their admission: the only ones counting by tokens can help). Asynchronous runs also
         report ``learner_wait_bound_fraction`` and ``learner_wait_episodes_fraction``: the
         shares of the steady-state time the learner waited because of the bound, or for
-        episodes; every run reports the 1-minute load average before and after it.
+        episodes; every run reports its learner's seconds per steady-state update and the
+        1-minute load average before and after it.
 
     Raises:
         ValueError: an empty or negative ``max_staleness``, or an unknown straggler option.
@@ -272,6 +275,8 @@ def run_async_benchmark(
                 "learner_wait_bound_fraction": run.get("learner_wait_bound_fraction"),
                 "max_token_staleness": run["max_token_staleness"],
                 "mean_staleness": run["mean_staleness"],
+                "learner_seconds_per_update": run["learner_seconds_per_update"],
+                "load_average_1min": run["load_average_1min"],
             }
             for bound, run in local_runs.items()
         ],
@@ -300,6 +305,7 @@ _KNOWN_OPTIONS = {
 }
 _OPTION_FIELDS = (
     "learner_busy_fraction",
+    "learner_seconds_per_update",
     "learner_wait_bound_fraction",
     "learner_wait_episodes_fraction",
     "requeued_stale",

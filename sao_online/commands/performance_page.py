@@ -174,6 +174,11 @@ def _share(value: float | None) -> str:
     return "" if value is None else f"{value:.0%}"
 
 
+def _per_update(run: dict[str, Any]) -> float:
+    """A ``bench async`` run's learner seconds per update after the first."""
+    return run["learner_seconds"] / max(run["updates"] - 1, 1)
+
+
 def async_table(kept: dict[str, Any]) -> str:
     """Several runs of ``bench async`` (its figures move with the machine's load): one row per
     run and way with stragglers; ``kept["runs"]`` holds each run's ``load`` and ``result``."""
@@ -228,6 +233,16 @@ def async_table(kept: dict[str, Any]) -> str:
     if sweeps:
         summary += "\nThe default (`wait`) at another bound, same runs: " + "; ".join(sweeps)
         summary += ".\n"
+    summary += (
+        "\nLearner seconds per steady-state update, the default way (the sync run's in "
+        "brackets): "
+        + "; ".join(
+            f"run {number}: {_per_update(run['result']['async']):.2f} "
+            f"({_per_update(run['result']['sync']):.2f})"
+            for number, run in enumerate(kept["runs"], start=1)
+        )
+        + ".\n"
+    )
     loads = "; ".join(
         f"run {number}: {run['load']}" for number, run in enumerate(kept["runs"], start=1)
     )

@@ -32,6 +32,9 @@ def test_quick_benchmark_reports_consistent_numbers():
             side[f"learner_{part}_fraction"] for part in ("busy", "wait_bound", "wait_episodes")
         ]
         assert min(shares) >= 0 and sum(shares) <= 1.02
+        # The learner's seconds over the updates after the first (one here).
+        per_update = side["learner_seconds_per_update"]
+        assert per_update == pytest.approx(side["learner_seconds"], rel=1e-2)
     assert "learner_wait_bound_fraction" not in sync
     # The config's default way with stragglers (the async run) and requeue, side by side.
     default, requeue = result["by_straggler_option"]

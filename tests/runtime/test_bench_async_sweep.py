@@ -41,6 +41,7 @@ def _fake_runs(monkeypatch) -> list[list[str]]:
             "episodes_per_second": speed,
             "episodes_per_second_end_to_end": speed / 2,
             "learner_busy_fraction": speed / 100,
+            "learner_seconds_per_update": 10 / speed,
             "learner_wait_bound_fraction": 0.1 * bound,
             "learner_wait_episodes_fraction": 0.05,
             "max_token_staleness": 0 if backend == "sync" else bound,
@@ -51,7 +52,7 @@ def _fake_runs(monkeypatch) -> list[list[str]]:
             "wasted_action_token_share": 0.01 * requeued,
             "wasted_env_seconds": 0.5 * requeued,
             "episodes_started_after_admission": 0,
-            "load_average_1min": [1.0, 2.0],
+            "load_average_1min": [float(bound), 2.0],
         }
 
     monkeypatch.setattr(bench_async, "_measure", measure)
@@ -80,6 +81,8 @@ def test_each_further_bound_adds_one_local_run_compared_with_the_same_sync_run(m
     assert table[0]["speedup"] == 1.25 and table[0]["learner_busy_fraction"] == 0.125
     assert table[5]["max_token_staleness"] == 5 and table[5]["mean_staleness"] == 2.5
     assert table[5]["learner_wait_bound_fraction"] == 0.5
+    assert table[5]["learner_seconds_per_update"] == 0.4
+    assert table[5]["load_average_1min"] == [5.0, 2.0]
 
 
 def test_each_straggler_option_is_one_local_run_at_the_workloads_bound(monkeypatch):
@@ -102,6 +105,7 @@ def test_each_straggler_option_is_one_local_run_at_the_workloads_bound(monkeypat
     assert requeue["speedup"] == 3.0 and requeue["speedup_end_to_end"] == 3.0
     assert requeue["learner_busy_fraction"] == 0.3 and requeue["requeued_stale"] == 3
     assert requeue["wasted_action_tokens"] == 300 and requeue["wasted_action_token_share"] == 0.03
+    assert requeue["learner_seconds_per_update"] == pytest.approx(1 / 3)
     assert result["learner_busy_fraction"] == rows["wait", "tokens"]["learner_busy_fraction"]
     assert result["max_token_staleness"] == 2
 
