@@ -68,6 +68,7 @@ def _async_result(requeued: int, busy: float) -> dict:
         "wasted_action_token_share": 0.0125 * requeued,
         "wasted_env_seconds": 0.5 * requeued,
         "max_token_staleness": 4,
+        "episodes_started_after_admission": 3 - requeued,
     }
     workload = {
         "episodes": 384,
@@ -104,3 +105,5 @@ def test_the_async_table_has_a_row_per_run_and_way_with_stragglers(tmp_path):
     assert "run 2, max_staleness 16: learner busy 97%, held back by the bound 0%" in rendered
     assert "Command: `sao-online bench async`; run 1: load 3; run 2: load 7." in rendered
     assert "(the sync run's in brackets): run 1: 0.66 (0.50); run 2: 0.96 (0.50)." in rendered
+    started = "by way: run 1: `wait`/`tokens` 3; run 2: `requeue`/`tokens` 1."
+    assert started in rendered

@@ -243,6 +243,21 @@ def async_table(kept: dict[str, Any]) -> str:
         )
         + ".\n"
     )
+    # Counting from tokens can only help an episode that started after its admission.
+    summary += (
+        "\nEpisodes started on newer weights than admitted them (the only ones counting from "
+        "tokens can help), by way: "
+        + "; ".join(
+            f"run {number}: "
+            + ", ".join(
+                f"`{option['stragglers']}`/`{option['staleness_from']}` "
+                f"{option['episodes_started_after_admission']}"
+                for option in run["result"]["by_straggler_option"]
+            )
+            for number, run in enumerate(kept["runs"], start=1)
+        )
+        + ".\n"
+    )
     loads = "; ".join(
         f"run {number}: {run['load']}" for number, run in enumerate(kept["runs"], start=1)
     )
