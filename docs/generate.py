@@ -275,7 +275,12 @@ def render_cli(argument: str | None = None) -> str:
     """Every ``sao-online`` command with its arguments and options, from the parser."""
     from sao_online.cli import build_parser
 
-    parser = build_parser()
+    return cli_reference(build_parser())
+
+
+def cli_reference(parser: argparse.ArgumentParser) -> str:
+    """A section per command of ``parser`` (a group of commands with options of its own gets
+    one too), a table of its arguments in each."""
     global_options = [
         action for action in parser._actions if action.option_strings and action.dest != "help"
     ]
@@ -284,8 +289,8 @@ def render_cli(argument: str | None = None) -> str:
         rows.append(
             f"| {code('sao-online ' + _option_name(action))} | {cell(_help_text(action))} |"
         )
-    parts = ["### `sao-online`\n\n" + "\n".join(rows)]
-    for command, summary, sub in _commands(parser, "sao-online"):
+    parts = [f"### `{parser.prog}`\n\n" + "\n".join(rows)]
+    for command, summary, sub in _commands(parser, parser.prog):
         arguments = [
             action
             for action in sub._actions
@@ -293,8 +298,11 @@ def render_cli(argument: str | None = None) -> str:
             and "--verbose" not in action.option_strings
             and not isinstance(action, argparse._SubParsersAction)
         ]
-        if any(isinstance(action, argparse._SubParsersAction) for action in sub._actions):
-            continue  # a group of commands: its commands follow
+        has_commands = any(
+            isinstance(action, argparse._SubParsersAction) for action in sub._actions
+        )
+        if has_commands and not arguments:
+            continue  # only a group of commands: its commands follow
         part = f"### `{command}`\n\n{cell(summary[:1].upper() + summary[1:])}."
         if arguments:
             rows = ["| argument | default | what it does |", "|---|---|---|"]

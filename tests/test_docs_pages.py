@@ -122,3 +122,25 @@ def test_every_page_is_in_the_navigation_and_every_entry_exists():
     pages = {str(path.relative_to(ROOT / "docs")) for path in (ROOT / "docs").rglob("*.md")}
     assert listed <= pages, f"navigation entries without a page: {sorted(listed - pages)}"
     assert pages <= listed, f"pages missing from the navigation: {sorted(pages - listed)}"
+
+
+def test_a_group_of_commands_with_options_of_its_own_gets_a_section():
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="tool")
+    parser.add_argument("--version", action="version", version="1")
+    commands = parser.add_subparsers(dest="command")
+    bench = commands.add_parser("bench", help="run the bench")
+    bench.add_argument("--tier", default="smoke", help="how long (default %(default)s)")
+    bench_commands = bench.add_subparsers(dest="what")
+    merge = bench_commands.add_parser("merge", help="pool results")
+    merge.add_argument("folders", nargs="+", help="result folders")
+    group = commands.add_parser("configs", help="configs")
+    group.add_subparsers(dest="which").add_parser("list", help="list them")
+
+    reference = generate.cli_reference(parser)
+    assert "### `tool bench`\n\nRun the bench.\n" in reference
+    assert "| `--tier TIER` | `smoke` | how long (default smoke) |" in reference
+    assert "### `tool bench merge`" in reference and "| `folders` |" in reference
+    assert "### `tool configs list`" in reference
+    assert "### `tool configs`\n" not in reference  # nothing of its own to show
