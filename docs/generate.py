@@ -9,7 +9,8 @@ A page marks each generated part with a pair of comments; what lies between them
 Kinds: ``drift-spaces`` (every built-in environment's drift parameters), ``drift-space CLASS``
 (one environment class of ``sao_online.environments``), ``config-reference`` (every config
 field, from the pydantic models), ``methods`` (the built-in methods, as the registry builds
-them) and ``cli`` (every command and option, from the argument parser).
+them), ``cli`` (every command and option, from the argument parser) and ``demo-seeds SET
+SHIFT`` (the demo's per-seed results, from ``docs/demo_seed_sets.csv``).
 
     python docs/generate.py            # rewrite the generated parts of every page
     python docs/generate.py --check    # change nothing; exit 1 naming each stale page
@@ -318,6 +319,59 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
     return "\n\n".join(parts)
 
 
+# ----------------------------------------------------------------------------- demo seeds
+
+DEMO_SEEDS = DOCS / "demo_seed_sets.csv"
+DEMO_COLUMNS = {
+    "reward before the shift": ("reward_before", None),
+    "episodes to 0.5 x oracle": ("episodes_to_half_oracle", "episodes_censored"),
+    "seconds to 0.5 x oracle": ("seconds_to_half_oracle", "seconds_censored"),
+    "time to recovery (0.9 x own pre-shift level), episodes": (
+        "time_to_recovery",
+        "recovery_censored",
+    ),
+    "regret / episode over the phase": ("regret_per_episode", None),
+}
+
+
+def demo_seed_rows() -> list[dict[str, str]]:
+    """The demo's per-seed results, one row per seed set, seed, shift and method, as kept."""
+    import csv
+
+    with DEMO_SEEDS.open(newline="") as kept:
+        return list(csv.DictReader(kept))
+
+
+def render_demo_seeds(argument: str | None) -> str:
+    """One seed set's table for one shift (``SET SHIFT``): per method, the per-seed values in
+    seed order, ``+`` marking a censored time."""
+    try:
+        seed_set, shift = argument.split()
+    except (AttributeError, ValueError):
+        raise ValueError(f"demo-seeds: expected 'SET SHIFT', got {argument!r}") from None
+    rows = [row for row in demo_seed_rows() if (row["seed_set"], row["shift"]) == (seed_set, shift)]
+    if not rows:
+        raise ValueError(f"demo-seeds: no rows for seed set {seed_set}, shift {shift}")
+    methods = list(dict.fromkeys(row["method"] for row in rows))
+    table = [
+        "| method | " + " | ".join(DEMO_COLUMNS) + " |",
+        "|---" * (len(DEMO_COLUMNS) + 1) + "|",
+    ]
+    for method in methods:
+        seeds = sorted(
+            (row for row in rows if row["method"] == method), key=lambda r: int(r["seed"])
+        )
+        cells = []
+        for value, censored in DEMO_COLUMNS.values():
+            cells.append(
+                ", ".join(
+                    row[value] + ("+" if censored and row[censored] == "1" else "") for row in seeds
+                )
+            )
+        table.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(table)
+
+
 # ----------------------------------------------------------------------------- pages
 
 RENDERERS: dict[str, Callable[[str | None], str]] = {
@@ -326,6 +380,7 @@ RENDERERS: dict[str, Callable[[str | None], str]] = {
     "config-reference": render_config_reference,
     "methods": render_methods,
     "cli": render_cli,
+    "demo-seeds": render_demo_seeds,
 }
 
 

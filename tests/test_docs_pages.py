@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 
 
 def docs_module(name: str):
@@ -144,3 +145,58 @@ def test_a_group_of_commands_with_options_of_its_own_gets_a_section():
     assert "### `tool bench merge`" in reference and "| `folders` |" in reference
     assert "### `tool configs list`" in reference
     assert "### `tool configs`\n" not in reference  # nothing of its own to show
+
+
+def test_the_demo_counts_in_the_readme_and_the_docs_are_the_kept_data():
+    rows = generate.demo_seed_rows()
+    assert len(rows) == 2 * 2 * 4 * 6  # seed sets x shifts x methods x seeds
+    first_shift = [row for row in rows if row["shift"] == "1"]
+    single = [row for row in first_shift if row["method"].startswith("sao")]
+    group = [row for row in first_shift if row["method"].startswith("grpo")]
+    reached_single = sum(row["episodes_censored"] == "0" for row in single)
+    reached_group = sum(row["episodes_censored"] == "0" for row in group)
+    assert (reached_single, len(single), reached_group, len(group)) == (21, 24, 2, 24)
+    readme, demo = (" ".join(path.read_text().split()) for path in (README, ROOT / "docs/demo.md"))
+    assert f"in {reached_single} runs of {len(single)}" in readme
+    assert f"and the group methods in {reached_group} of {len(group)}" in readme
+    assert f"reached 0.5 x oracle in {reached_single} of {len(single)} runs" in demo
+    assert f"the group methods in {reached_group} of {len(group)}" in demo
+
+
+def test_what_the_demo_page_says_both_seed_sets_agree_on_is_in_the_kept_data():
+    from statistics import median
+
+    rows = generate.demo_seed_rows()
+
+    def values(seed_set, shift, method, column):
+        return [
+            float(row[column])
+            for row in rows
+            if (row["seed_set"], row["shift"], row["method"]) == (seed_set, shift, method)
+        ]
+
+    reached = [
+        (row["method"], row["seed_set"])
+        for row in rows
+        if row["shift"] == "1" and row["method"].startswith("grpo")
+        if row["episodes_censored"] == "0"
+    ]
+    assert reached == [("grpo_dis", "2")] * 2  # "both grpo_dis, in the second set"
+    methods = ["sao", "sao_running_mean", "grpo_dis", "grpo"]
+    for seed_set in ("1", "2"):
+        # Second shift: grpo the slowest to 0.5 x oracle by its median seed.
+        slowest = max(
+            methods, key=lambda m: median(values(seed_set, "2", m, "episodes_to_half_oracle"))
+        )
+        assert slowest == "grpo"
+        # ... and first by the relative time to recovery, from a lower plateau.
+        fastest = min(methods, key=lambda m: median(values(seed_set, "2", m, "time_to_recovery")))
+        assert fastest == "grpo"
+        assert max(values(seed_set, "2", "grpo", "reward_before")) < 0.35  # "below 0.35"
+        for method in ("sao", "sao_running_mean"):  # "about 0.5"
+            assert 0.45 <= median(values(seed_set, "2", method, "reward_before")) <= 0.6
+        # First shift, in seconds: sao slower than sao_running_mean; the group methods'
+        # whole phase shorter still.
+        seconds = {m: median(values(seed_set, "1", m, "seconds_to_half_oracle")) for m in methods}
+        assert seconds["sao"] > seconds["sao_running_mean"] > seconds["grpo_dis"]
+        assert seconds["sao_running_mean"] > seconds["grpo"]
