@@ -1,14 +1,17 @@
-"""The Python API: run one experiment, compare methods across seeds, write a report.
+"""The Python API: run one experiment, compare methods across seeds, write a report, run the
+benchmark.
 
-The same three steps as the command line (``sao-online run`` / ``compare`` / ``report``), from a
-YAML path, the same dict, or an :class:`~sao_online.config.ExperimentConfig`::
+The same steps as the command line (``sao-online run`` / ``compare`` / ``report`` /
+``benchmark``), from a YAML path, the same dict, or an
+:class:`~sao_online.config.ExperimentConfig`::
 
-    from sao_online.api import compare, report, run
+    from sao_online.api import benchmark, compare, report, run
 
     if __name__ == "__main__":  # compare and the local backend spawn processes
         summary = run({"experiment": "try", "budget": {"episodes": 64}}, out="runs/try/sao")
         runs = compare("configs/smoke.yaml", methods=["sao", "grpo"], seeds=2, out="runs")
         report(runs, out="runs/report")
+        scorecard = benchmark(tier="smoke", methods=["sao", "grpo"], out="bench")
 """
 
 from __future__ import annotations
@@ -171,3 +174,59 @@ def report(
 def default_report_folder(runs: list[str | Path]) -> Path:
     """Where a report goes when no folder is given: ``<first run folder>/report``."""
     return Path(runs[0]) / "report"
+
+
+def benchmark(
+    *,
+    out: str | Path,
+    suite: str | Path = "core",
+    tier: str = "smoke",
+    methods: list[str] | str | None = None,
+    seeds: int | None = None,
+    first_seed: int | None = None,
+    overrides: list[str] | None = None,
+    resume: bool = False,
+    backend: str = "local",
+    address: str | None = None,
+    parallel: int | None = None,
+    progress: bool = True,
+) -> Path:
+    """Run a suite's tier and write its scorecard (``sao-online benchmark``).
+
+    Every task x method x seed runs (the method ``frozen``, the floor of the normalized score,
+    is always added); runs go in child processes (call this under
+    ``if __name__ == "__main__":``) or, with ``backend="ray"``, as Ray tasks on the cluster at
+    ``address``.
+
+    Args:
+        out: output folder (runs, ``results/`` data, scorecard, figures).
+        suite: a built-in suite name (``core``) or a suite YAML file.
+        tier: ``smoke``, ``lite`` or ``full``.
+        methods: built-in names or ``MODULE:FACTORY`` (a list or one comma-separated string;
+            default the tier's).
+        seeds: how many seeds (default the tier's); they run first_seed..first_seed+seeds-1.
+        first_seed: the first seed (default the tier's).
+        overrides: ``"section.field=value"`` applied to every task's config.
+        resume: continue the benchmark in ``out`` (finished runs are kept and skipped).
+
+    Returns:
+        The path of ``scorecard.md``.
+    """
+    from sao_online.benchmark import run_benchmark
+
+    if isinstance(methods, str):
+        methods = methods.split(",")
+    return run_benchmark(
+        out=out,
+        suite=suite,
+        tier=tier,
+        methods=methods,
+        seeds=seeds,
+        first_seed=first_seed,
+        overrides=overrides,
+        resume=resume,
+        backend=backend,
+        address=address,
+        parallel=parallel,
+        progress=progress,
+    )

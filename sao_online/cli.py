@@ -478,6 +478,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=_cmd_bench)
 
+    from sao_online.commands.benchmark import add_benchmark_parser
+
+    add_benchmark_parser(commands)
+
     schema = commands.add_parser(
         "schema",
         help="the JSON Schema of experiment configs (for editors that complete and check YAML)",

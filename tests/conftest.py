@@ -34,7 +34,9 @@ RUN_TOGETHER = {
 #: by their number of tests): the sandbox group (about two minutes serially on one core of a
 #: busy machine, about 45 s on a worker of a quiet ``make test``), then SmolLM2's (about 45 s).
 START_FIRST = [
+    "benchmark/test_benchmark_smoke.py",  # the whole smoke tier: 20 runs, 4 warm starts
     "test_compare_signals.py",
+    "benchmark/test_benchmark_signals.py",  # a reference benchmark, one stopped and resumed
     "test_smollm2.py",
     "test_user_task_cli.py",
     "test_wheel_install.py",  # builds a wheel, a venv, and runs the installed command line
@@ -44,6 +46,7 @@ START_FIRST = [
     "test_api.py",
     "runtime/test_async_backends.py",
     "runtime/test_ray_two_nodes.py",
+    "benchmark/test_benchmark_ray.py",
     "runtime/test_async_invariants.py",
     "test_chat_model_rollout.py",
     # 5-10 s each under `make test` (CLI processes, a killed run resumed, forkserver children,

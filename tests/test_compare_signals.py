@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from process_tree import descendants, kill_leftovers, running, runs_of
 
 METHODS = ("sao", "grpo")
 #: Columns that measure time, which two runs never share.
@@ -78,43 +79,6 @@ def environment(folder: Path) -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "SAO_ONLINE_CACHE": str(folder / "cache")}
 
 
-def descendants(pid: int) -> dict[int, str]:
-    """Every live descendant of ``pid``: pid -> command line."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return {child: command_line(child) for child in found}
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def running(pids) -> list[int]:
-    """The pids that are still processes (not gone, not zombies waiting to be reaped)."""
-    alive = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.append(pid)
-    return alive
-
-
 def interrupt(config: Path, out: Path, signum: int, tree: dict[int, str]) -> tuple[int, str]:
     """Start a comparison, send ``signum`` once every run has a checkpoint, wait for it to end.
 
@@ -148,14 +112,7 @@ def leftovers():
     """Processes a failing test found still running: killed afterwards, whatever the outcome."""
     found: dict[int, str] = {}
     yield found
-    for pid in running(found):
-        if command_line(pid) == found[pid]:  # still the same process
-            os.kill(pid, signal.SIGKILL)
-
-
-def runs_of(tree: dict[int, str]) -> list[int]:
-    """The run processes of a comparison: children of its process server."""
-    return [pid for pid, line in tree.items() if "forkserver" in line]
+    kill_leftovers(found)
 
 
 def table(out: Path, method: str, name: str) -> pd.DataFrame:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
 
+from sao_online.algorithms import SINGLE_ROLLOUT_METHODS, build_method
 from sao_online.algorithms.registry import METHODS
+from sao_online.commands.compare import method_overrides
 from sao_online.config import ConfigError, load_config
+from sao_online.config.names import builtin_methods
 from sao_online.environments.registry import BUILTIN_ENVS
 
 
@@ -24,10 +28,42 @@ def test_an_unknown_method_is_refused_on_load_listing_the_choices():
     assert all(name in message for name in METHODS) and "MODULE:FACTORY" in message
 
 
-def test_the_built_in_names_are_the_registrys(monkeypatch):
-    # One list of names: a method added to the registry loads with no change to the config.
-    monkeypatch.setitem(METHODS, "my_variant", METHODS["sao"])
-    assert load_config(None, ["algorithm.name=my_variant"]).algorithm.name == "my_variant"
+def test_the_built_in_names_are_the_registrys():
+    # One list of names (sao_online.method_names): the config accepts exactly the registry's,
+    # in its order, and each name's factory builds the method of that name.
+    assert builtin_methods() == tuple(METHODS)
+    assert set(METHODS) > SINGLE_ROLLOUT_METHODS
+    for name in METHODS:
+        method = build_method(load_config(None, method_overrides(name)))
+        assert method.name == name
+        assert (method.group_size == 1) == (name in SINGLE_ROLLOUT_METHODS)
+
+
+@pytest.mark.parametrize("name", ["grpo", "sao", "my_methods:make_method", "sao_lamda1"])
+def test_loading_a_config_that_names_a_method_leaves_torch_unimported(tmp_path, name):
+    # The config (and so `sao-online run`, before it starts its worker server) checks the name
+    # from a torch-free table; torch takes seconds to import.
+    config = tmp_path / "experiment.yaml"
+    config.write_text(f"algorithm: {{name: {name}}}\n")
+    code = (
+        "import sys\n"
+        "from sao_online.config import ConfigError, load_config\n"
+        "try:\n"
+        "    print(load_config(sys.argv[1]).algorithm.name)\n"
+        "except ConfigError as error:\n"
+        "    print(error)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'"
+        " or m.startswith('sao_online.algorithms')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(config)], capture_output=True, text=True, check=True
+    )
+    loaded, imported = done.stdout.strip().splitlines()
+    if name == "sao_lamda1":  # a typo: refused with a suggestion, from the same table
+        assert "unknown method 'sao_lamda1'" in loaded and "sao_lambda1" in loaded
+    else:
+        assert loaded == name
+    assert imported == "[]"
 
 
 @pytest.mark.parametrize("name", ["my_methods:make_method", "lab.methods:build", "m:Factory.make"])

@@ -5,7 +5,8 @@ would use it.
   in an empty folder (a script, so ``if __name__ == "__main__":`` guards work as for a user).
   An ``Output:`` block right after a python block must be what the script printed there.
 - ``yaml`` blocks: a schedule (keys among ``clock``, ``seed``, ``parameters``) is loaded with
-  ``load_schedule``, anything else as an experiment config with ``load_config``.
+  ``load_schedule``, a benchmark suite (a ``suite`` key) read as the benchmark reads one, and
+  anything else loaded as an experiment config with ``load_config``.
 - ``bash`` blocks, command by command: ``sao-online`` commands are parsed by the real parser;
   those that only list or write small files run, in order, in one empty folder per block (so
   ``init task my_task`` and then ``envs --import my_task`` works); those that train, or read
@@ -142,7 +143,8 @@ def test_python_examples_run_as_a_script(page, tmp_path):
 
 
 @pytest.mark.parametrize("page", pages_with(("yaml",)), ids=page_id)
-def test_yaml_examples_load(page):
+def test_yaml_examples_load(page, tmp_path):
+    from sao_online.benchmark.suite import read_suite
     from sao_online.config import load_config
     from sao_online.drift_schedules import load_schedule
 
@@ -153,6 +155,10 @@ def test_yaml_examples_load(page):
         assert isinstance(data, dict), f"{example.where}: not a mapping"
         if set(data) <= SCHEDULE_KEYS:
             load_schedule(data)
+        elif "suite" in data:
+            suite = tmp_path / "suite.yaml"
+            suite.write_text(example.body)
+            read_suite(suite)
         else:
             load_config(data)
 

@@ -87,3 +87,10 @@ def test_readme_links_point_at_files_that_exist():
     targets = re.findall(r"\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)", readme)
     missing = [target for target in targets if not (ROOT / target).exists()]
     assert not missing, f"README links to missing files: {missing}"
+
+
+def test_readme_own_method_example_is_the_benchmark_pages():
+    [ours] = python_blocks(readme_section("Benchmark your own method"))
+    page = (ROOT / "docs" / "benchmark.md").read_text()
+    section = page.split("## Benchmark your own method\n", 1)[1].split("\n## ", 1)[0]
+    assert ours == python_blocks(section)[0]

@@ -42,12 +42,19 @@ class PolicyObjective(Protocol):
 
 @dataclass
 class Method:
-    """A configured method: how many rollouts per prompt, how to score them, how to learn."""
+    """A configured method: how many rollouts per prompt, how to score them, how to learn.
+
+    ``updates_policy=False`` makes a method that never changes its weights: the learner still
+    takes each batch (episodes are logged, versions counted, on the same schedule and seeds)
+    but runs no critic or policy update. The built-in ``frozen`` method is that: the warm start
+    as it is, the floor of the benchmark's normalized score.
+    """
 
     name: str
     group_size: int
     estimator: AdvantageEstimator
     objective: PolicyObjective
+    updates_policy: bool = True
 
     @property
     def uses_critic(self) -> bool:

@@ -203,3 +203,13 @@ class LeaveOneOut(_Stateless):
         return AdvantageResult(
             broadcast_to_tokens(episode_advantages, batch.action_mask), stats=stats
         )
+
+
+@dataclass
+class ZeroAdvantage(_Stateless):
+    """Advantage 0 on every token: no learning signal (the ``frozen`` method's estimator)."""
+
+    needs_critic: bool = False
+
+    def __call__(self, batch: Batch, values: torch.Tensor | None) -> AdvantageResult:
+        return AdvantageResult(torch.zeros_like(batch.rewards), stats={"advantage_mean": 0.0})

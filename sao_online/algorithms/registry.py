@@ -1,7 +1,16 @@
-"""Named methods. Each factory reads only the config fields it uses; None means its default."""
+"""Named methods, and methods from a user's module.
+
+Each factory has the signature ``factory(algorithm_config, max_action_tokens) -> Method`` and
+reads only the config fields it uses (None means its default). ``algorithm.name`` is one of the
+built-in names of :data:`METHODS` or ``MODULE:FACTORY``, a factory of the same signature in a
+module of your own (``my_methods:make_method``), imported wherever a run or a rollout worker
+starts, as an environment id ``MODULE:ns/Name-v0`` is.
+"""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Callable
 
 from sao_online.algorithms.base import Method
@@ -11,11 +20,26 @@ from sao_online.algorithms.estimators import (
     KeyedRunningMeanAdvantage,
     LeaveOneOut,
     RunningMeanAdvantage,
+    ZeroAdvantage,
 )
 from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
-from sao_online.config import AlgorithmConfig, ConfigError, ExperimentConfig
+from sao_online.config import SAFE_NAME, AlgorithmConfig, ConfigError, ExperimentConfig, short_repr
+from sao_online.config.names import check_method_name
+from sao_online.method_names import METHOD_NAMES
 
 DEFAULT_GROUP_SIZE = 8
+
+MethodFactory = Callable[[AlgorithmConfig, int], Method]
+
+_BUILTIN_FACTORIES: dict[str, MethodFactory] = {}
+
+
+def _builtin(factory: MethodFactory) -> MethodFactory:
+    """Register ``factory`` as the built-in method of its own name (``method_names`` lists it)."""
+    if factory.__name__ not in METHOD_NAMES:
+        raise AssertionError(f"{factory.__name__} is not in sao_online.method_names")
+    _BUILTIN_FACTORIES[factory.__name__] = factory
+    return factory
 
 
 def _or(value, default):
@@ -56,10 +80,12 @@ def _critic_gae(cfg: AlgorithmConfig, **ablation) -> CriticGAE:
     )
 
 
+@_builtin
 def sao(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("sao", _single_rollout(cfg), _critic_gae(cfg), _dis(cfg))
 
 
+@_builtin
 def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Ablation: policy lambda 1, no length adaptation (the critic enters only as V(t) baseline).
     return Method(
@@ -67,6 +93,7 @@ def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> Method:
     )
 
 
+@_builtin
 def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Ablation: observation tokens are ordinary GAE steps (and critic targets).
     return Method(
@@ -77,6 +104,7 @@ def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> Method:
     )
 
 
+@_builtin
 def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method(
         "sao_running_mean",
@@ -86,6 +114,7 @@ def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     )
 
 
+@_builtin
 def sao_prompt_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     estimator = KeyedRunningMeanAdvantage(
         keys=tuple(cfg.baseline_keys), window=cfg.prompt_baseline_window
@@ -93,6 +122,13 @@ def sao_prompt_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("sao_prompt_mean", _single_rollout(cfg), estimator, _dis(cfg))
 
 
+@_builtin
+def frozen(cfg: AlgorithmConfig, max_length: int) -> Method:
+    # The warm start, never updated: the floor of the benchmark's normalized score.
+    return Method("frozen", _single_rollout(cfg), ZeroAdvantage(), _dis(cfg), updates_policy=False)
+
+
+@_builtin
 def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
@@ -103,10 +139,12 @@ def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("grpo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
+@_builtin
 def grpo_dis(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("grpo_dis", _group(cfg), GroupNormalized(normalize_std=True), _dis(cfg))
 
 
+@_builtin
 def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
@@ -118,6 +156,7 @@ def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("dr_grpo", _group(cfg), GroupNormalized(normalize_std=False), objective)
 
 
+@_builtin
 def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
     # Clip-higher: eps_high 0.28 (DAPO, Yu et al. 2025), token-level mean aggregation.
     objective = PPOClip(
@@ -129,6 +168,7 @@ def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("dapo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
+@_builtin
 def gspo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = SequenceRatio(
         eps_low=_or(cfg.clip_eps_low, 3e-4), eps_high=_or(cfg.clip_eps_high, 4e-4)
@@ -136,6 +176,7 @@ def gspo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("gspo", _group(cfg), GroupNormalized(normalize_std=True), objective)
 
 
+@_builtin
 def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
@@ -146,36 +187,139 @@ def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
     return Method("rloo", _group(cfg), LeaveOneOut(), objective)
 
 
-#: name -> factory(algorithm config, max action tokens per episode)
-METHODS: dict[str, Callable[[AlgorithmConfig, int], Method]] = {
-    "sao": sao,
-    "sao_running_mean": sao_running_mean,
-    "sao_prompt_mean": sao_prompt_mean,
-    "sao_lambda1": sao_lambda1,
-    "sao_no_skip_obs": sao_no_skip_obs,
-    "grpo": grpo,
-    "grpo_dis": grpo_dis,
-    "dr_grpo": dr_grpo,
-    "dapo": dapo,
-    "gspo": gspo,
-    "rloo": rloo,
-}
+#: name -> factory(algorithm config, max action tokens per episode), in the order of
+#: ``sao_online.method_names.METHOD_NAMES`` (a name without a factory fails here, on import).
+METHODS: dict[str, MethodFactory] = {name: _BUILTIN_FACTORIES[name] for name in METHOD_NAMES}
 
 
-#: Methods with one rollout per prompt (``compare`` leaves their group size unset).
-SINGLE_ROLLOUT_METHODS: frozenset[str] = frozenset(
-    {"sao", "sao_running_mean", "sao_prompt_mean", "sao_lambda1", "sao_no_skip_obs"}
-)
+class MethodLoadError(ConfigError):
+    """A method name that names no built-in method, or a factory that cannot make a Method."""
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:160]}" if lines else type(error).__name__
+
+
+def is_plugin_method(name: str) -> bool:
+    """True for ``MODULE:FACTORY`` (a factory in a user's module), False for a built-in name."""
+    return ":" in name
+
+
+def load_method_factory(name: str, field: str = "algorithm.name") -> MethodFactory:
+    """The factory ``name`` stands for: a built-in one, or ``MODULE:FACTORY`` imported.
+
+    Raises:
+        MethodLoadError: one line naming the method and what is wrong (unknown name, a module
+            that does not import, no such attribute, not callable).
+    """
+    if not isinstance(name, str) or not name:
+        raise MethodLoadError(f"{field}: expected a method name, got {short_repr(name)}")
+    try:
+        check_method_name(name)  # a built-in name or the form MODULE:FACTORY, as loading checks
+    except ValueError as error:
+        raise MethodLoadError(f"{field}: {error}") from None
+    if name in METHODS:
+        return METHODS[name]
+    module_name, _, attribute = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise MethodLoadError(
+            f"{field}: method {name!r}: cannot import module {module_name!r} ({error}); it is "
+            "looked up on the Python path and in the current directory"
+        ) from None
+    except Exception as error:  # noqa: BLE001  (a user's module may raise anything on import)
+        raise MethodLoadError(
+            f"{field}: method {name!r}: importing {module_name!r} raised {_first_line(error)}"
+        ) from None
+    factory: object = module
+    for part in attribute.split("."):
+        if not hasattr(factory, part):
+            raise MethodLoadError(
+                f"{field}: method {name!r}: module {module_name!r} has no {attribute!r}"
+            )
+        factory = getattr(factory, part)
+    if not callable(factory):
+        raise MethodLoadError(
+            f"{field}: method {name!r}: {attribute!r} is a {type(factory).__name__}, not a "
+            "factory(algorithm_config, max_action_tokens) -> Method"
+        )
+    return factory
+
+
+def _check_method(name: str, method: object, field: str) -> Method:
+    """The factory's product, checked: a Method whose parts the learner can use."""
+    where = f"{field}: method {name!r}"
+    if not isinstance(method, Method):
+        raise MethodLoadError(
+            f"{where}: the factory returned {type(method).__name__}, not a "
+            "sao_online.algorithms.Method"
+        )
+    if not isinstance(method.name, str) or not SAFE_NAME.match(method.name):
+        raise MethodLoadError(
+            f"{where}: Method.name {short_repr(method.name)} cannot name a folder (letters, "
+            "digits, '_', '-' and '.', starting with a letter or digit)"
+        )
+    if method.name in METHODS:
+        raise MethodLoadError(
+            f"{where}: Method.name {method.name!r} is a built-in method's name; give yours "
+            "a name of its own"
+        )
+    if isinstance(method.group_size, bool) or not isinstance(method.group_size, int):
+        raise MethodLoadError(
+            f"{where}: Method.group_size must be an integer, got {short_repr(method.group_size)}"
+        )
+    if method.group_size < 1:
+        raise MethodLoadError(f"{where}: Method.group_size must be >= 1, got {method.group_size}")
+    needs_critic = getattr(method.estimator, "needs_critic", None)
+    if not callable(method.estimator) or not isinstance(needs_critic, bool):
+        raise MethodLoadError(
+            f"{where}: Method.estimator must be an advantage estimator (callable, with a "
+            "bool needs_critic), e.g. one of sao_online.algorithms' estimators"
+        )
+    for hook in ("state_dict", "load_state_dict"):
+        if not callable(getattr(method.estimator, hook, None)):
+            raise MethodLoadError(f"{where}: Method.estimator has no {hook}() method")
+    if not callable(method.objective):
+        raise MethodLoadError(
+            f"{where}: Method.objective must be a policy objective (callable), got "
+            f"{type(method.objective).__name__}"
+        )
+    return method
+
+
+def make_method(name: str, cfg: AlgorithmConfig, max_length: int) -> Method:
+    """Build the method ``name`` (built-in or ``MODULE:FACTORY``) for ``cfg``.
+
+    Raises:
+        ConfigError: a built-in method refusing a setting (named).
+        MethodLoadError: a factory that is missing, raises, or returns something else than a
+            usable :class:`Method` (one line naming the method and what was wrong).
+    """
+    factory = load_method_factory(name)
+    if not is_plugin_method(name):
+        return factory(cfg, max_length)
+    try:
+        method = factory(cfg, max_length)
+    except Exception as error:  # noqa: BLE001  (a user's factory may raise anything)
+        raise MethodLoadError(
+            f"algorithm.name: method {name!r}: the factory raised {_first_line(error)}"
+        ) from None
+    if inspect.isawaitable(method):
+        raise MethodLoadError(
+            f"algorithm.name: method {name!r}: the factory is a coroutine function; it must "
+            "return a Method"
+        )
+    return _check_method(name, method, "algorithm.name")
 
 
 def build_method(config: ExperimentConfig) -> Method:
-    """The method named ``config.algorithm.name``, configured. Raises ConfigError if unknown."""
-    cfg = config.algorithm
-    try:
-        factory = METHODS[cfg.name]
-    except KeyError:
-        raise ConfigError(
-            f"algorithm.name: unknown method {cfg.name!r}; choose from {', '.join(METHODS)}"
-        ) from None
+    """The method ``config.algorithm.name`` names (built-in or ``MODULE:FACTORY``), configured.
+
+    Raises:
+        ConfigError: an unknown method, a setting it refuses, or a factory that fails (the
+            message names the method and what was wrong).
+    """
     max_length = config.rollout.max_action_tokens * config.rollout.max_turns
-    return factory(cfg, max_length)
+    return make_method(config.algorithm.name, config.algorithm, max_length)

@@ -12,12 +12,14 @@ import contextlib
 import os
 import queue
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from sao_online.config import ConfigError, ExperimentConfig, load_config
+from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
+from sao_online.method_names import SINGLE_ROLLOUT_METHODS
 from sao_online.runlog import run_directory
 from sao_online.runtime.machine_fit import check_machine_fit
 from sao_online.runtime.main_guard import require_main_guard
@@ -54,12 +56,132 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     )  # to the parent's bar
 
 
-def _worker(job: dict[str, Any], environment: dict[str, str], progress: Any, results: Any) -> None:
+def _worker(
+    target: Callable[[dict[str, Any], Any], Any],
+    job: dict[str, Any],
+    environment: dict[str, str],
+    progress: Any,
+    results: Any,
+) -> None:
     adopt_environment(environment)
     try:
-        results.put(("ok", job["name"], _run_one(job, progress)))
+        results.put(("ok", job["name"], target(job, progress)))
     except BaseException as error:  # reported to the parent, which raises it with the run's name
         results.put(("error", job["name"], f"{type(error).__name__}: {error}"))
+
+
+def method_folders(base: ExperimentConfig, methods: list[str]) -> dict[str, str]:
+    """Method spec -> the folder its runs go in: the name of the Method it builds.
+
+    Each method is built here, in the parent, from ``base`` (the config with its overrides): a
+    built-in name is its own folder; ``MODULE:FACTORY`` is imported and called, and its runs go
+    in the folder of the ``Method.name`` it returns (checked to name a folder and to be no
+    built-in's name), so a factory that is missing, raises or returns something else fails
+    before any run starts (one line naming the method), and two specs that build methods of one
+    name are refused.
+
+    Raises:
+        ConfigError: an unknown method, a setting it refuses, a failing factory, or two
+            methods of one name.
+    """
+    from sao_online.algorithms import build_method
+
+    folders: dict[str, str] = {}
+    for method in methods:
+        with warnings.catch_warnings():  # what loading the base config warned, said once
+            warnings.simplefilter("ignore", ConfigWarning)
+            config = load_config(base.to_dict(), method_overrides(method))
+        folders[method] = build_method(config).name
+    for method, name in folders.items():
+        clash = [spec for spec, other in folders.items() if other == name and spec != method]
+        if clash:
+            raise ConfigError(
+                f"--methods: {method!r} and {clash[0]!r} both make a method named {name!r}"
+            )
+    return folders
+
+
+def method_overrides(method: str) -> list[str]:
+    """The overrides that make a run of ``method`` (one rollout per prompt: group size unset)."""
+    run_overrides = [f"algorithm.name={method}"]
+    if method in SINGLE_ROLLOUT_METHODS:
+        run_overrides.append("algorithm.group_size=null")
+    return run_overrides
+
+
+def run_jobs(
+    jobs: list[dict[str, Any]],
+    *,
+    parallel: int,
+    bar: Any,
+    target: Callable[[dict[str, Any], Any], Any] = _run_one,
+    on_result: Callable[[str, Any], None] | None = None,
+    keep_server: bool = False,
+) -> list[str]:
+    """Run each job in a child process, ``parallel`` at a time, in order; return the failures.
+
+    ``target(job, progress_queue)`` runs in the child (a module-level function: it is sent by
+    reference); it puts episode counts on the queue, which move ``bar``, and its return value
+    reaches ``on_result(job["name"], value)`` in this process as each job ends. A failure is
+    one line ``"<name>: <error>"``; the other jobs go on. The children are
+    ``ChildProcesses``: a SIGINT or SIGTERM to this process is passed on to each of them, no
+    further job starts, and once they have stopped (the results of those that finished first
+    reach ``on_result``) ``StopRequested`` is raised. The worker server is stopped at the end,
+    so nothing of the caller outlives it, unless ``keep_server`` (more jobs follow at once) and
+    no stop signal came.
+
+    Raises:
+        StopRequested: SIGINT or SIGTERM came; the jobs that had not finished were stopped.
+    """
+    context = process_context()
+    progress_queue, results = context.Queue(), context.Queue()
+    children = ChildProcesses(context)
+    pending, running = list(jobs), {}
+    failures: list[str] = []
+    reported: set[str] = set()
+
+    def receive(status: str, name: str, payload: Any) -> None:
+        if name in reported:
+            return
+        reported.add(name)
+        if status == "error":
+            failures.append(f"{name}: {payload}")
+        elif on_result is not None:
+            on_result(name, payload)
+
+    with children.forwarding_stop_signals():
+        while running or (pending and children.stop_signal is None):
+            while pending and len(running) < parallel and children.stop_signal is None:
+                job = pending.pop(0)
+                running[job["name"]] = children.start(
+                    _worker,
+                    (target, job, dict(os.environ), progress_queue, results),
+                    name=job["name"],
+                )
+            with contextlib.suppress(queue.Empty):
+                bar.update(progress_queue.get(timeout=0.5))
+                while True:  # drain: the bar keeps up with every run
+                    bar.update(progress_queue.get_nowait())
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    receive(*results.get_nowait())
+            for name, process in list(running.items()):
+                if process.is_alive():
+                    continue
+                process.join()
+                del running[name]
+                if name not in reported and process.exitcode != 0:  # killed before reporting
+                    reported.add(name)
+                    failures.append(f"{name}: run process exited with code {process.exitcode}")
+            children.kill_if_overdue()
+    if (not keep_server or children.stop_signal is not None) and not children.alive():
+        stop_server()  # the runs' server: nothing of the caller outlives it
+    with contextlib.suppress(queue.Empty):  # what the last jobs sent as they ended
+        while True:
+            receive(*results.get(timeout=0.2))
+    # After a stop signal, runs that stopped early "failed" on purpose: --resume continues them.
+    children.raise_if_stopped()
+    return failures
 
 
 def compare(
@@ -117,14 +239,14 @@ def compare(
     from sao_online.environments import check_env_id
 
     check_env_id(base.env.id)
-    from sao_online.algorithms import SINGLE_ROLLOUT_METHODS
     from sao_online.config.names import check_method_name
 
-    for method in methods:
+    for method in methods:  # the name's form first (a suggestion for a typo), then build it
         try:
             check_method_name(method)
         except ValueError as error:
             raise ConfigError(f"--methods: {error}") from None
+    folders = method_folders(base, methods)
     # Every run is a child of the worker server: its imports overlap the warm start below.
     start_server_early()
     from sao_online.runtime.envs import warn_about_budget
@@ -138,23 +260,18 @@ def compare(
     jobs = []
     for seed in range(first_seed, first_seed + seeds):
         for method in methods:
-            run_overrides = [*overrides, f"algorithm.name={method}", f"seed={seed}"]
-            if method in SINGLE_ROLLOUT_METHODS:
-                run_overrides.append("algorithm.group_size=null")
             jobs.append(
                 {
-                    "name": f"{method}/seed-{seed}",
+                    "name": f"{folders[method]}/seed-{seed}",
                     "config": config_source,
-                    "overrides": run_overrides,
-                    "out": str(run_directory(out, base.experiment, method, seed)),
+                    "overrides": [*overrides, *method_overrides(method), f"seed={seed}"],
+                    "out": str(run_directory(out, base.experiment, folders[method], seed)),
                     "overwrite": overwrite,
                     "resume": resume,
                 }
             )
     total = base.budget.episodes * len(jobs)
     parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
-    context = process_context()
-    progress_queue, results = context.Queue(), context.Queue()
     bar = tqdm(
         total=total,
         desc=f"compare {','.join(methods)} x {seeds} seeds",
@@ -162,46 +279,10 @@ def compare(
         disable=not progress,
         smoothing=0.05,
     )
-    children = ChildProcesses(context)
-    pending, running, failures, reported = list(jobs), {}, [], set()
     try:
-        with children.forwarding_stop_signals():
-            while running or (pending and children.stop_signal is None):
-                while pending and len(running) < parallel and children.stop_signal is None:
-                    job = pending.pop(0)
-                    running[job["name"]] = children.start(
-                        _worker, (job, dict(os.environ), progress_queue, results), name=job["name"]
-                    )
-                with contextlib.suppress(queue.Empty):
-                    bar.update(progress_queue.get(timeout=0.5))
-                    while True:  # drain: the bar keeps up with every run
-                        bar.update(progress_queue.get_nowait())
-                with contextlib.suppress(queue.Empty):
-                    while True:
-                        status, name, payload = results.get_nowait()
-                        reported.add(name)
-                        if status == "error":
-                            failures.append(f"{name}: {payload}")
-                for name, process in list(running.items()):
-                    if process.is_alive():
-                        continue
-                    process.join()
-                    del running[name]
-                    if name not in reported and process.exitcode != 0:  # killed before reporting
-                        failures.append(f"{name}: run process exited with code {process.exitcode}")
-                children.kill_if_overdue()
+        failures = run_jobs(jobs, parallel=parallel, bar=bar)
     finally:
         bar.close()
-    if not children.alive():
-        stop_server()  # the runs' server: nothing of this command outlives it
-    with contextlib.suppress(queue.Empty):  # what the last runs sent as they ended
-        while True:
-            status, name, payload = results.get(timeout=0.2)
-            if status == "error" and name not in reported:
-                failures.append(f"{name}: {payload}")
-            reported.add(name)
-    # After a stop signal, runs that stopped early "failed" on purpose: --resume continues them.
-    children.raise_if_stopped()
     if failures:
         raise ConfigError("compare: some runs failed:\n  " + "\n  ".join(failures))
     return out / base.experiment

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from sao_online.config.errors import ConfigError, short_repr
+from sao_online.method_names import METHOD_NAMES
 from sao_online.suggestions import did_you_mean
 
 # Experiment and method names become folders of a run's path: no separators, no "..".
@@ -40,11 +41,8 @@ def check_device(device: str) -> str:
 
 
 def builtin_methods() -> tuple[str, ...]:
-    """The names of the built-in methods (``sao_online.algorithms.registry.METHODS``)."""
-    # Imported here: the registry imports the config.
-    from sao_online.algorithms.registry import METHODS
-
-    return tuple(METHODS)
+    """The names of the built-in methods (``sao_online.method_names``: no torch import)."""
+    return METHOD_NAMES
 
 
 def check_method_name(name: str) -> str:

@@ -19,6 +19,7 @@ from sao_online.pretrain import base_policy, load_warm_start
 from sao_online.rollout import RolloutEngine
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import resolve_schedule
+from sao_online.runtime.frozen import FrozenLearner
 from sao_online.runtime.planner import EpisodePlanner
 
 
@@ -59,7 +60,8 @@ class RunContext:
             reference = copy.deepcopy(policy).eval()
             reference.requires_grad_(False)
         policy.train()
-        learner = Learner(
+        learner_class = Learner if method.updates_policy else FrozenLearner
+        learner = learner_class(
             policy,
             method,
             config,

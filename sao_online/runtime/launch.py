@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from sao_online.algorithms import build_method
 from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
 from sao_online.runlog import RunDirError, RunLog, read_config_file, run_directory
@@ -39,7 +40,7 @@ def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]
     return {
         **config.to_dict(),
         "schedule": ctx.schedule.to_dict(),
-        "method": config.algorithm.name,
+        "method": ctx.method.name,  # a factory's (MODULE:FACTORY) own name for its method
         "clock": ctx.schedule.clock,
         "change_points": change_points,
         "phase_names": phase_names,
@@ -230,11 +231,12 @@ def _run(
     progress: bool,
     progress_callback: Callable[[int], None] | None,
 ) -> dict[str, Any]:
+    # The folder is the method's own name (a MODULE:FACTORY method names itself).
     path = (
         Path(out)
         if out
         else run_directory(
-            config.logging.out, config.experiment, config.algorithm.name, config.seed
+            config.logging.out, config.experiment, build_method(config).name, config.seed
         )
     )
     warn_about_budget(config)  # before any work (the warm start included)
@@ -281,7 +283,7 @@ def _run_locked(
     """The body of ``run_experiment`` while this process holds the run directory's lock."""
     bar = tqdm(
         total=config.budget.episodes,
-        desc=f"{config.algorithm.name} seed {config.seed}",
+        desc=f"{ctx.method.name} seed {config.seed}",
         unit="ep",
         disable=not progress,
         smoothing=0.1,
@@ -294,7 +296,7 @@ def _run_locked(
         if progress_callback is not None:
             progress_callback(n)
         if progress and (line := estimate.update(n)):
-            bar.write(f"{config.algorithm.name} seed {config.seed}: {line}", file=sys.stderr)
+            bar.write(f"{ctx.method.name} seed {config.seed}: {line}", file=sys.stderr)
 
     loop = TrainingLoop(ctx, log, progress=advance)
     state = None
@@ -319,7 +321,7 @@ def _run_locked(
     trained = episodes[~dropped] if dropped is not None else episodes
     return {
         "run_dir": str(path),
-        "method": config.algorithm.name,
+        "method": ctx.method.name,
         "episodes": int(len(trained)),
         "dropped_episodes": int(dropped.sum()) if dropped is not None else 0,
         "updates": ctx.learner.version,

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import torch
 
+from sao_online.algorithms import load_method_factory
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
 from sao_online.rollout import EnvError, RolloutEngine
@@ -91,6 +92,9 @@ def run_rollout_worker(
 
     try:
         config = load_config(config_dict)
+        # A method from a user's module (MODULE:FACTORY) is imported here too, as an env id's
+        # module is by gymnasium.make: what it registers on import exists in every worker.
+        load_method_factory(config.algorithm.name)
         policy, tokenizer = base_policy(config)
         policy.eval()
         with build_engine(config, policy, tokenizer, seed=seed, num_slots=num_slots) as engine:

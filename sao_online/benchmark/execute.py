@@ -1,0 +1,45 @@
+"""What runs where a benchmark run runs: a child process of this machine or a Ray task.
+
+``execute_run`` runs one job (one task, method and seed) to its budget through ``compare``'s
+run body and returns the run's small result record, with the provenance of the process that
+ran it. ``execute_warm_start`` builds a task's warm start. Both are module-level functions, so a
+forkserver child or a Ray worker imports them by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sao_online.benchmark.provenance import provenance, stable_hash
+from sao_online.benchmark.results import summarize_run
+
+
+def execute_run(job: dict[str, Any], progress: Any) -> dict[str, Any]:
+    """Run ``job`` (continuing its run directory when there is one) and summarise it.
+
+    ``progress.put(n)`` is called with the episodes each update consumed.
+    """
+    from sao_online.commands.compare import _run_one
+    from sao_online.runlog import read_config_file
+
+    job = {**job, "resume": (Path(job["out"]) / "config.yaml").exists()}
+    _run_one(job, progress)
+    resolved = read_config_file(Path(job["out"]) / "config.yaml")
+    return {
+        "key": job["key"],
+        **summarize_run(job["out"]),
+        "config_hash": stable_hash(resolved),
+        "provenance": provenance(),
+    }
+
+
+def execute_warm_start(job: dict[str, Any], progress: Any) -> str:
+    """Build (or reuse) the warm start of ``job``'s task config; return its folder."""
+    import torch
+
+    from sao_online.config import load_config
+    from sao_online.pretrain import warm_start
+
+    torch.set_num_threads(1)
+    return str(warm_start(load_config(job["config"], job["overrides"])))

@@ -1,0 +1,151 @@
+"""The scorecard's figures: aggregate intervals, performance profiles, the probability-of-
+improvement matrix and a grid of per-task reward curves with the shifts marked."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from sao_online.analysis.plot_common import method_colors, save_figure
+
+
+def plot_aggregate_intervals(table: pd.DataFrame, path: str | Path) -> Path:
+    """IQM and optimality gap per method, each with its 95% interval (rliable's layout)."""
+    methods = list(table["method"])[::-1]  # best on top
+    colors = method_colors(methods)
+    figure = Figure(figsize=(9.0, 0.6 * len(methods) + 1.6), layout="constrained")
+    axes = figure.subplots(1, 2, sharey=True)
+    panels = [
+        ("iqm", "iqm_lower", "iqm_upper", "IQM of normalized score (higher is better)"),
+        ("optimality_gap", "gap_lower", "gap_upper", "optimality gap (lower is better)"),
+    ]
+    rows = table.set_index("method")
+    for ax, (point, lower, upper, title) in zip(axes, panels):
+        for y, method in enumerate(methods):
+            row = rows.loc[method]
+            ax.barh(
+                y,
+                row[upper] - row[lower],
+                left=row[lower],
+                height=0.6,
+                color=colors[method],
+                alpha=0.55,
+            )
+            ax.plot([row[point]] * 2, [y - 0.3, y + 0.3], color="black", linewidth=1.5)
+            ax.plot(row[point], y, marker="o", color=colors[method], markeredgecolor="black")
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+        ax.axvline(0.0, color="gray", linewidth=0.8)
+    axes[0].axvline(1.0, color="gray", linewidth=0.8, linestyle=":")
+    axes[0].set_yticks(range(len(methods)), methods)
+    figure.suptitle("Aggregate over all (family, shift, seed) scores, 95% stratified bootstrap")
+    return save_figure(figure, path)
+
+
+def plot_profiles(profiles: pd.DataFrame, path: str | Path) -> Path:
+    """Fraction of scores above tau per method, with the bootstrap band."""
+    figure = Figure(figsize=(8.0, 4.8), layout="constrained")
+    ax = figure.add_subplot()
+    colors = method_colors(list(profiles["method"].unique()))
+    for method, part in profiles.groupby("method", sort=True):
+        ax.plot(part["tau"], part["fraction"], color=colors[method], label=method)
+        ax.fill_between(part["tau"], part["lower"], part["upper"], color=colors[method], alpha=0.2)
+    ax.axvline(0.0, color="gray", linewidth=0.8, linestyle=":")
+    ax.axvline(1.0, color="gray", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("normalized score tau (0 = frozen warm start, 1 = oracle)")
+    ax.set_ylabel("fraction of scores > tau")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Performance profiles (score distributions), 95% bands")
+    return save_figure(figure, path)
+
+
+def plot_improvement_matrix(
+    improvement: pd.DataFrame, methods: Sequence[str], path: str | Path
+) -> Path:
+    """P(row method > column method), with the interval in each cell."""
+    methods = list(methods)
+    size = len(methods)
+    values = np.full((size, size), np.nan)
+    labels = [["" for _ in methods] for _ in methods]
+    index = {method: i for i, method in enumerate(methods)}
+    for row in improvement.itertuples(index=False):
+        if row.method_x in index and row.method_y in index:
+            i, j = index[row.method_x], index[row.method_y]
+            values[i, j] = row.probability
+            labels[i][j] = f"{row.probability:.2f}\n[{row.lower:.2f}, {row.upper:.2f}]"
+    figure = Figure(figsize=(1.3 * size + 2.6, 1.1 * size + 1.6), layout="constrained")
+    ax = figure.add_subplot()
+    image = ax.imshow(values, cmap="RdBu", vmin=0.0, vmax=1.0)
+    for i in range(size):
+        for j in range(size):
+            if labels[i][j]:
+                ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(size), methods, rotation=30, ha="right")
+    ax.set_yticks(range(size), methods)
+    ax.set_xlabel("Y")
+    ax.set_ylabel("X")
+    figure.colorbar(image, ax=ax, label="P(X > Y)")
+    ax.set_title("Probability of improvement P(X > Y), 95% intervals")
+    return save_figure(figure, path)
+
+
+def plot_recovery_grid(
+    curves: pd.DataFrame,
+    shifts: pd.DataFrame,
+    phases: pd.DataFrame,
+    path: str | Path,
+    x_label: dict[str, str] | None = None,
+) -> Path:
+    """One panel per task: each method's mean reward per curve bin, averaged over seeds (the
+    band spans the seeds' lowest and highest), shifts dashed, the oracle dotted."""
+    tasks = sorted(curves["task"].unique())
+    columns = min(3, len(tasks))
+    rows = math.ceil(len(tasks) / columns)
+    figure = Figure(figsize=(5.0 * columns, 3.4 * rows + 0.6), layout="constrained")
+    axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
+    colors = method_colors(list(curves["method"].unique()))
+    for ax, task in zip(axes, tasks):
+        part = curves[curves["task"] == task]
+        for method, rows_of_method in part.groupby("method", sort=True):
+            middle = (rows_of_method["start"] + rows_of_method["end"]) / 2.0
+            per_bin = rows_of_method.assign(x=middle).groupby("x")["reward_mean"]
+            mean, low, high = per_bin.mean(), per_bin.min(), per_bin.max()
+            style = {"linestyle": "--"} if method == "frozen" else {}
+            ax.plot(mean.index, mean.to_numpy(), color=colors[method], label=method, **style)
+            ax.fill_between(
+                mean.index, low.to_numpy(), high.to_numpy(), color=colors[method], alpha=0.15
+            )
+        task_phases = phases[phases["task"] == task]
+        for _, phase in task_phases.groupby("phase"):
+            start, end = phase["start"].min(), phase["end"].max()
+            ax.hlines(
+                phase["oracle_mean"].mean(),
+                start,
+                end + 1,
+                colors="black",
+                linestyles=":",
+                linewidth=1.2,
+            )
+        for tau in sorted(shifts.loc[shifts["task"] == task, "tau"].unique()):
+            ax.axvline(tau, color="black", linestyle="--", linewidth=0.9, alpha=0.7)
+        ax.set_title(task, fontsize=10)
+        ax.set_xlabel((x_label or {}).get(task, "episodes"))
+        ax.set_ylabel("reward")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(tasks) :]:
+        ax.set_visible(False)
+    handles, names = axes[0].get_legend_handles_labels()
+    figure.legend(handles, names, loc="outside lower center", ncols=min(6, len(names)), fontsize=8)
+    figure.suptitle(
+        "Reward per task: mean over seeds (band: lowest to highest seed); dashed lines: shifts; "
+        "dotted: oracle",
+        fontsize=10,
+    )
+    return save_figure(figure, path)

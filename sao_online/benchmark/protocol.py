@@ -1,0 +1,176 @@
+"""The protocol of a benchmark: what must be equal for two sets of runs to be pooled.
+
+It records, per task, the resolved config every method starts from (schedule written out; the
+seed and the logging settings left out: they do not change what is measured) and, per method,
+its spec and its resolved ``algorithm`` section on every task. Seeds and machines are not part
+of it: pooling seed sets and machines is what ``merge`` is for. Two protocols that differ are
+refused with the difference named (``budget.episodes: 600 vs 1000``).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+from sao_online.benchmark.provenance import stable_hash
+from sao_online.benchmark.results import CURVE_BINS, HALF_ORACLE
+from sao_online.benchmark.suite import TierPlan
+from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig
+
+#: The method whose reward is the floor (score 0) of the normalized score.
+FLOOR_METHOD = "frozen"
+#: A phase whose oracle reward exceeds the floor by less than this is not scored (reward units).
+MIN_GAP = 0.05
+PROTOCOL_FORMAT = 1
+
+
+class ProtocolMismatch(ConfigError):
+    """Runs measured under different protocols: they cannot be pooled into one scorecard."""
+
+
+def _comparable(config: ExperimentConfig, schedule: dict[str, Any]) -> dict[str, Any]:
+    data = config.to_dict()
+    data["schedule"] = schedule
+    data.pop("seed", None)
+    data.pop("logging", None)
+    return data
+
+
+def method_labels(plan: TierPlan, specs: list[str], overrides: list[str]) -> dict[str, str]:
+    """Method spec -> its label (the name of the Method it builds), checked on every task.
+
+    Raises:
+        ConfigError: a method unknown, refused by a task's config, or failing to build (named
+            with the task), or two specs of one name.
+    """
+    from sao_online.commands.compare import method_folders
+
+    labels: dict[str, str] = {}
+    for task in plan.tasks:
+        base = task.load(overrides)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConfigWarning)
+                folders = method_folders(base, specs)
+        except ConfigError as error:
+            raise ConfigError(f"task {task.name}: {error}") from None
+        for spec, label in folders.items():
+            if labels.setdefault(spec, label) != label:
+                raise ConfigError(
+                    f"--methods: {spec!r} makes a method named {labels[spec]!r} on one task "
+                    f"and {label!r} on {task.name}"
+                )
+    return labels
+
+
+def protocol_of(plan: TierPlan, labels: dict[str, str], overrides: list[str]) -> dict[str, Any]:
+    """The protocol of ``plan`` run with the methods ``labels`` (spec -> label)."""
+    from sao_online.commands.compare import method_overrides
+    from sao_online.environments import check_env_id
+    from sao_online.runtime.envs import resolve_schedule
+
+    tasks: dict[str, Any] = {}
+    methods: dict[str, Any] = {
+        label: {"spec": spec, "algorithm": {}} for spec, label in labels.items()
+    }
+    for task in plan.tasks:
+        base = task.load(overrides)
+        try:
+            check_env_id(base.env.id)
+            schedule = resolve_schedule(base).to_dict()
+        except ValueError as error:
+            raise ConfigError(f"task {task.name}: {error}") from None
+        config = _comparable(base, schedule)
+        tasks[task.name] = {
+            "family": task.family,
+            "cpus": task.cpus,
+            "config": config,
+            "config_hash": stable_hash(config),
+        }
+        for spec, label in labels.items():
+            algorithm = task.load([*overrides, *method_overrides(spec)]).algorithm
+            methods[label]["algorithm"][task.name] = _comparable_algorithm(algorithm)
+    return {
+        "format": PROTOCOL_FORMAT,
+        "suite": plan.suite,
+        "tier": plan.tier,
+        "score": {
+            "floor": FLOOR_METHOD,
+            "half_oracle": HALF_ORACLE,
+            "min_gap": MIN_GAP,
+            "curve_bins": CURVE_BINS,
+        },
+        "tasks": tasks,
+        "methods": methods,
+    }
+
+
+def _comparable_algorithm(algorithm: Any) -> dict[str, Any]:
+    return algorithm.model_dump()
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat or {prefix: {}}
+    return {prefix: value}
+
+
+def differences(first: Any, second: Any, limit: int = 3) -> list[str]:
+    """``key: a vs b`` for the dotted keys where two nested mappings differ (first ``limit``)."""
+    flat_first, flat_second = _flatten(first), _flatten(second)
+    found = []
+    for key in sorted(set(flat_first) | set(flat_second)):
+        a, b = flat_first.get(key, "(absent)"), flat_second.get(key, "(absent)")
+        if a != b:
+            found.append(f"{key}: {a!r} vs {b!r}")
+    if len(found) > limit:
+        found = [*found[:limit], f"and {len(found) - limit} more"]
+    return found
+
+
+def check_same_protocol(
+    first: dict[str, Any], second: dict[str, Any], first_name: str, second_name: str
+) -> dict[str, Any]:
+    """The pooled protocol of two, or :class:`ProtocolMismatch` naming the first difference.
+
+    Tier, score settings and tasks (each task's resolved config) must be equal; methods may
+    differ in which are present, but a method in both must have been configured the same way
+    on every task.
+    """
+
+    def refuse(what: str) -> ProtocolMismatch:
+        return ProtocolMismatch(f"{first_name} and {second_name} differ in {what}")
+
+    if first.get("format") != second.get("format"):
+        raise refuse(f"format: {first.get('format')!r} vs {second.get('format')!r}")
+    for field in ("tier", "score"):
+        if first[field] != second[field]:
+            raise refuse("; ".join(differences({field: first[field]}, {field: second[field]})))
+    tasks_first, tasks_second = set(first["tasks"]), set(second["tasks"])
+    if tasks_first != tasks_second:
+        only = sorted(tasks_first ^ tasks_second)
+        raise refuse(f"their tasks: {', '.join(only)} in only one of them")
+    for name in sorted(tasks_first):
+        a, b = first["tasks"][name], second["tasks"][name]
+        if a["config_hash"] != b["config_hash"] or a["family"] != b["family"]:
+            found = differences(
+                {"family": a["family"], **a["config"]}, {"family": b["family"], **b["config"]}
+            )
+            raise refuse(f"task {name}: " + "; ".join(found or ["its config"]))
+    methods = copy.deepcopy(first["methods"])
+    for label, method in second["methods"].items():
+        if label not in methods:
+            methods[label] = copy.deepcopy(method)
+            continue
+        mine = methods[label]
+        if mine["spec"] != method["spec"]:
+            raise refuse(f"method {label}: spec {mine['spec']!r} vs {method['spec']!r}")
+        for task, algorithm in method["algorithm"].items():
+            found = differences(mine["algorithm"].get(task), algorithm)
+            if found:
+                raise refuse(f"method {label} on task {task}: algorithm " + "; ".join(found))
+    return {**first, "methods": methods}

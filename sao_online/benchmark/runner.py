@@ -1,0 +1,339 @@
+"""``sao-online benchmark``: every task x method x seed of a suite's tier, then the scorecard.
+
+The output folder::
+
+    OUT/runs/<task>/<method>/seed-<k>/      run directories (not needed once results exist)
+    OUT/results/benchmark.json              the protocol (suite, tier, resolved task configs,
+                                            methods) and provenance records
+    OUT/results/runs/<task>/<method>/seed-<k>.json   each finished run's result record
+    OUT/results/{runs,phases,shifts,curves}.csv      the same records as tables
+    OUT/scorecard.{md,html,csv,json}, OUT/figures/
+
+With ``resume`` a run whose result exists is skipped, a run directory without one continues
+from its last checkpoint, and the protocol must be the one the folder was started with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from sao_online.benchmark.protocol import (
+    FLOOR_METHOD,
+    check_same_protocol,
+    method_labels,
+    protocol_of,
+)
+from sao_online.benchmark.provenance import machine, provenance_id
+from sao_online.benchmark.results import result_tables, write_json_atomically
+from sao_online.benchmark.suite import TierPlan, plan_tier
+from sao_online.config import ConfigError
+from sao_online.config.names import check_method_name
+
+BACKENDS = ("local", "ray")
+
+
+def _say(message: str) -> None:
+    print(f"benchmark: {message}", file=sys.stderr, flush=True)
+
+
+def result_path(out: Path, key: dict[str, Any]) -> Path:
+    return out / "results" / "runs" / key["task"] / key["method"] / f"seed-{key['seed']}.json"
+
+
+def read_results(out: Path) -> list[dict[str, Any]]:
+    """Every per-run result record under ``out/results/runs``."""
+    folder = out / "results" / "runs"
+    if not folder.is_dir():
+        return []
+    return [json.loads(path.read_text()) for path in sorted(folder.rglob("seed-*.json"))]
+
+
+def write_tables(
+    out: Path,
+    records: list[dict[str, Any]],
+    protocol: dict[str, Any],
+    session: dict[str, Any] | None = None,
+) -> None:
+    """Compile per-run records into ``results/*.csv`` and ``results/benchmark.json``.
+
+    ``benchmark.json`` keeps the ``sessions`` already recorded there (one per command that ran
+    runs: when, how long, how many runs, where) and appends ``session``.
+    """
+    from sao_online.analysis.report_render import write_csv
+
+    provenances: dict[str, Any] = {}
+    for record in records:
+        record.setdefault("provenance_id", provenance_id(record["provenance"]))
+        provenances[record["provenance_id"]] = record["provenance"]
+    folder = out / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, table in result_tables(records).items():
+        write_csv(table, folder / f"{name}.csv")
+    path = folder / "benchmark.json"
+    sessions = json.loads(path.read_text()).get("sessions", []) if path.exists() else []
+    if session is not None:
+        sessions.append(session)
+    write_json_atomically(
+        path, {"protocol": protocol, "provenance": provenances, "sessions": sessions}
+    )
+
+
+def _plan_jobs(
+    plan: TierPlan,
+    labels: dict[str, str],
+    seeds: list[int],
+    out: Path,
+    overrides: list[str],
+) -> list[dict[str, Any]]:
+    from sao_online.commands.compare import method_overrides
+
+    jobs = []
+    for seed in seeds:  # seed by seed: an interrupted benchmark has whole seeds
+        for task in plan.tasks:
+            budget = task.load(overrides).budget.episodes
+            for spec, label in labels.items():
+                key = {
+                    "task": task.name,
+                    "family": task.family,
+                    "method": label,
+                    "method_spec": spec,
+                    "seed": seed,
+                    "tier": plan.tier,
+                }
+                jobs.append(
+                    {
+                        "name": f"{task.name}/{label}/seed-{seed}",
+                        "config": task.config,
+                        "overrides": [
+                            *task.overrides,
+                            *overrides,
+                            *method_overrides(spec),
+                            f"seed={seed}",
+                        ],
+                        "out": str(out / "runs" / task.name / label / f"seed-{seed}"),
+                        "overwrite": False,
+                        "resume": True,
+                        "key": key,
+                        "cpus": task.cpus,
+                        "budget": budget,
+                    }
+                )
+    return jobs
+
+
+def _warm_start_jobs(plan: TierPlan, overrides: list[str]) -> list[dict[str, Any]]:
+    """One job per distinct warm start the tasks use (tasks may share one); each job lists the
+    tasks it serves."""
+    from sao_online.pretrain import warm_start_path
+
+    jobs: dict[Path, dict[str, Any]] = {}
+    for task in plan.tasks:
+        config = task.load(overrides)
+        if not config.model.warm_start:
+            continue
+        path = warm_start_path(config)
+        if path in jobs:
+            jobs[path]["tasks"].append(task.name)
+            continue
+        jobs[path] = {
+            "name": f"{task.name}/warm-start",
+            "config": task.config,
+            "overrides": [*task.overrides, *overrides],
+            "cpus": 1,
+            "tasks": [task.name],
+        }
+    return list(jobs.values())
+
+
+def _line(record: dict[str, Any], done: int, total: int) -> str:
+    key, run = record["key"], record["run"]
+    phases = ", ".join(f"{row['reward_mean']:.2f}" for row in record["phases"])
+    seconds = run.get("seconds")
+    took = f"{seconds:.0f} s" if seconds is not None else "?"
+    return (
+        f"[{done}/{total}] {key['task']} {key['method']} seed {key['seed']}: {took}, "
+        f"{run['episodes']} episodes, mean reward per phase {phases}"
+    )
+
+
+def run_benchmark(
+    *,
+    out: str | Path,
+    suite: str | Path = "core",
+    tier: str = "smoke",
+    methods: list[str] | None = None,
+    seeds: int | None = None,
+    first_seed: int | None = None,
+    overrides: list[str] | None = None,
+    resume: bool = False,
+    backend: str = "local",
+    address: str | None = None,
+    parallel: int | None = None,
+    progress: bool = True,
+    reps: int = 2000,
+) -> Path:
+    """Run a suite's tier for ``methods`` (plus ``frozen``) x seeds; write the scorecard.
+
+    Returns:
+        The path of ``scorecard.md``.
+
+    Raises:
+        ConfigError: a bad suite, tier, method, seed range or backend (named), an output
+            folder that holds another benchmark, or runs that failed (each named).
+        StopRequested: SIGINT or SIGTERM came (local backend); every run was stopped, the
+            results of those that had finished are kept, and ``resume=True`` continues.
+    """
+    from sao_online.runtime.main_guard import require_main_guard
+
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend: must be local or ray, got {backend!r}")
+    if address is not None and backend != "ray":
+        raise ConfigError("--address: applies to --backend ray only")
+    if backend == "local":
+        require_main_guard("benchmark")
+    out = Path(out)
+    overrides = list(overrides or [])
+    plan = plan_tier(suite, tier)
+    if overrides:  # every task must still load with them
+        for task in plan.tasks:
+            try:
+                task.load(overrides)
+            except ConfigError as error:
+                raise ConfigError(f"--set: task {task.name}: {error}") from None
+    seeds = plan.seeds if seeds is None else seeds
+    first_seed = plan.first_seed if first_seed is None else first_seed
+    if seeds < 1:
+        raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
+    if first_seed < 0:
+        raise ConfigError(f"--first-seed: must be >= 0, got {first_seed}")
+    specs = [m.strip() for m in (methods or plan.methods) if m.strip()]
+    if not specs:
+        raise ConfigError("--methods: no method given")
+    for spec in specs:  # the name's form first (a suggestion for a typo); built on each task below
+        try:
+            check_method_name(spec)
+        except ValueError as error:
+            raise ConfigError(f"--methods: {error}") from None
+    if FLOOR_METHOD not in specs:
+        specs = [FLOOR_METHOD, *specs]  # the floor of the normalized score is always measured
+    labels = method_labels(plan, specs, overrides)
+    seed_list = list(range(first_seed, first_seed + seeds))
+    protocol = protocol_of(plan, labels, overrides)
+    protocol_file = out / "results" / "benchmark.json"
+    if protocol_file.exists() or (out / "runs").exists():
+        if not resume:
+            raise ConfigError(
+                f"--out: {out} holds a benchmark already; --resume continues it, or choose "
+                "another folder"
+            )
+        if protocol_file.exists():
+            saved = json.loads(protocol_file.read_text())["protocol"]
+            protocol = check_same_protocol(saved, protocol, str(out), "this command")
+    from sao_online.runtime.processes import start_server_early
+
+    if backend == "local":
+        start_server_early()
+    jobs = _plan_jobs(plan, labels, seed_list, out, overrides)
+    pending = [job for job in jobs if not result_path(out, job["key"]).exists()]
+    finished = len(jobs) - len(pending)
+    if finished:
+        _say(f"{finished} of {len(jobs)} runs finished earlier: kept, not run again")
+    write_tables(out, read_results(out), protocol)  # the protocol is on disk from the start
+    total = sum(job["budget"] for job in pending)
+    bar = tqdm(
+        total=total,
+        desc=f"benchmark {plan.suite}/{tier}: {len(pending)} runs",
+        unit="ep",
+        disable=not progress,
+        smoothing=0.05,
+        file=sys.stderr,
+    )
+    done = finished
+
+    def on_result(name: str, record: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        record["provenance_id"] = provenance_id(record["provenance"])
+        write_json_atomically(result_path(out, record["key"]), record)
+        message = _line(record, done, len(jobs))
+        if progress:
+            bar.write(message, file=sys.stderr)
+        else:
+            _say(message)
+
+    started = time.time()
+    warm: list[dict[str, Any]] = []
+    try:
+        if pending:
+            warm = _warm_start_jobs(plan, overrides)
+            failures = _run(backend, address, parallel, pending, warm, bar, on_result)
+        else:
+            failures = []
+    finally:
+        bar.close()
+    if failures:
+        raise ConfigError(
+            f"benchmark: {len(failures)} run(s) failed (finished runs are kept; --resume "
+            "continues):\n  " + "\n  ".join(failures)
+        )
+    session = None
+    if pending:
+        seconds = time.time() - started
+        _say(f"{len(pending)} runs in {seconds:.0f} s")
+        session = {
+            "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+            "seconds": round(seconds, 1),
+            "runs": len(pending),
+            "warm_starts": len(warm),
+            "backend": backend,
+            "parallel": parallel or os.cpu_count(),
+            "machine": machine(),
+        }
+    from sao_online.benchmark.scorecard import write_scorecard
+
+    write_tables(out, read_results(out), protocol, session)
+    return write_scorecard(out, reps=reps)
+
+
+def _run(
+    backend: str,
+    address: str | None,
+    parallel: int | None,
+    jobs: list[dict[str, Any]],
+    warm_jobs: list[dict[str, Any]],
+    bar: Any,
+    on_result: Callable[[str, dict[str, Any]], None],
+) -> list[str]:
+    if backend == "ray":
+        from sao_online.benchmark.ray_runner import run_on_ray
+
+        return run_on_ray(jobs, warm_jobs, address=address, bar=bar, on_result=on_result)
+    from sao_online.benchmark.execute import execute_run, execute_warm_start
+    from sao_online.commands.compare import run_jobs
+
+    parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
+    if warm_jobs:  # each task's warm start once, before its runs share it
+        bar.set_postfix_str("warm starts")
+        failures = run_jobs(
+            warm_jobs,
+            parallel=min(parallel, len(warm_jobs)),
+            bar=bar,
+            target=execute_warm_start,
+            keep_server=True,  # the runs follow at once
+        )
+        bar.set_postfix_str("")
+        if failures:
+            return failures
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_jobs(jobs, parallel=parallel, bar=bar, target=execute_run, on_result=on_result)

@@ -1,0 +1,447 @@
+"""The scorecard: leaderboard, per-family and per-shift tables, figures and provenance, from the
+result tables alone (``OUT/results``), as ``scorecard.md``, ``.html``, ``.csv`` and ``.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sao_online.analysis.report_render import (
+    Block,
+    Heading,
+    Image,
+    Paragraph,
+    Table,
+    to_html,
+    to_markdown,
+    write_csv,
+)
+from sao_online.analysis.suite_metrics import stratified_interval, trimmed_iqm
+from sao_online.benchmark import figures
+from sao_online.benchmark.scores import (
+    MIN_SEEDS_TO_SEPARATE,
+    Aggregates,
+    aggregate,
+    aggregate_units,
+    normalized_scores,
+    separated,
+    shift_scores,
+)
+
+TABLES = ("runs", "phases", "shifts", "curves")
+
+
+class ResultsError(ValueError):
+    """A results folder that lacks a table, or whose tables do not belong together."""
+
+
+def read_tables(folder: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """The result tables and ``benchmark.json`` of a results folder (``OUT/results``)."""
+    folder = Path(folder)
+    if not (folder / "benchmark.json").is_file():
+        raise ResultsError(f"{folder}: no benchmark.json (not a benchmark results folder)")
+    tables = {}
+    for name in TABLES:
+        path = folder / f"{name}.csv"
+        if not path.is_file():
+            raise ResultsError(f"{folder}: no {name}.csv")
+        tables[name] = pd.read_csv(path, keep_default_na=True)
+    return tables, json.loads((folder / "benchmark.json").read_text())
+
+
+def _interval(point: float, lower: float, upper: float, digits: int = 2) -> str:
+    if not np.isfinite(point):
+        return "—"
+    # round first: a tiny negative value would print as "-0.00"
+    point, lower, upper = (round(float(v), digits) + 0.0 for v in (point, lower, upper))
+    if np.isclose(lower, upper) and np.isclose(point, lower):
+        return f"{point:.{digits}f}"
+    return f"{point:.{digits}f} [{lower:.{digits}f}, {upper:.{digits}f}]"
+
+
+def _over_seeds(values: np.ndarray, reps: int, digits: int = 2) -> str:
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return "—"
+    estimate = stratified_interval([values], lambda x: trimmed_iqm(x, axis=-1), reps=reps)
+    return _interval(estimate.point, estimate.lower, estimate.upper, digits)
+
+
+def _method_order(aggregates: Aggregates, methods: list[str]) -> list[str]:
+    ranked = list(aggregates.table["method"])
+    return ranked + sorted(m for m in methods if m not in ranked)
+
+
+def compute(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any], reps: int) -> dict:
+    """Scores, per-shift scores and the aggregates of a results folder's tables."""
+    protocol = benchmark["protocol"]
+    settings = protocol["score"]
+    scores = normalized_scores(
+        tables["phases"],
+        tables["runs"],
+        floor_method=settings["floor"],
+        min_gap=settings["min_gap"],
+    )
+    per_shift = shift_scores(scores, tables["shifts"])
+    units = aggregate_units(scores)
+    methods = sorted(tables["runs"]["method"].unique())
+    aggregates = aggregate(units, methods, reps=reps)
+    return {
+        "scores": scores,
+        "per_shift": per_shift,
+        "units": units,
+        "aggregates": aggregates,
+        "methods": _method_order(aggregates, methods),
+    }
+
+
+def leaderboard(aggregates: Aggregates) -> pd.DataFrame:
+    """Methods ranked by the aggregate IQM; each says whether it is separated from the next."""
+    rows = []
+    table = aggregates.table
+    for position, row in enumerate(table.itertuples(index=False)):
+        verdict = ""
+        if position + 1 < len(table):
+            below = table.iloc[position + 1]["method"]
+            is_separated, estimate = separated(aggregates.improvement, row.method, below)
+            if estimate is not None:
+                few = estimate["seeds"] < MIN_SEEDS_TO_SEPARATE
+                verdict = (
+                    f"{'separated from' if is_separated else 'not separated from'} {below}: "
+                    f"P(> {below}) = "
+                    f"{_interval(estimate['probability'], estimate['lower'], estimate['upper'])}"
+                    + (f" (fewer than {MIN_SEEDS_TO_SEPARATE} seeds)" if few else "")
+                )
+        rows.append(
+            {
+                "rank": row.rank,
+                "method": row.method,
+                "IQM [95% CI]": _interval(row.iqm, row.iqm_lower, row.iqm_upper),
+                "optimality gap [95% CI]": _interval(
+                    row.optimality_gap, row.gap_lower, row.gap_upper
+                ),
+                "scores": row.scores,
+                "next below": verdict,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def family_table(aggregates: Aggregates, order: list[str]) -> pd.DataFrame:
+    """Methods x families: each family's IQM [CI] and rank, beside the aggregate."""
+    frame = pd.DataFrame({"method": order})
+    overall = aggregates.table.set_index("method")
+    frame["aggregate"] = [
+        _interval(*overall.loc[m, ["iqm", "iqm_lower", "iqm_upper"]]) if m in overall.index else "—"
+        for m in order
+    ]
+    for family, part in aggregates.families.groupby("family", sort=True):
+        cells = part.set_index("method")
+        frame[family] = [
+            f"{_interval(*cells.loc[m, ['iqm', 'iqm_lower', 'iqm_upper']])} "
+            f"(#{int(cells.loc[m, 'rank'])})"
+            if m in cells.index
+            else "—"
+            for m in order
+        ]
+    return frame
+
+
+def task_tables(result: dict, reps: int) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
+    """Per task: (name, per-shift table of methods, phase table of floor and oracle)."""
+    per_shift, scores, order = result["per_shift"], result["scores"], result["methods"]
+    out = []
+    for task in sorted(scores["task"].unique()):
+        shifts = per_shift[per_shift["task"] == task]
+        rows = []
+        for method in order:
+            mine = shifts[shifts["method"] == method]
+            if not len(mine):
+                continue
+            row = {"method": method, "seeds": int(mine["seed"].nunique())}
+            for shift, part in mine.groupby("shift", sort=True):
+                times = part["time_to_half_oracle"].to_numpy(float)
+                censored = int(part["censored"].astype(bool).sum())
+                time_text = _over_seeds(times, reps, digits=0)
+                if censored:
+                    time_text += f" ({censored} of {len(part)} censored)"
+                row[f"shift {shift}: score before"] = _over_seeds(
+                    part["score_before"].to_numpy(float), reps
+                )
+                row[f"shift {shift}: score after"] = _over_seeds(
+                    part["score_after"].to_numpy(float), reps
+                )
+                row[f"shift {shift}: episodes to 0.5 x oracle"] = time_text
+            rows.append(row)
+        phase_rows = (
+            scores[scores["task"] == task]
+            .groupby(["phase", "phase_name"], sort=True)
+            .agg(floor=("floor", "first"), oracle=("oracle", "first"), note=("note", "first"))
+            .reset_index()
+        )
+        phase_rows["floor"] = phase_rows["floor"].map(lambda v: f"{v:.3f}")
+        phase_rows["oracle"] = phase_rows["oracle"].map(lambda v: f"{v:.3f}")
+        out.append((task, pd.DataFrame(rows), phase_rows))
+    return out
+
+
+def provenance_table(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any]) -> pd.DataFrame:
+    records = benchmark.get("provenance", {})
+    counts = tables["runs"]["provenance_id"].value_counts()
+    rows = []
+    for ident, record in records.items():
+        machine, packages = record.get("machine", {}), record.get("packages", {})
+        commit = record.get("commit") or "not a git checkout"
+        rows.append(
+            {
+                "id": ident,
+                "runs": int(counts.get(ident, 0)),
+                "commit": commit[:12] + (" (dirty)" if record.get("dirty") else ""),
+                "sao-online": packages.get("sao-online"),
+                "torch": packages.get("torch"),
+                "cores": f"{machine.get('usable_cores')}/{machine.get('cores')}",
+                "CPU": machine.get("cpu_model"),
+                "GPU": ", ".join(machine.get("gpus") or []) or "none",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
+    """How long each command that ran runs took, and where (``benchmark.json``'s sessions)."""
+    return pd.DataFrame(
+        [
+            {
+                "runs": session["runs"],
+                "warm starts": session.get("warm_starts", 0),
+                "wall seconds": session["seconds"],
+                "backend": session.get("backend", ""),
+                "at once": session.get("parallel", ""),
+                "cores": session.get("machine", {}).get("usable_cores", ""),
+                "CPU": session.get("machine", {}).get("cpu_model", ""),
+            }
+            for session in benchmark.get("sessions") or []
+        ]
+    )
+
+
+def _session_blocks(benchmark: dict[str, Any]) -> list[Block]:
+    if not benchmark.get("sessions"):
+        return []
+    return [
+        Table(
+            session_table(benchmark),
+            caption="Sessions: each command that ran runs, with its wall time (warm starts "
+            "included; a warm start already cached costs nothing)",
+        )
+    ]
+
+
+def _long_csv(result: dict) -> pd.DataFrame:
+    aggregates: Aggregates = result["aggregates"]
+    rows = []
+    for row in aggregates.table.itertuples(index=False):
+        rows.append(
+            {
+                "scope": "aggregate",
+                "family": "",
+                "method": row.method,
+                "statistic": "iqm",
+                "value": row.iqm,
+                "lower": row.iqm_lower,
+                "upper": row.iqm_upper,
+                "n": row.scores,
+            }
+        )
+        rows.append(
+            {
+                "scope": "aggregate",
+                "family": "",
+                "method": row.method,
+                "statistic": "optimality_gap",
+                "value": row.optimality_gap,
+                "lower": row.gap_lower,
+                "upper": row.gap_upper,
+                "n": row.scores,
+            }
+        )
+    for row in aggregates.families.itertuples(index=False):
+        rows.append(
+            {
+                "scope": "family",
+                "family": row.family,
+                "method": row.method,
+                "statistic": "iqm",
+                "value": row.iqm,
+                "lower": row.iqm_lower,
+                "upper": row.iqm_upper,
+                "n": row.scores,
+            }
+        )
+    for row in aggregates.improvement.itertuples(index=False):
+        rows.append(
+            {
+                "scope": "aggregate",
+                "family": "",
+                "method": f"{row.method_x}>{row.method_y}",
+                "statistic": "probability_of_improvement",
+                "value": row.probability,
+                "lower": row.lower,
+                "upper": row.upper,
+                "n": np.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | None = None) -> Path:
+    """Write ``scorecard.{md,html,csv,json}`` and ``figures/`` for the results in ``out``.
+
+    Returns:
+        The path of ``scorecard.md``.
+    """
+    out = Path(out)
+    tables, benchmark = read_tables(out / "results")
+    protocol = benchmark["protocol"]
+    result = compute(tables, benchmark, reps)
+    aggregates: Aggregates = result["aggregates"]
+    order = result["methods"]
+    runs = tables["runs"]
+    seeds = sorted(int(s) for s in runs["seed"].unique())
+    figure_dir = out / "figures"
+    paths = {
+        "intervals": figures.plot_aggregate_intervals(
+            aggregates.table, figure_dir / "aggregate_intervals.png"
+        ),
+        "profiles": figures.plot_profiles(
+            aggregates.profiles, figure_dir / "performance_profiles.png"
+        ),
+        "matrix": figures.plot_improvement_matrix(
+            aggregates.improvement, order, figure_dir / "improvement_matrix.png"
+        ),
+        "grid": figures.plot_recovery_grid(
+            tables["curves"], tables["shifts"], tables["phases"], figure_dir / "recovery_grid.png"
+        ),
+    }
+    relative = {name: str(path.relative_to(out)) for name, path in paths.items()}
+    floor = protocol["score"]["floor"]
+    blocks: list[Block] = [
+        Heading(f"Benchmark scorecard: suite {protocol['suite']}, tier {protocol['tier']}", 1),
+        Paragraph(
+            f"{len(runs)} runs: {len(protocol['tasks'])} tasks x {len(order)} methods x seeds "
+            f"{', '.join(map(str, seeds))}. Normalized score of a run on a phase = (its mean "
+            f"reward over the phase - floor) / (oracle - floor); floor = `{floor}` (the warm "
+            "start, never updated) on the same schedule and seeds, oracle = the env's expected "
+            "oracle reward of the phase; 1 = oracle, 0 = no better than not learning "
+            "(definitions and edge cases: docs/benchmark.md). Aggregates pool the scores of "
+            "every phase after a shift, over all (family, shift, seed), as rliable computes "
+            "them: IQM = 25% trimmed mean, 95% stratified-bootstrap intervals with families as "
+            f"strata ({aggregates.table['scores'].max() if len(aggregates.table) else 0} "
+            "scores per method at most)."
+        ),
+        Heading("Leaderboard"),
+        Paragraph(
+            "Ranked by the aggregate IQM. A method is separated from the next one down when the "
+            "95% interval of P(it scores higher than the next) lies above 1/2 and both have "
+            f"{MIN_SEEDS_TO_SEPARATE} seeds or more."
+        ),
+        Table(leaderboard(aggregates)),
+        Heading("Per family, beside the aggregate"),
+        Paragraph(
+            "IQM [95% CI] of each family's scores (its shifts x seeds); (#k) = rank "
+            "within the family."
+        ),
+        Table(family_table(aggregates, order)),
+    ]
+    if len(aggregates.flips):
+        flipped = ", ".join(sorted(aggregates.flips["family"].unique()))
+        blocks += [
+            Paragraph(f"Ranking flips: {flipped} order(s) some methods against the aggregate:"),
+            Table(aggregates.flips),
+        ]
+    else:
+        blocks.append(Paragraph("No family orders any pair of methods against the aggregate."))
+    blocks += [
+        Image(
+            relative["intervals"], "IQM and optimality gap with 95% stratified-bootstrap intervals"
+        ),
+        Image(relative["profiles"], "Performance profiles: fraction of scores above tau"),
+        Image(relative["matrix"], "Probability of improvement for every pair of methods"),
+        Heading("Per task and shift"),
+        Paragraph(
+            "Per shift: the score of the phase before it and of the phase after it, and the "
+            "episodes (clock units) after it until the run's smoothed reward first reaches 0.5 x "
+            "the phase's oracle reward, censored at the next shift or the end. IQM over seeds "
+            "[95% bootstrap CI over seeds]."
+        ),
+    ]
+    for task, per_shift, phase_table in task_tables(result, reps):
+        blocks += [
+            Heading(task, 3),
+            Table(per_shift),
+            Table(phase_table, caption=f"{task}: floor ({floor}) and oracle reward per phase"),
+        ]
+    blocks += [
+        Image(relative["grid"], "Reward per task with the shifts marked"),
+        *(extra or []),
+        Heading("Provenance"),
+        Paragraph(
+            f"Tier {protocol['tier']}; seeds {', '.join(map(str, seeds))}. Each run records the "
+            "hash of its resolved config (results/runs.csv) and the provenance record of the "
+            "process that ran it:"
+        ),
+        Table(provenance_table(tables, benchmark)),
+        *_session_blocks(benchmark),
+        Table(
+            pd.DataFrame(
+                [
+                    {
+                        "task": name,
+                        "family": task["family"],
+                        "config hash": task["config_hash"],
+                        "cpus per run": task["cpus"],
+                        "budget": task["config"]["budget"]["episodes"],
+                    }
+                    for name, task in protocol["tasks"].items()
+                ]
+            ),
+            caption="Tasks: the hash of each resolved task config (benchmark.json holds them)",
+        ),
+    ]
+    title = f"sao-online benchmark: {protocol['suite']} / {protocol['tier']}"
+    (out / "scorecard.md").write_text(to_markdown(blocks))
+    (out / "scorecard.html").write_text(to_html(blocks, title))
+    write_csv(_long_csv(result), out / "scorecard.csv")
+    summary = {
+        "suite": protocol["suite"],
+        "tier": protocol["tier"],
+        "seeds": seeds,
+        "leaderboard": aggregates.table.to_dict(orient="records"),
+        "families": aggregates.families.to_dict(orient="records"),
+        "flips": aggregates.flips.to_dict(orient="records"),
+        "probability_of_improvement": aggregates.improvement.to_dict(orient="records"),
+        "shifts": result["per_shift"].to_dict(orient="records"),
+        "provenance": benchmark.get("provenance", {}),
+        "task_config_hashes": {n: t["config_hash"] for n, t in protocol["tasks"].items()},
+    }
+    (out / "scorecard.json").write_text(json.dumps(_plain(summary), indent=1))
+    return out / "scorecard.md"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as strict JSON data: numpy scalars as numbers, NaN and infinities as null."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)

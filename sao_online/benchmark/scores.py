@@ -1,0 +1,246 @@
+"""The normalized adaptation score and everything the scorecard computes from it.
+
+Definition (docs/benchmark.md is the reference): for task T and phase p,
+
+    floor(T, p)  = mean over the seeds of ``frozen`` of its mean reward over phase p
+    oracle(T, p) = the mean oracle reward of phase p's episodes (the env's expected oracle
+                   return under the phase's regime)
+    score(run, p) = (mean reward of the run over phase p - floor) / (oracle - floor)
+
+1 is the oracle, 0 is not learning at all, negative is worse than not learning. A phase whose
+oracle exceeds the floor by less than ``min_gap`` (the warm start is already about as good as
+the oracle, or the oracle cannot do better) has no score: it is left out of every aggregate and
+shown as not scored. The aggregate pools the scores of the phases that follow a shift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import permutations
+
+import numpy as np
+import pandas as pd
+
+from sao_online.analysis.suite_metrics import (
+    Interval,
+    improvement_interval,
+    optimality_gap,
+    score_distribution,
+    stratified_interval,
+    trimmed_iqm,
+)
+
+#: Fewer seeds than this on either side and two methods are never called separated: their
+#: bootstrap intervals describe the runs at hand, not the methods (rliable asks for 5 or more).
+MIN_SEEDS_TO_SEPARATE = 3
+
+
+def normalized_scores(
+    phases: pd.DataFrame, runs: pd.DataFrame, *, floor_method: str, min_gap: float
+) -> pd.DataFrame:
+    """``phases`` with ``family``, ``floor``, ``oracle``, ``gap``, ``score`` and ``note``.
+
+    ``score`` is NaN where the phase is not scored; ``note`` says why.
+    """
+    frame = phases.merge(
+        runs[["task", "method", "seed", "family"]], on=["task", "method", "seed"], how="left"
+    )
+    floors = (
+        frame[frame["method"] == floor_method]
+        .groupby(["task", "phase"])["reward_mean"]
+        .mean()
+        .rename("floor")
+    )
+    oracles = frame.groupby(["task", "phase"])["oracle_mean"].mean().rename("oracle")
+    frame = frame.join(floors, on=["task", "phase"]).join(oracles, on=["task", "phase"])
+    frame["gap"] = frame["oracle"] - frame["floor"]
+    scored = frame["gap"] >= min_gap
+    frame["score"] = np.where(
+        scored, (frame["reward_mean"] - frame["floor"]) / frame["gap"], np.nan
+    )
+    frame["note"] = ""
+    frame.loc[frame["floor"].isna(), "note"] = f"no {floor_method} run: no floor"
+    frame.loc[frame["oracle"].isna(), "note"] = "no oracle reward"
+    close = frame["floor"].notna() & frame["oracle"].notna() & ~scored
+    frame.loc[close, "note"] = f"oracle - floor < {min_gap:g}: not scored"
+    return frame
+
+
+def shift_scores(scores: pd.DataFrame, shifts: pd.DataFrame) -> pd.DataFrame:
+    """Per run and shift k: the score of the phase before (k - 1) and after (k), and the
+    episodes to 0.5 x oracle after the shift."""
+    by_phase = scores.set_index(["task", "method", "seed", "phase"])["score"]
+    frame = shifts.copy()
+    keys = list(zip(frame["task"], frame["method"], frame["seed"]))
+    frame["score_before"] = [
+        by_phase.get((*key, shift - 1), np.nan) for key, shift in zip(keys, frame["shift"])
+    ]
+    frame["score_after"] = [
+        by_phase.get((*key, shift), np.nan) for key, shift in zip(keys, frame["shift"])
+    ]
+    return frame
+
+
+def aggregate_units(scores: pd.DataFrame) -> pd.DataFrame:
+    """The (family, task, shift, seed) scores the aggregate pools: phases after a shift."""
+    return scores[(scores["phase"] >= 1) & scores["score"].notna()]
+
+
+def _strata(units: pd.DataFrame, method: str) -> tuple[list[str], list[np.ndarray]]:
+    mine = units[units["method"] == method]
+    families = sorted(mine["family"].unique())
+    return families, [mine.loc[mine["family"] == f, "score"].to_numpy(float) for f in families]
+
+
+def _iqm(x: np.ndarray) -> np.ndarray:
+    return trimmed_iqm(x, axis=-1)
+
+
+def _gap(x: np.ndarray) -> np.ndarray:
+    return optimality_gap(x, axis=-1)
+
+
+@dataclass
+class Aggregates:
+    """Everything the scorecard shows across the suite."""
+
+    table: pd.DataFrame  # per method: IQM, optimality gap with intervals, counts
+    profiles: pd.DataFrame  # per method and tau: fraction of scores above tau, with band
+    improvement: pd.DataFrame  # per ordered pair: P(X > Y) with interval
+    families: pd.DataFrame  # per family and method: IQM with interval, rank
+    flips: pd.DataFrame  # per family: pairs ranked against the aggregate
+
+
+def aggregate(
+    units: pd.DataFrame, methods: Sequence[str], *, reps: int = 2000, seed: int = 0
+) -> Aggregates:
+    """Aggregates as rliable computes them, strata = families (see ``suite_metrics``)."""
+    methods = [m for m in methods if (units["method"] == m).any()]
+    rows, profile_rows = [], []
+    lowest = float(min(units["score"].min(), 0.0)) if len(units) else 0.0
+    highest = float(max(units["score"].max(), 1.0)) if len(units) else 1.0
+    taus = np.linspace(lowest, highest, 61)
+    for method in methods:
+        families, strata = _strata(units, method)
+        iqm = stratified_interval(strata, _iqm, reps=reps, seed=seed)
+        gap = stratified_interval(strata, _gap, reps=reps, seed=seed)
+        profile = stratified_interval(
+            strata, lambda x: score_distribution(x, taus), reps=reps, seed=seed
+        )
+        rows.append(
+            {
+                "method": method,
+                "iqm": iqm.point,
+                "iqm_lower": iqm.lower,
+                "iqm_upper": iqm.upper,
+                "optimality_gap": gap.point,
+                "gap_lower": gap.lower,
+                "gap_upper": gap.upper,
+                "scores": int(sum(len(s) for s in strata)),
+                "families": len(families),
+            }
+        )
+        for tau, point, lower, upper in zip(taus, profile.point, profile.lower, profile.upper):
+            profile_rows.append(
+                {"method": method, "tau": tau, "fraction": point, "lower": lower, "upper": upper}
+            )
+    table = pd.DataFrame(rows).sort_values("iqm", ascending=False, kind="stable")
+    table.insert(0, "rank", range(1, len(table) + 1))
+    improvement = _improvement(units, methods, reps=reps, seed=seed)
+    families = _family_table(units, methods, reps=reps, seed=seed)
+    flips = _flips(table, families)
+    return Aggregates(
+        table.reset_index(drop=True), pd.DataFrame(profile_rows), improvement, families, flips
+    )
+
+
+def _improvement(
+    units: pd.DataFrame, methods: Sequence[str], *, reps: int, seed: int
+) -> pd.DataFrame:
+    families = sorted(units["family"].unique())
+
+    def strata(method: str) -> list[np.ndarray]:
+        mine = units[units["method"] == method]
+        return [mine.loc[mine["family"] == f, "score"].to_numpy(float) for f in families]
+
+    seeds = units.groupby("method")["seed"].nunique()
+    rows = []
+    for x, y in permutations(methods, 2):
+        try:
+            estimate = improvement_interval(strata(x), strata(y), reps=reps, seed=seed)
+        except ValueError:  # no family where both have scores
+            continue
+        rows.append(
+            {
+                "method_x": x,
+                "method_y": y,
+                "probability": estimate.point,
+                "lower": estimate.lower,
+                "upper": estimate.upper,
+                "seeds": int(min(seeds[x], seeds[y])),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["method_x", "method_y", "probability", "lower", "upper", "seeds"]
+    )
+
+
+def _family_table(
+    units: pd.DataFrame, methods: Sequence[str], *, reps: int, seed: int
+) -> pd.DataFrame:
+    rows = []
+    for family in sorted(units["family"].unique()):
+        part = units[units["family"] == family]
+        for method in methods:
+            values = part.loc[part["method"] == method, "score"].to_numpy(float)
+            if not len(values):
+                continue
+            estimate: Interval = stratified_interval([values], _iqm, reps=reps, seed=seed)
+            rows.append(
+                {
+                    "family": family,
+                    "method": method,
+                    "iqm": estimate.point,
+                    "iqm_lower": estimate.lower,
+                    "iqm_upper": estimate.upper,
+                    "scores": len(values),
+                }
+            )
+    frame = pd.DataFrame(
+        rows, columns=["family", "method", "iqm", "iqm_lower", "iqm_upper", "scores"]
+    )
+    frame["rank"] = frame.groupby("family")["iqm"].rank(ascending=False, method="min")
+    return frame
+
+
+def _flips(table: pd.DataFrame, families: pd.DataFrame) -> pd.DataFrame:
+    """Per family, the pairs of methods it orders against the aggregate (strictly)."""
+    overall = dict(zip(table["method"], table["iqm"]))
+    rows = []
+    for family, part in families.groupby("family", sort=True):
+        local = dict(zip(part["method"], part["iqm"]))
+        for better, worse in permutations(local, 2):
+            if overall[better] > overall[worse] and local[better] < local[worse]:
+                rows.append(
+                    {
+                        "family": family,
+                        "aggregate_order": f"{better} > {worse}",
+                        "family_order": f"{worse} > {better}",
+                        "family_iqms": f"{local[worse]:.3f} vs {local[better]:.3f}",
+                    }
+                )
+    return pd.DataFrame(rows, columns=["family", "aggregate_order", "family_order", "family_iqms"])
+
+
+def separated(improvement: pd.DataFrame, better: str, worse: str) -> tuple[bool, pd.Series | None]:
+    """Whether ``better`` is separated from ``worse``, and the P(better > worse) row.
+
+    Separated: the 95% interval of P(better > worse) lies above 1/2 and both methods have at
+    least :data:`MIN_SEEDS_TO_SEPARATE` seeds.
+    """
+    row = improvement[(improvement["method_x"] == better) & (improvement["method_y"] == worse)]
+    if not len(row):
+        return False, None
+    row = row.iloc[0]
+    return bool(row["lower"] > 0.5 and row["seeds"] >= MIN_SEEDS_TO_SEPARATE), row

@@ -1,0 +1,281 @@
+"""A benchmark suite: a declared file of tasks, each an experiment config, with tiers of budgets.
+
+A suite is YAML (``configs/suites/core.yaml`` is the built-in ``core``)::
+
+    suite: my_suite
+    description: What the suite measures.
+    methods: [sao, grpo]                  # default --methods; frozen (the floor) is always run
+    tasks:
+      StyleShift:                         # the task's name (also its family unless given)
+        config: ../style.yaml             # a config file (relative to this file), a
+                                          # bundled config's name (tool_shift) or a mapping
+        family: StyleShift                # the stratum of the aggregate (default: the name)
+        cpus: 1                           # CPUs one run needs (default: from its runtime)
+        set: {env.kwargs.sandbox: subprocess}   # overrides of every tier
+      Mine:
+        config: {env: {id: "my_tasks:my_tasks/CoinCall-v0"}, ...}   # a task from your module
+    tiers:
+      smoke:
+        seeds: 1                          # default --seeds (and first_seed, default 0)
+        methods: [sao]                    # default --methods of this tier
+        set: {budget.episodes: 64}        # overrides of every task in this tier
+        tasks:
+          StyleShift: {set: {model.warm_start_steps: 40}, cpus: 1}
+
+Overrides are ``section.field: value`` pairs, as ``--set`` takes them; a ``schedule`` given as a
+file name is read relative to the suite file. Every error names the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sao_online.bundled_configs import bundled_configs, resolve_config
+from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config, short_repr
+from sao_online.config.names import check_method_name
+from sao_online.safe_yaml import YamlInputError, load_yaml_text
+from sao_online.suggestions import did_you_mean
+
+TIERS = ("smoke", "lite", "full")
+_TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SUITE_KEYS = {"suite", "description", "methods", "tasks", "tiers"}
+_TASK_KEYS = {"config", "family", "cpus", "set"}
+_TIER_KEYS = {"seeds", "first_seed", "methods", "set", "tasks"}
+_TIER_TASK_KEYS = {"set", "cpus"}
+
+
+class SuiteError(ConfigError):
+    """A suite file that is missing, malformed, or names something that does not exist."""
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One task of a suite at one tier: the config its runs start from and what they need."""
+
+    name: str
+    family: str
+    config: str | dict[str, Any]  # a config file path, or the config mapping itself
+    overrides: tuple[str, ...]  # ``key=value`` strings, as --set takes them
+    cpus: int
+
+    def load(self, extra: list[str] | None = None) -> ExperimentConfig:
+        """The task's validated config with its overrides (and ``extra``) applied."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConfigWarning)
+            return load_config(self.config, [*self.overrides, *(extra or [])])
+
+
+@dataclass(frozen=True)
+class TierPlan:
+    """What a suite runs at one tier: its tasks, default methods and default seeds."""
+
+    suite: str
+    tier: str
+    description: str
+    tasks: tuple[TaskPlan, ...]
+    methods: tuple[str, ...]
+    seeds: int
+    first_seed: int
+    source: str = field(default="")  # the suite file
+
+
+def builtin_suites() -> list[str]:
+    """Names of the suites shipped with the package (``configs/suites/*.yaml``)."""
+    folder = resources.files("sao_online.configs") / "suites"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def suite_path(suite: str | Path) -> Path:
+    """The file of a built-in suite name (``core``) or of a path to a suite YAML.
+
+    Raises:
+        SuiteError: neither a built-in suite nor an existing file.
+    """
+    candidate = Path(suite)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        if not candidate.is_file():
+            raise SuiteError(f"--suite: no suite file {candidate}")
+        return candidate
+    folder = resources.files("sao_online.configs") / "suites"
+    builtin = folder / f"{suite}.yaml"
+    if not builtin.is_file():
+        raise SuiteError(
+            f"--suite: {short_repr(str(suite))} is neither a built-in suite "
+            f"({', '.join(builtin_suites())}) nor a YAML file"
+        )
+    return Path(str(builtin))
+
+
+def _mapping(value: Any, where: str, keys: set[str] | None = None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SuiteError(f"{where}: expected a mapping, got {short_repr(value)}")
+    if keys is not None:
+        unknown = sorted(str(key) for key in value if key not in keys)
+        if unknown:
+            joint = "." if ":" in where else ": "  # "suite f.yaml: tasks.A.gpu", "suite f.yaml: x"
+            raise SuiteError(
+                f"{where}{joint}{unknown[0]}: unknown key; known keys: {', '.join(sorted(keys))}"
+            )
+    return value
+
+
+def _methods(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part for part in value.split(",")]
+    if not isinstance(value, list) or not value:
+        raise SuiteError(f"{where}: expected a list of method names, got {short_repr(value)}")
+    names = [str(name).strip() for name in value]
+    if not all(names):
+        raise SuiteError(f"{where}: an empty method name in {short_repr(value)}")
+    for name in names:
+        try:
+            check_method_name(name)
+        except ValueError as error:
+            raise SuiteError(f"{where}: {error}") from None
+    return tuple(names)
+
+
+def _count(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SuiteError(f"{where}: expected an integer >= {minimum}, got {short_repr(value)}")
+    return value
+
+
+def _overrides(values: Any, where: str, folder: Path) -> list[str]:
+    """``section.field: value`` pairs as ``--set`` strings (values written as JSON, i.e. YAML)."""
+    overrides = []
+    for key, value in _mapping(values, where).items():
+        if not isinstance(key, str) or not key or key.startswith(".") or ".." in key:
+            raise SuiteError(f"{where}: {short_repr(key)} is not a section.field name")
+        if key == "schedule" and isinstance(value, str):  # a file next to the suite
+            path = Path(value)
+            value = str(path if path.is_absolute() else (folder / path).resolve())
+        overrides.append(f"{key}={json.dumps(value)}")
+    return overrides
+
+
+def _task_config(value: Any, where: str, folder: Path) -> str | dict[str, Any]:
+    """A task's config: a mapping, a file relative to the suite, or a bundled config's name."""
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or not value:
+        raise SuiteError(f"{where}: expected a config file, a bundled config's name or a mapping")
+    path = Path(value)
+    beside_suite = path if path.is_absolute() else (folder / path).resolve()
+    if beside_suite.is_file():
+        return str(beside_suite)
+    if path.is_absolute() or path.is_file():
+        raise SuiteError(f"{where}: no config file {beside_suite}")
+    try:  # ``demo``, ``tool_shift.yaml``: the configs shipped with the package
+        return str(resolve_config(value))
+    except FileNotFoundError:
+        names = list(bundled_configs())
+        raise SuiteError(
+            f"{where}: no config file {beside_suite}, nor a bundled config "
+            f"{short_repr(value)}{did_you_mean(value.removesuffix('.yaml'), names)}; bundled "
+            f"configs: {', '.join(names)}"
+        ) from None
+
+
+def _default_cpus(config: ExperimentConfig) -> int:
+    """CPUs one run uses: the learner, plus one per rollout worker on the async backends."""
+    if config.runtime.backend == "sync":
+        return 1
+    return 1 + config.runtime.num_workers
+
+
+def read_suite(suite: str | Path) -> tuple[dict[str, Any], Path]:
+    """The suite file's mapping and its path, checked at the top level."""
+    path = suite_path(suite)
+    try:
+        data = load_yaml_text(path.read_text(errors="replace"), str(path))
+    except YamlInputError as error:
+        raise SuiteError(str(error)) from None
+    data = _mapping(data, f"suite {path.name}", _SUITE_KEYS)
+    if not data.get("tasks"):
+        raise SuiteError(f"suite {path.name}: tasks: a suite needs at least one task")
+    return data, path
+
+
+def plan_tier(suite: str | Path, tier: str) -> TierPlan:
+    """Resolve ``tier`` of ``suite`` into the tasks to run, each config loaded and checked.
+
+    Raises:
+        SuiteError: a malformed suite (the file and field named), an unknown tier, or a task
+            whose config does not load at this tier (its error, prefixed by the task).
+    """
+    data, path = read_suite(suite)
+    name = str(data.get("suite") or path.stem)
+    where = f"suite {path.name}"
+    if tier not in TIERS:
+        raise SuiteError(f"--tier: must be one of {', '.join(TIERS)}, got {short_repr(tier)}")
+    tiers = _mapping(data.get("tiers"), f"{where}: tiers", set(TIERS))
+    tier_data = _mapping(tiers.get(tier), f"{where}: tiers.{tier}", _TIER_KEYS)
+    methods = _methods(
+        tier_data.get("methods", data.get("methods", ["sao", "grpo"])),
+        f"{where}: tiers.{tier}.methods" if "methods" in tier_data else f"{where}: methods",
+    )
+    seeds = _count(tier_data.get("seeds", 3), f"{where}: tiers.{tier}.seeds", 1)
+    first_seed = _count(tier_data.get("first_seed", 0), f"{where}: tiers.{tier}.first_seed", 0)
+    tier_overrides = _overrides(tier_data.get("set"), f"{where}: tiers.{tier}.set", path.parent)
+    tier_tasks = _mapping(tier_data.get("tasks"), f"{where}: tiers.{tier}.tasks")
+    tasks_data = _mapping(data["tasks"], f"{where}: tasks")
+    for task_name in tier_tasks:
+        if task_name not in tasks_data:
+            raise SuiteError(
+                f"{where}: tiers.{tier}.tasks.{task_name}: not a task of the suite "
+                f"({', '.join(map(str, tasks_data))})"
+            )
+    tasks = []
+    for task_name, task_data in tasks_data.items():
+        task_where = f"{where}: tasks.{task_name}"
+        if not isinstance(task_name, str) or not _TASK_NAME.match(task_name):
+            raise SuiteError(
+                f"{where}: tasks: {short_repr(task_name)} cannot name a task (letters, digits, "
+                "'_', '-' and '.', starting with a letter or digit)"
+            )
+        task_data = _mapping(task_data, task_where, _TASK_KEYS)
+        if "config" not in task_data:
+            raise SuiteError(f"{task_where}.config: missing (a config file or mapping)")
+        override = _mapping(
+            tier_tasks.get(task_name), f"{where}: tiers.{tier}.tasks.{task_name}", _TIER_TASK_KEYS
+        )
+        overrides = [
+            *_overrides(task_data.get("set"), f"{task_where}.set", path.parent),
+            *tier_overrides,
+            *_overrides(
+                override.get("set"), f"{where}: tiers.{tier}.tasks.{task_name}.set", path.parent
+            ),
+            f"experiment={task_name}",
+        ]
+        family = task_data.get("family", task_name)
+        if not isinstance(family, str) or not _TASK_NAME.match(family):
+            raise SuiteError(f"{task_where}.family: expected a name, got {short_repr(family)}")
+        plan = TaskPlan(
+            name=task_name,
+            family=family,
+            config=_task_config(task_data["config"], f"{task_where}.config", path.parent),
+            overrides=tuple(overrides),
+            cpus=1,
+        )
+        try:
+            config = plan.load()
+        except ConfigError as error:
+            raise SuiteError(f"{where}: task {task_name} at tier {tier}: {error}") from None
+        cpus_value = override.get("cpus", task_data.get("cpus"))
+        cpus = (
+            _default_cpus(config)
+            if cpus_value is None
+            else _count(cpus_value, f"{task_where}.cpus", 1)
+        )
+        tasks.append(TaskPlan(plan.name, plan.family, plan.config, plan.overrides, cpus))
+    description = str(data.get("description") or "")
+    return TierPlan(name, tier, description, tuple(tasks), methods, seeds, first_seed, str(path))

@@ -1,0 +1,105 @@
+"""Tables in Markdown files generated from kept benchmark data (never typed by hand).
+
+A block names its kind and its data, relative to the Markdown file::
+
+    <!-- benchmark-table: leaderboard ../benchmarks/smoke/seed-set-1 -->
+    | rank | method | ... |          (generated)
+    <!-- /benchmark-table -->
+
+Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
+``replication DIR DIR...`` (which pairwise conclusions every folder reaches on its own) and
+``sessions DIR`` (how long each command that ran the folder's runs took, and where).
+``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
+it changes nothing and reports the files whose tables disagree with their data.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sao_online.analysis.report_render import Table, to_markdown
+from sao_online.benchmark.merge import replication_table, results_folder
+from sao_online.benchmark.scorecard import (
+    compute,
+    family_table,
+    leaderboard,
+    read_tables,
+    session_table,
+)
+
+REPS = 2000
+_BLOCK = re.compile(
+    r"(<!-- benchmark-table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /benchmark-table -->)",
+    re.S,
+)
+KINDS = ("leaderboard", "families", "replication", "sessions")
+
+
+class TableSpecError(ValueError):
+    """A benchmark-table block whose kind or data folder is wrong (the file and block named)."""
+
+
+def render_block(spec: str, base: Path) -> str:
+    """The Markdown table for one block spec (``kind DIR...``), folders relative to ``base``."""
+    kind, *folders = spec.split()
+    if kind not in KINDS:
+        raise TableSpecError(f"unknown table kind {kind!r}; kinds: {', '.join(KINDS)}")
+    if not folders or (kind != "replication" and len(folders) != 1):
+        raise TableSpecError(
+            f"{kind}: expected {'folders' if kind == 'replication' else 'one folder'}"
+        )
+    loaded = [(folder, read_tables(results_folder(base / folder))) for folder in folders]
+    if kind == "replication":
+        if len(loaded) < 2:
+            raise TableSpecError("replication: needs two folders or more")
+        frame = replication_table(loaded, REPS)
+    elif kind == "sessions":
+        frame = session_table(loaded[0][1][1])
+        if frame.empty:
+            raise TableSpecError(f"sessions: {folders[0]} records no session")
+    else:
+        tables, benchmark = loaded[0][1]
+        result = compute(tables, benchmark, REPS)
+        frame = (
+            leaderboard(result["aggregates"])
+            if kind == "leaderboard"
+            else family_table(result["aggregates"], result["methods"])
+        )
+    return to_markdown([Table(frame)])
+
+
+def refresh(text: str, base: Path, source: str = "<text>") -> str:
+    """``text`` with every benchmark-table block regenerated from its data."""
+
+    def replace(match: re.Match) -> str:
+        try:
+            body = render_block(match.group("spec").strip(), base)
+        except (TableSpecError, ValueError) as error:
+            raise TableSpecError(
+                f"{source}: benchmark-table {match.group('spec').strip()!r}: {error}"
+            ) from None
+        return match.group(1) + body + match.group(4)
+
+    return _BLOCK.sub(replace, text)
+
+
+def update_tables(files: list[str | Path], *, check: bool = False) -> list[str]:
+    """Regenerate the blocks of ``files``; return the files whose tables were out of date.
+
+    With ``check`` nothing is written.
+    """
+    stale = []
+    for name in files:
+        path = Path(name)
+        if not path.is_file():
+            raise FileNotFoundError(f"benchmark tables: no file {path}")
+        text = path.read_text()
+        if "<!-- benchmark-table:" not in text:
+            raise TableSpecError(f"{path}: holds no benchmark-table block")
+        new = refresh(text, path.parent, str(path))
+        if new != text:
+            stale.append(str(path))
+            if not check:
+                path.write_text(new)
+    return stale

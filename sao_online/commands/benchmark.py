@@ -1,0 +1,132 @@
+"""The ``sao-online benchmark`` command line: run a suite, ``merge`` result folders, regenerate
+``tables`` in Markdown files (see ``sao_online.benchmark``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def benchmark_command(args: argparse.Namespace) -> int:
+    if args.benchmark_command == "merge":
+        from sao_online.benchmark import merge_results
+
+        path = merge_results(args.folders, args.out, reps=args.reps)
+        print(f"scorecard: {path}")
+        return 0
+    if args.benchmark_command == "tables":
+        from sao_online.benchmark.tables import update_tables
+
+        stale = update_tables(args.files, check=args.check)
+        if args.check and stale:
+            print(
+                "benchmark tables: out of date with their data (regenerate with "
+                f"`sao-online benchmark tables {' '.join(args.files)}`): " + ", ".join(stale),
+                file=sys.stderr,
+            )
+            return 1
+        for name in stale:
+            print(f"updated {name}")
+        return 0
+    if args.out is None:
+        print("sao-online benchmark: error: --out is required", file=sys.stderr)
+        return 2
+    from sao_online.benchmark import run_benchmark  # starts the worker server once checked
+
+    path = run_benchmark(
+        out=args.out,
+        suite=args.suite,
+        tier=args.tier,
+        methods=args.methods.split(",") if args.methods else None,
+        seeds=args.seeds,
+        first_seed=args.first_seed,
+        overrides=args.set,
+        resume=args.resume,
+        backend=args.backend,
+        address=args.address,
+        parallel=args.parallel,
+        reps=args.reps,
+    )
+    print(f"scorecard: {path}")
+    return 0
+
+
+def add_benchmark_parser(commands: Any) -> None:
+    """Add ``benchmark`` (with its ``merge`` and ``tables`` subcommands) to ``commands``."""
+    benchmark = commands.add_parser(
+        "benchmark",
+        help="run a suite of drifting tasks under one protocol and write a scorecard "
+        "(subcommands: merge, tables)",
+        description="Run every task x method x seed of a suite's tier (the method frozen, the "
+        "floor of the normalized score, is always added) and write OUT/scorecard.md/.html/"
+        ".csv/.json, OUT/figures and OUT/results (the data). `benchmark merge` pools result "
+        "folders; `benchmark tables` regenerates the tables of Markdown files from their data.",
+    )
+    benchmark.add_argument(
+        "--suite", default="core", help="a built-in suite name or a suite YAML (default core)"
+    )
+    benchmark.add_argument(
+        "--tier",
+        choices=["smoke", "lite", "full"],
+        default="smoke",
+        help="smoke: minutes, a pipeline check; lite: about two hours on 2 cores; full: the "
+        "per-family configs (default smoke)",
+    )
+    benchmark.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated built-in names or MODULE:FACTORY (default: the tier's); frozen "
+        "is always added",
+    )
+    benchmark.add_argument(
+        "--seeds", type=int, default=None, help="seeds per run (default: tier's)"
+    )
+    benchmark.add_argument(
+        "--first-seed", type=int, default=None, help="seeds run from here: K..K+N-1"
+    )
+    benchmark.add_argument("--out", default=None, help="output folder")
+    benchmark.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the benchmark in --out: finished runs are kept and skipped",
+    )
+    benchmark.add_argument(
+        "--backend",
+        choices=["local", "ray"],
+        default="local",
+        help="local: child processes here; ray: Ray tasks on a cluster (default local)",
+    )
+    benchmark.add_argument(
+        "--address", default=None, help="Ray cluster address (ray only; default: start one here)"
+    )
+    benchmark.add_argument(
+        "--parallel", type=int, default=None, help="local runs at once (default: cores)"
+    )
+    benchmark.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of every task's config, e.g. --set env.kwargs.sandbox=docker",
+    )
+    benchmark.add_argument(
+        "--reps", type=int, default=2000, help="bootstrap replications (default 2000)"
+    )
+    benchmark.set_defaults(func=benchmark_command, benchmark_command=None)
+    benchmark_commands = benchmark.add_subparsers(dest="benchmark_command", metavar="SUBCOMMAND")
+    merge = benchmark_commands.add_parser(
+        "merge",
+        help="pool benchmark folders of one protocol (seed sets, machines) into one scorecard",
+    )
+    merge.add_argument("folders", nargs="+", help="benchmark output or results folders")
+    merge.add_argument("--out", required=True, help="output folder of the pooled scorecard")
+    merge.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
+    tables = benchmark_commands.add_parser(
+        "tables",
+        help="regenerate the benchmark tables of Markdown files from the data they name",
+    )
+    tables.add_argument("files", nargs="+", help="Markdown files with benchmark-table blocks")
+    tables.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 when a table is out of date"
+    )

@@ -1,0 +1,120 @@
+"""Benchmark result folders built by hand, with known rewards, for the scoring tests."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from sao_online.benchmark.protocol import FLOOR_METHOD, MIN_GAP, PROTOCOL_FORMAT
+from sao_online.benchmark.provenance import stable_hash
+from sao_online.benchmark.results import CURVE_BINS, HALF_ORACLE
+from sao_online.benchmark.runner import write_tables
+
+PROVENANCE = {
+    "commit": "0" * 40,
+    "dirty": False,
+    "packages": {"sao-online": "0.1.0", "torch": "2.13.0"},
+    "machine": {"cores": 2, "usable_cores": 2, "cpu_model": "test CPU", "gpus": []},
+}
+
+
+def record(
+    task: str,
+    family: str,
+    method: str,
+    seed: int,
+    rewards: list[float],
+    oracle: list[float],
+    phase_length: int = 10,
+) -> dict[str, Any]:
+    """One run whose phase p has mean reward ``rewards[p]`` and oracle ``oracle[p]``."""
+    phases, shifts, curve = [], [], []
+    for phase, (reward, ceiling) in enumerate(zip(rewards, oracle)):
+        start = phase * phase_length
+        phases.append(
+            {
+                "phase": phase,
+                "phase_name": f"regime {phase}",
+                "start": float(start),
+                "end": float(start + phase_length - 1),
+                "episodes": phase_length,
+                "reward_mean": reward,
+                "oracle_mean": ceiling,
+            }
+        )
+        curve.append(
+            {
+                "start": float(start),
+                "end": float(start + phase_length),
+                "episodes": phase_length,
+                "reward_mean": reward,
+            }
+        )
+        if phase:
+            shifts.append(
+                {
+                    "shift": phase,
+                    "tau": float(start),
+                    "phase_before": f"regime {phase - 1}",
+                    "phase_after": f"regime {phase}",
+                    "time_to_half_oracle": float(phase_length) if reward < ceiling / 2 else 3.0,
+                    "censored": bool(reward < ceiling / 2),
+                    "time_available": float(phase_length),
+                }
+            )
+    return {
+        "key": {
+            "task": task,
+            "family": family,
+            "method": method,
+            "method_spec": method,
+            "seed": seed,
+            "tier": "smoke",
+        },
+        "run": {
+            "episodes": phase_length * len(rewards),
+            "dropped_episodes": 0,
+            "updates": 5,
+            "seconds": 1.0,
+            "action_tokens": 100.0,
+        },
+        "phases": phases,
+        "shifts": shifts,
+        "curve": curve,
+        "config_hash": stable_hash([task, method, seed]),
+        "provenance": copy.deepcopy(PROVENANCE),
+    }
+
+
+def protocol(tasks: dict[str, str], methods: list[str], budget: int = 20) -> dict[str, Any]:
+    """A protocol with ``tasks`` (name -> family) and ``methods``."""
+    return {
+        "format": PROTOCOL_FORMAT,
+        "suite": "test",
+        "tier": "smoke",
+        "score": {
+            "floor": FLOOR_METHOD,
+            "half_oracle": HALF_ORACLE,
+            "min_gap": MIN_GAP,
+            "curve_bins": CURVE_BINS,
+        },
+        "tasks": {
+            name: {
+                "family": family,
+                "cpus": 1,
+                "config": {"budget": {"episodes": budget}, "env": {"id": f"x/{name}-v0"}},
+                "config_hash": stable_hash([name, budget]),
+            }
+            for name, family in tasks.items()
+        },
+        "methods": {
+            method: {"spec": method, "algorithm": {name: {"name": method} for name in tasks}}
+            for method in methods
+        },
+    }
+
+
+def write_results(out: Path, records: list[dict[str, Any]], proto: dict[str, Any]) -> Path:
+    write_tables(out, records, proto)
+    return out

@@ -1,0 +1,174 @@
+"""``sao-online benchmark`` under SIGTERM: the signal reaches every run, no process of the
+benchmark outlives it, a run stopped midway leaves no result behind, and ``--resume`` finishes
+the benchmark exactly as an uninterrupted one (the processes are the real ones: the command,
+its process server, one process per run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from process_tree import descendants, kill_leftovers, running, runs_of
+
+TASK = "Styles"
+METHODS = ("frozen", "sao", "grpo")  # frozen, the score's floor, always runs first
+#: Columns that measure time, which two runs never share.
+TIMES = ["wall_time", "charts/learner_seconds", "env_seconds"]
+
+
+def write_suite(folder: Path) -> Path:
+    suite = folder / "suite.yaml"
+    # 12 updates at 96 episodes, a checkpoint every 2: the runs are stopped between the two.
+    config = {
+        "model": {"warm_start": False, "num_layers": 1, "hidden_size": 32},
+        "rollout": {
+            "batch_size": 8,
+            "num_slots": 8,
+            "max_turns": 1,
+            "max_action_tokens": 8,
+            "max_episode_tokens": 96,
+        },
+        "runtime": {"backend": "sync"},
+        "budget": {"episodes": 96},
+        "logging": {"checkpoint_every": 2, "flush_every": 8, "transcripts_every": 0},
+        "schedule": {
+            "parameters": {
+                "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou"], "at": [0, 48]}
+            }
+        },
+    }
+    suite.write_text(
+        yaml.safe_dump(
+            {
+                "suite": "signals",
+                "methods": ["sao", "grpo"],
+                "tasks": {TASK: {"config": config}},
+                "tiers": {"smoke": {"seeds": 1}},
+            }
+        )
+    )
+    return suite
+
+
+def benchmark_command(suite: Path, out: Path) -> list[str]:
+    command = Path(sys.executable).parent / "sao-online"
+    options = ["--suite", str(suite), "--out", str(out), "--parallel", "2", "--reps", "50"]
+    return [str(command), "benchmark", *options]
+
+
+def environment(folder: Path) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "SAO_ONLINE_CACHE": str(folder / "cache")}
+
+
+def run_folder(out: Path, method: str) -> Path:
+    return out / "runs" / TASK / method / "seed-0"
+
+
+def result_file(out: Path, method: str) -> Path:
+    return out / "results" / "runs" / TASK / method / "seed-0.json"
+
+
+def result(out: Path, method: str) -> dict:
+    """A run's result record without what differs between two runs of it (time, provenance)."""
+    record = json.loads(result_file(out, method).read_text())
+    record["run"].pop("seconds")
+    for key in ("provenance", "provenance_id"):
+        record.pop(key)
+    return record
+
+
+def table(out: Path, method: str, name: str) -> pd.DataFrame:
+    folder = run_folder(out, method) / f"{name}.parquet"
+    frame = pd.concat(pd.read_parquet(part) for part in sorted(folder.glob("part-*.parquet")))
+    frame = frame.drop(columns=[column for column in TIMES if column in frame])
+    key = "version" if name == "updates" else "episode"
+    return frame.sort_values(key).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("reference")
+    out = folder / "bench"
+    subprocess.run(
+        benchmark_command(write_suite(folder), out),
+        env=environment(folder),
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    return out
+
+
+@pytest.fixture
+def leftovers():
+    """Processes a failing test found still running: killed afterwards, whatever the outcome."""
+    found: dict[int, str] = {}
+    yield found
+    kill_leftovers(found)
+
+
+def test_sigterm_stops_every_run_leaves_no_process_and_resume_is_exact(
+    tmp_path, reference, leftovers
+):
+    suite, out = write_suite(tmp_path), tmp_path / "bench"
+    command = benchmark_command(suite, out)
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "w") as sink:
+        process = subprocess.Popen(
+            command,
+            env=environment(tmp_path),
+            stdout=subprocess.DEVNULL,
+            stderr=sink,  # a file: children that outlive the command cannot hold the wait up
+            start_new_session=True,  # the test's own process group never sees the signal
+        )
+    # sao (started with frozen, two at a time) has checkpointed and is still running.
+    midway = run_folder(out, "sao") / "checkpoints" / "latest"
+    try:
+        while not midway.exists():
+            assert process.poll() is None, stderr.read_text()
+            time.sleep(0.05)
+        leftovers.update(descendants(process.pid))
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=600)  # a hang guard, not a speed bound
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    said = stderr.read_text()
+    assert process.returncode == 128 + signal.SIGTERM, said
+    assert "sao-online benchmark: stopped by SIGTERM" in said
+    # The benchmark waited for its runs and stopped its process server before it exited...
+    tree = leftovers
+    assert len(runs_of(tree)) >= 2, tree
+    assert running(runs_of(tree)) == [], {pid: tree[pid] for pid in running(tree)}
+    for _ in range(200):  # ...and multiprocessing's resource tracker leaves once it sees it go
+        if not running(tree):
+            break
+        time.sleep(0.05)
+    assert running(tree) == [], {pid: tree[pid] for pid in running(tree)}
+    # The run stopped midway has a checkpoint and no result: --resume continues it.
+    assert not result_file(out, "sao").exists()
+    assert len(table(out, "sao", "updates")) < 12
+
+    resumed = subprocess.run(
+        [*command, "--resume"],
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for method in METHODS:
+        assert result(out, method) == result(reference, method), method
+        for name in ("updates", "episodes"):
+            pd.testing.assert_frame_equal(table(out, method, name), table(reference, method, name))
+    runs = pd.read_csv(out / "results" / "runs.csv")
+    assert sorted(runs["method"]) == sorted(METHODS)

@@ -1,0 +1,129 @@
+"""``benchmark merge`` pools one protocol's results and refuses another's, naming the
+difference; ``benchmark tables`` keeps Markdown tables equal to the data they name."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+from benchmark_synthetic import protocol, record, write_results
+
+from sao_online.benchmark import ProtocolMismatch, merge_results
+from sao_online.benchmark.scorecard import ResultsError
+from sao_online.benchmark.tables import TableSpecError, update_tables
+from sao_online.cli import main
+
+TASKS = {"T": "F", "U": "G"}
+METHODS = ["frozen", "a", "b"]
+
+
+def _seed_set(folder, seeds, proto=None, b_score=0.2):
+    records = []
+    for task in TASKS:
+        for seed in seeds:
+            records.append(record(task, TASKS[task], "frozen", seed, [0.2, 0.2], [1.0, 1.0]))
+            records.append(
+                record(task, TASKS[task], "a", seed, [0.4, 0.7 + 0.01 * seed], [1.0, 1.0])
+            )
+            records.append(
+                record(task, TASKS[task], "b", seed, [0.4, b_score + 0.01 * seed], [1.0, 1.0])
+            )
+    return write_results(folder, records, proto or protocol(TASKS, METHODS))
+
+
+def test_merge_pools_disjoint_seed_sets_and_says_what_both_conclude(tmp_path):
+    first = _seed_set(tmp_path / "one", [0, 1, 2])
+    second = _seed_set(tmp_path / "two", [3, 4, 5])
+    card = merge_results([first, second], tmp_path / "pooled", reps=300)
+    runs = pd.read_csv(tmp_path / "pooled" / "results" / "runs.csv")
+    assert sorted(runs["seed"].unique()) == [0, 1, 2, 3, 4, 5] and len(runs) == 36
+    text = card.read_text()
+    assert "Which conclusions each result set reaches on its own" in text
+    assert "| a vs b | a > b | a > b | a > b |" in text  # shared by both sets
+    merged = (tmp_path / "pooled" / "results" / "benchmark.json").read_text()
+    assert '"seeds": [\n    3,' in merged or '"seeds": [3, 4, 5]' in merged.replace("\n", "")
+
+
+def test_merge_refuses_a_different_protocol_naming_the_difference(tmp_path):
+    first = _seed_set(tmp_path / "one", [0, 1, 2])
+    other = protocol(TASKS, METHODS, budget=40)
+    second = _seed_set(tmp_path / "two", [3, 4, 5], proto=other)
+    with pytest.raises(ProtocolMismatch, match=r"task T: budget.episodes: 20 vs 40"):
+        merge_results([first, second], tmp_path / "pooled")
+    tier = copy.deepcopy(protocol(TASKS, METHODS))
+    tier["tier"] = "lite"
+    third = _seed_set(tmp_path / "three", [6], proto=tier)
+    with pytest.raises(ProtocolMismatch, match=r"differ in tier: 'smoke' vs 'lite'"):
+        merge_results([first, third], tmp_path / "pooled")
+    tuned = copy.deepcopy(protocol(TASKS, METHODS))
+    tuned["methods"]["a"]["algorithm"]["U"] = {"name": "a", "lr": 2}
+    fourth = _seed_set(tmp_path / "four", [7], proto=tuned)
+    with pytest.raises(ProtocolMismatch, match=r"method a on task U: algorithm lr"):
+        merge_results([first, fourth], tmp_path / "pooled")
+
+
+def test_merge_refuses_a_run_present_twice(tmp_path):
+    first = _seed_set(tmp_path / "one", [0, 1])
+    second = _seed_set(tmp_path / "two", [1, 2])
+    with pytest.raises(ResultsError, match="a seed 1 on T is in both"):
+        merge_results([first, second], tmp_path / "pooled")
+
+
+def test_merge_from_the_command_line_is_one_line_on_a_mismatch(tmp_path, capsys):
+    first = _seed_set(tmp_path / "one", [0])
+    second = _seed_set(tmp_path / "two", [1], proto=protocol({"T": "F"}, METHODS))
+    code = main(["benchmark", "merge", str(first), str(second), "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert err.endswith("differ in their tasks: U in only one of them")
+
+
+def test_tables_are_regenerated_from_their_data_and_checked(tmp_path):
+    _seed_set(tmp_path / "data" / "set-1", [0, 1, 2])
+    _seed_set(tmp_path / "data" / "set-2", [3, 4, 5])
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text(
+        "# Results\n\n"
+        "<!-- benchmark-table: leaderboard ../data/set-1 -->\n(stale)\n<!-- /benchmark-table -->\n"
+        "\ntext between\n\n"
+        "<!-- benchmark-table: replication ../data/set-1 ../data/set-2 -->\n"
+        "<!-- /benchmark-table -->\n"
+    )
+    assert update_tables([page]) == [str(page)]
+    text = page.read_text()
+    assert "(stale)" not in text and "| 1 | a | 0.64 [0.63, 0.65] |" in text
+    assert "text between" in text and "| a vs b | a > b | a > b | a > b |" in text
+    assert "| 3 | frozen | 0.00 | 1.00 | 6 |" in text  # no "-0.00"
+    assert update_tables([page], check=True) == []  # in step with the data
+    # The data changes (b now beats a): the page no longer matches it.
+    _seed_set(tmp_path / "data" / "set-1", [0, 1, 2], b_score=0.95)
+    assert update_tables([page], check=True) == [str(page)]
+    assert page.read_text() == text  # --check changes nothing
+    page.write_text(text.replace("leaderboard ../data/set-1", "podium ../data/set-1"))
+    with pytest.raises(TableSpecError, match="unknown table kind 'podium'"):
+        update_tables([page])
+
+
+def test_a_sessions_table_is_what_the_benchmark_recorded_of_its_commands(tmp_path):
+    from sao_online.benchmark.runner import write_tables
+
+    records = [record("T", "F", method, 0, [0.2, 0.5], [1.0, 1.0]) for method in METHODS]
+    out = tmp_path / "data" / "set-1"
+    machine = {"usable_cores": 2, "cpu_model": "Some CPU"}
+    write_tables(out, records, protocol(TASKS, METHODS))  # no session: no runs ran
+    page = tmp_path / "docs" / "time.md"
+    page.parent.mkdir()
+    page.write_text("<!-- benchmark-table: sessions ../data/set-1 -->\n<!-- /benchmark-table -->\n")
+    with pytest.raises(TableSpecError, match="sessions: ../data/set-1 records no session"):
+        update_tables([page])
+    for seconds, runs in ((146.4, 15), (31.0, 2)):  # a benchmark, then a resumed one
+        session = {"seconds": seconds, "runs": runs, "warm_starts": 4, "machine": machine}
+        write_tables(out, records, protocol(TASKS, METHODS), {**session, "backend": "local"})
+    assert update_tables([page]) == [str(page)]
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| ")]
+    assert rows[1:] == [
+        "| 15 | 4 | 146.4 | local |  | 2 | Some CPU |",
+        "| 2 | 4 | 31 | local |  | 2 | Some CPU |",
+    ]

@@ -1,0 +1,183 @@
+"""Suites are declared files: the built-in core suite at every tier, a user's suite with a task
+from their own module, and every malformed field named."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+from sao_online.api import benchmark
+from sao_online.benchmark import SuiteError, builtin_suites, plan_tier
+
+FAMILIES = ["StyleShift", "ToolShift", "ReasonShift", "GridShift", "CodeShift"]
+
+
+@pytest.mark.parametrize("tier", ["smoke", "lite", "full"])
+def test_the_core_suite_declares_the_five_families_at_every_tier(tier):
+    assert "core" in builtin_suites()
+    plan = plan_tier("core", tier)
+    assert [task.name for task in plan.tasks] == FAMILIES
+    for task in plan.tasks:
+        config = task.load()
+        assert config.experiment == task.name  # runs go in <out>/runs/<task>/...
+        assert task.family == task.name
+        if task.name == "CodeShift":
+            assert config.env.kwargs["sandbox"] == "subprocess"
+    full = {task.name: task.load() for task in plan_tier("core", "full").tasks}
+    assert full["ToolShift"].budget.episodes == 1500  # the per-family config as it stands
+    assert plan_tier("core", "full").tasks[0].cpus == 3  # StyleShift: local, 2 workers
+    if tier == "smoke":
+        assert plan.seeds == 1 and plan.methods == ("sao", "grpo")
+        assert all(task.load().runtime.backend == "sync" for task in plan.tasks)
+    if tier == "lite":  # the full tier's warm starts, shorter schedules
+        from sao_online.pretrain import warm_start_path
+
+        assert plan.methods == ("sao", "sao_running_mean", "grpo_dis", "grpo")
+        for task in plan.tasks:
+            assert warm_start_path(task.load()) == warm_start_path(full[task.name])
+            assert task.load().budget.episodes <= full[task.name].budget.episodes
+
+
+def _write(path, suite):
+    path.write_text(json.dumps(suite))  # JSON is YAML
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"tasks": {}}, "tasks: a suite needs at least one task"),
+        ({"colour": 1}, "suite s.yaml: colour: unknown key"),
+        ({"tasks": {"A": {"config": "missing.yaml"}}}, "tasks.A.config: no config file"),
+        (
+            {"tasks": {"A": {"config": "tool_shfit"}}},
+            "nor a bundled config 'tool_shfit' (did you mean 'tool_shift'?); bundled configs: ",
+        ),
+        ({"tasks": {"A": {"config": {}, "cpus": 0}}}, "tasks.A.cpus: expected an integer >= 1"),
+        ({"tasks": {"A": {"config": {}, "gpu": 1}}}, "tasks.A.gpu: unknown key"),
+        ({"tasks": {"a/b": {"config": {}}}}, "'a/b' cannot name a task"),
+        (
+            {"tiers": {"smoke": {"tasks": {"B": {}}}}},
+            "tiers.smoke.tasks.B: not a task of the suite",
+        ),
+        ({"tiers": {"huge": {}}}, "tiers.huge: unknown key"),
+        ({"methods": ["sao", "grpoo"]}, "s.yaml: methods: unknown method 'grpoo' (did you mean"),
+        (
+            {"tiers": {"smoke": {"methods": ["my.mod:"]}}},
+            "tiers.smoke.methods: unknown method 'my.mod:'",
+        ),
+        ({"tiers": {"smoke": {"seeds": -1}}}, "tiers.smoke.seeds: expected an integer >= 1"),
+        (
+            {"tiers": {"smoke": {"set": {"budget.episodes": "many"}}}},
+            "task A at tier smoke: budget.episodes: expected an integer",
+        ),
+    ],
+)
+def test_a_malformed_suite_is_named_by_file_and_field(tmp_path, change, message):
+    suite = {"suite": "s", "tasks": {"A": {"config": {}}}, **change}
+    path = _write(tmp_path / "s.yaml", suite)
+    with pytest.raises(SuiteError, match=None) as caught:
+        plan_tier(path, "smoke")
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_task_names_a_bundled_config_unless_a_file_beside_the_suite_has_that_name(tmp_path):
+    suite = {"suite": "s", "tasks": {"Tools": {"config": "tool_shift"}}}
+    plan = plan_tier(_write(tmp_path / "s.yaml", suite), "full")
+    assert plan.tasks[0].load().env.id == "sao_online/ToolShift-v0"
+    (tmp_path / "tool_shift").write_text(json.dumps({"env": {"id": "sao_online/GridShift-v0"}}))
+    plan = plan_tier(_write(tmp_path / "s.yaml", suite), "full")
+    assert plan.tasks[0].load().env.id == "sao_online/GridShift-v0"
+
+
+def test_unknown_suites_and_tiers_are_refused():
+    with pytest.raises(SuiteError, match="neither a built-in suite"):
+        plan_tier("nightly", "smoke")
+    with pytest.raises(SuiteError, match="--tier: must be one of smoke, lite, full"):
+        plan_tier("core", "medium")
+
+
+MY_TASKS = textwrap.dedent("""
+    import gymnasium
+
+    from sao_online.environments import DriftingTextEnv, TurnResult
+
+
+    class CoinCall(DriftingTextEnv):
+        description = "Call heads or tails; which side pays drifts."
+        drift_space = {"side": ["heads", "tails"]}
+
+        def _begin_episode(self):
+            return "Heads or tails?", {}
+
+        def _respond(self, action):
+            said = action.strip().lower()
+            return TurnResult("ok", float(said == self.theta["side"]), terminated=True,
+                              behavior=said if said in ("heads", "tails") else "other")
+
+        def oracle_action(self, observation, info):
+            return info["theta"]["side"]
+
+        def demonstration_action(self, observation, info):
+            return ("heads", "tails")[int(self.np_random.integers(2))]
+
+        def oracle_reward(self, theta):
+            return 1.0
+
+
+    gymnasium.register("my_coins/CoinCall-v0", entry_point=CoinCall)
+""")
+
+
+def test_a_users_suite_runs_a_task_from_their_own_module(tmp_path, monkeypatch):
+    (tmp_path / "my_coins.py").write_text(MY_TASKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("SAO_ONLINE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "schedule.yaml").write_text(
+        "parameters:\n  side: {kind: abrupt, values: [heads, tails], at: [0, 16]}\n"
+    )
+    suite = {
+        "suite": "coins",
+        "methods": ["sao_running_mean"],
+        "tasks": {
+            "Coins": {
+                "config": {
+                    "env": {"id": "my_coins:my_coins/CoinCall-v0"},
+                    "model": {
+                        "num_layers": 1,
+                        "hidden_size": 32,
+                        "warm_start_steps": 8,
+                        "warm_start_batch_size": 8,
+                    },
+                    "rollout": {
+                        "batch_size": 8,
+                        "num_slots": 8,
+                        "max_turns": 1,
+                        "max_action_tokens": 6,
+                        "max_episode_tokens": 64,
+                    },
+                    "runtime": {"backend": "sync"},
+                    "logging": {"checkpoint_every": 0},
+                },
+                "set": {"schedule": "schedule.yaml"},  # relative to the suite file
+            }
+        },
+        "tiers": {"smoke": {"seeds": 2, "set": {"budget.episodes": 32}}},
+    }
+    path = _write(tmp_path / "coins.yaml", suite)
+    card = benchmark(out=tmp_path / "bench", suite=path, progress=False, parallel=1)
+    runs = pd.read_csv(tmp_path / "bench" / "results" / "runs.csv")
+    assert sorted(zip(runs["method"], runs["seed"])) == [
+        ("frozen", 0),
+        ("frozen", 1),
+        ("sao_running_mean", 0),
+        ("sao_running_mean", 1),
+    ]
+    phases = pd.read_csv(tmp_path / "bench" / "results" / "phases.csv")
+    assert set(phases["phase_name"]) == {"side=heads", "side=tails"}
+    assert "### Coins" in card.read_text()
+    sys.modules.pop("my_coins", None)
