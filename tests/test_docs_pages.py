@@ -15,7 +15,8 @@ README = ROOT / "README.md"
 
 
 def docs_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"docs_{name}", ROOT / "docs" / f"{name}.py")
+    module_name = "docs_" + name.replace("/", "_")
+    spec = importlib.util.spec_from_file_location(module_name, ROOT / "docs" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -27,6 +28,17 @@ generate = docs_module("generate")
 def test_every_generated_part_matches_the_code():
     assert generate.pages(), "no page has generated parts"
     assert generate.main(["--check"]) == 0, "run: python docs/generate.py"
+
+
+def test_the_family_pages_measurement_tables_are_their_data():
+    tables = docs_module("families/tables")
+    page = (ROOT / "docs/families/grid_shift.md").read_text()
+    assert "<!-- table: grid-shift-attempts -->" in page
+    assert tables.main(["--check"]) == 0, "run: python docs/families/tables.py"
+    stale = page.replace(
+        "| v1 as configured (configs/grid_shift.yaml) | v1 | compass | 400 |", "| x |"
+    )
+    assert tables.render(stale) != stale
 
 
 def test_a_drift_table_says_what_the_space_declares():
@@ -200,3 +212,92 @@ def test_what_the_demo_page_says_both_seed_sets_agree_on_is_in_the_kept_data():
         seconds = {m: median(values(seed_set, "1", m, "seconds_to_half_oracle")) for m in methods}
         assert seconds["sao"] > seconds["sao_running_mean"] > seconds["grpo_dis"]
         assert seconds["sao_running_mean"] > seconds["grpo"]
+
+
+def test_the_demo_pages_critic_and_seconds_claims_are_in_the_kept_data():
+    rows = generate.demo_seed_rows()
+    demo = " ".join((ROOT / "docs/demo.md").read_text().split())
+
+    def per_seed(seed_set, shift, method, column):
+        return [
+            float(row[column])
+            for row in rows
+            if (row["seed_set"], row["shift"], row["method"]) == (seed_set, shift, method)
+        ]
+
+    # "the per-seed values ... overlap in both sets" on the episode measures; "in seconds they
+    # do not, and sao is the slower".
+    for seed_set in ("1", "2"):
+        for shift in ("1", "2"):
+            for column in ("episodes_to_half_oracle", "regret_per_episode"):
+                sao = per_seed(seed_set, shift, "sao", column)
+                running_mean = per_seed(seed_set, shift, "sao_running_mean", column)
+                assert min(sao) <= max(running_mean) and min(running_mean) <= max(sao)
+            sao = per_seed(seed_set, shift, "sao", "seconds_to_half_oracle")
+            running_mean = per_seed(seed_set, shift, "sao_running_mean", "seconds_to_half_oracle")
+            assert min(sao) > max(running_mean)
+
+    def seconds_range(method, censored=None, shift="1"):
+        values = [
+            int(row["seconds_to_half_oracle"])
+            for row in rows
+            if row["shift"] == shift and row["method"] in method
+            if censored is None or row["seconds_censored"] == censored
+        ]
+        return min(values), max(values)
+
+    low, high = seconds_range(("sao",))
+    assert f"`sao` took {low}-{high} s to reach 0.5 x oracle" in demo
+    low, high = seconds_range(("sao_running_mean",))
+    assert f"`sao_running_mean` {low}-{high} s, in both sets" in demo
+    low, high = seconds_range(("grpo", "grpo_dis"), censored="1")
+    assert f"used up the whole 1,000-episode phase in {low}-{high} s" in demo
+    reached = sorted(
+        int(row["seconds_to_half_oracle"])
+        for row in rows
+        if row["shift"] == "1" and row["method"].startswith("grpo")
+        if row["seconds_censored"] == "0"
+    )
+    assert f"(set 2) took {reached[0]} s and {reached[1]} s" in demo
+
+
+def test_the_demo_page_states_sao_s_critic_warm_up_as_the_config_sets_it():
+    from sao_online.config import load_config
+    from sao_online.runtime.envs import resolve_schedule
+
+    config = load_config(ROOT / "configs/demo.yaml")
+    warm_up = config.algorithm.critic_warmup_steps * config.rollout.batch_size
+    first_shift = resolve_schedule(config).change_points(until=config.budget.episodes)[0]
+    demo = " ".join((ROOT / "docs/demo.md").read_text().split())
+    assert (warm_up, first_shift) == (320, 1000)
+    assert f"{warm_up} episodes (10 x 32) into the first phase's 1,000" in demo
+    assert f"SAO's policy had {first_shift - warm_up:.0f} episodes of the phase" in demo
+
+
+def test_the_benchmark_pages_tier_budgets_and_sao_warm_up_are_the_suites():
+    from sao_online.benchmark.suite import plan_tier
+    from sao_online.runtime.envs import resolve_schedule
+
+    page = " ".join((ROOT / "docs/benchmark.md").read_text().split())
+    budgets, warm_ups = [], []
+    for task in plan_tier("core", "lite").tasks:
+        config = task.load()
+        shifts = [
+            f"{point:,.0f}"
+            for point in resolve_schedule(config).change_points(until=config.budget.episodes)
+        ]
+        budgets.append(f"{task.name} {config.budget.episodes:,} ({' and '.join(shifts)})")
+        warm_up = config.algorithm.critic_warmup_steps * config.rollout.batch_size
+        warm_ups.append((task.name, warm_up, shifts[0]))
+    budgets[0] = budgets[0].replace(" (", " episodes (shifts at ", 1)
+    assert ", ".join(budgets) in page
+    said = dict(
+        StyleShift="320 episodes into StyleShift's 600-episode first phase",
+        ToolShift="32 into ToolShift's 500",
+        ReasonShift="80 into ReasonShift's 1,000",
+        GridShift="80 into ReasonShift's 1,000, GridShift's 600",
+        CodeShift="80 into ReasonShift's 1,000, GridShift's 600 and CodeShift's 200",
+    )
+    for name, warm_up, first_shift in warm_ups:
+        assert said[name] in page
+        assert said[name].startswith(str(warm_up)) and f"{name}'s {first_shift}" in said[name]
