@@ -49,12 +49,14 @@ docs: $(DOCS_STAMP)
 
 # Every generated part of the README and the docs rewritten from the code and the kept data:
 # the drift, config, method and command tables, the family measurements, the tiny model's preset,
-# the performance tables and the benchmark's tables (in whichever page holds one). The tests and
-# `make docs` fail while one is stale; this is the command that brings them up to date.
+# the critic warm-up runs, the performance tables and the benchmark's tables (in whichever page
+# holds one). The tests and `make docs` fail while one is stale; this is the command that brings
+# them up to date.
 docs-tables: $(STAMP)
 	$(BIN)/python docs/generate.py
 	$(BIN)/python docs/families/tables.py
 	$(BIN)/python docs/data/tiny_model_preset/table.py
+	$(BIN)/python docs/data/critic_warmup/table.py
 	$(BIN)/python -m sao_online.commands.performance_page
 	$(BIN)/sao-online benchmark tables $$(grep -l -e '<!-- benchmark-table:' README.md docs/*.md)
 
