@@ -72,3 +72,54 @@ def test_the_table_marks_censored_times():
     assert rendered[3] == "| 0 (0) | 0 | 0.70 | 640 | 30 | 0.70 |"
     with pytest.raises(ValueError):
         table.shift_table(runs, "demo", "2", 1)
+
+
+def _demo(runs: pd.DataFrame, shift: int, steps: int) -> pd.DataFrame:
+    chosen = runs[(runs["family"] == "demo") & (runs["shift"] == shift)]
+    return chosen[chosen["critic_warmup_steps"] == steps].sort_values("seed")
+
+
+def test_what_the_page_says_is_what_the_runs_show():
+    runs = pd.read_csv(DATA / "runs.csv")
+    page = table_module().PAGE.read_text()
+    with_, without = _demo(runs, 1, 10), _demo(runs, 1, 0)
+    higher = without["reward_before"].to_numpy() > with_["reward_before"].to_numpy()
+    assert higher.sum() == 5 and list(without["seed"][~higher]) == [3]
+    assert f"{without['reward_before'].median():.2f} against" in page
+    assert f"against {with_['reward_before'].median():.2f}" in page
+    low, high = without["reward_before"].min(), without["reward_before"].max()
+    assert f"({low:.2f}-{high:.2f})" in page
+    assert not (with_["episodes_censored"].any() or without["episodes_censored"].any())
+    # first shift: in one set the warm-up-free runs are faster in most seeds, in the other slower
+    faster = {
+        seed_set: int(
+            (
+                g0["episodes_to_half_oracle"].to_numpy() < g10["episodes_to_half_oracle"].to_numpy()
+            ).sum()
+        )
+        for seed_set, g0, g10 in (
+            (s, without[without["seed_set"] == s], with_[with_["seed_set"] == s])
+            for s in sorted(without["seed_set"].unique())
+        )
+    }
+    assert sorted(faster.values()) == [1, 2]
+    second_with, second_without = _demo(runs, 2, 10), _demo(runs, 2, 0)
+    assert list(second_with["seed"][second_with["episodes_censored"]]) == [1, 4]
+    assert not second_without["episodes_censored"].any()
+    lower = (
+        second_without["regret_per_episode"].to_numpy()
+        < second_with["regret_per_episode"].to_numpy()
+    )
+    assert lower.sum() == 5
+    tool = runs[runs["family"] == "tool_shift"].sort_values("seed")
+    tool_with, tool_without = (
+        tool[tool["critic_warmup_steps"] == 2],
+        tool[tool["critic_warmup_steps"] == 0],
+    )
+    sooner = (
+        tool_without["episodes_to_half_oracle"].to_numpy()
+        < tool_with["episodes_to_half_oracle"].to_numpy()
+    )
+    assert sooner.sum() == 5
+    gap = abs(tool_without["reward_before"].to_numpy() - tool_with["reward_before"].to_numpy())
+    assert round(gap.max(), 2) <= 0.04
