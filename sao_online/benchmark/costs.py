@@ -1,0 +1,173 @@
+"""What a benchmark job costs: estimated before it runs, measured after, kept for the next.
+
+Every job the local backend runs is measured (CPU seconds of its process and the children it
+waited for, such as the sandbox's; wall seconds) and one row is appended to two tables:
+``OUT/results/costs.csv``, kept with the benchmark's data, and ``<cache>/benchmark-costs.csv``
+(``sao_online.cache``), which every benchmark on this machine shares. A job's estimate is then:
+
+1. the mean measured cost of the same work (the same warm start, or a run of the same task,
+   method and config at another seed), from either table; failing that,
+2. the prior below times the median ratio measured / prior of the jobs already measured (of
+   the same kind and task, else the same kind, else any): the machine's speed, learned;
+   failing that,
+3. the prior: CPU seconds from the job's config, with constants fitted to the costs measured
+   for sizing the lite tier (``benchmarks/lite-sizing/costs.csv``, one process, one thread).
+
+A run's prior is ``episodes x max_episode_tokens x (A + B x layers x hidden^2) x w`` with
+``w`` = 1 for a method that never updates (``frozen``), 2 for one without a critic and 4 for
+one with a critic (SAO's K critic updates and value pass); a warm start's is ``steps x batch
+x max_episode_tokens x (C + D x layers x hidden^2)``. Work the prior does not see (a sandbox's
+programs, an env's own time) is what the measured ratios correct.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+#: Seconds per episode token of a run of ``frozen``: a fixed part (sampling, bookkeeping) and
+#: one per layers x hidden^2 (the decoding matmuls). With A, B, C, D below, the priors come
+#: within 15% of every complete row of ``benchmarks/lite-sizing/costs.csv`` (a test checks).
+RUN_SECONDS_PER_TOKEN = 1.9e-5
+RUN_SECONDS_PER_TOKEN_WEIGHT = 5.7e-10
+#: Seconds per token slot of a warm start's SFT batch (steps x batch x max_episode_tokens).
+WARM_START_SECONDS_PER_TOKEN = 5.0e-6
+WARM_START_SECONDS_PER_TOKEN_WEIGHT = 1.38e-9
+
+WARM_START, RUN = "warm start", "run"
+COLUMNS = (
+    "session",
+    "kind",
+    "name",
+    "task",
+    "method",
+    "seed",
+    "work_key",
+    "episodes",
+    "cores",
+    "prior_seconds",
+    "estimate_seconds",
+    "cpu_seconds",
+    "wall_seconds",
+    "resumed",
+)
+MACHINE_TABLE = "benchmark-costs.csv"
+
+
+def method_weight(method: Any) -> int:
+    """The prior's weight of a ``Method``: 1 never updates, 2 no critic, 4 a critic."""
+    if not method.updates_policy:
+        return 1
+    return 4 if method.uses_critic else 2
+
+
+def _model_weight(config: Any) -> int:
+    return config.model.num_layers * config.model.hidden_size**2
+
+
+def run_prior_seconds(config: Any, weight: int) -> float:
+    """Estimated CPU seconds of a run of ``config`` for a method of prior weight ``weight``."""
+    per_token = RUN_SECONDS_PER_TOKEN + RUN_SECONDS_PER_TOKEN_WEIGHT * _model_weight(config)
+    return config.budget.episodes * config.rollout.max_episode_tokens * per_token * weight
+
+
+def warm_start_prior_seconds(config: Any) -> float:
+    """Estimated CPU seconds of building ``config``'s warm start."""
+    model = config.model
+    per_token = WARM_START_SECONDS_PER_TOKEN + WARM_START_SECONDS_PER_TOKEN_WEIGHT * (
+        _model_weight(config)
+    )
+    slots = model.warm_start_steps * model.warm_start_batch_size
+    return slots * config.rollout.max_episode_tokens * per_token
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
+class CostBook:
+    """Measured job costs, read from cost tables, and the estimates made from them."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = []
+        seen = set()
+        for row in rows:
+            cpu, prior = _number(row.get("cpu_seconds")), _number(row.get("prior_seconds"))
+            if cpu is None or str(row.get("resumed")).lower() == "true":
+                continue  # a resumed run measured only its remainder
+            identity = (row.get("session"), row.get("name"))
+            if identity in seen:  # the same row in the folder's and the machine's table
+                continue
+            seen.add(identity)
+            self.rows.append({**row, "cpu_seconds": cpu, "prior_seconds": prior})
+
+    @classmethod
+    def read(cls, paths: list[Path]) -> CostBook:
+        """The rows of every table in ``paths`` that exists (unreadable lines are skipped)."""
+        rows: list[dict[str, Any]] = []
+        for path in paths:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            rows.extend(csv.DictReader(io.StringIO(text)))
+        return cls(rows)
+
+    def _ratios(self, kind: str | None, task: str | None) -> list[float]:
+        return [
+            row["cpu_seconds"] / row["prior_seconds"]
+            for row in self.rows
+            if row["prior_seconds"]
+            and (kind is None or row.get("kind") == kind)
+            and (task is None or row.get("task") == task)
+        ]
+
+    def estimate(self, kind: str, task: str, work_key: str, prior: float) -> float:
+        """Estimated CPU seconds of a job (see the module for the order of the sources)."""
+        same_work = [
+            row["cpu_seconds"]
+            for row in self.rows
+            if row.get("kind") == kind and row.get("work_key") == work_key
+        ]
+        if same_work:
+            return statistics.fmean(same_work)
+        for ratios in (
+            self._ratios(kind, task),
+            self._ratios(kind, None),
+            self._ratios(None, None),
+        ):
+            if ratios:
+                return prior * statistics.median(ratios)
+        return prior
+
+
+def cost_tables(out: Path) -> list[Path]:
+    """The cost tables a benchmark in ``out`` reads and appends to: its own, the machine's."""
+    from sao_online.cache import cache_root
+
+    return [out / "results" / "costs.csv", cache_root() / MACHINE_TABLE]
+
+
+def append_cost(path: Path, row: dict[str, Any]) -> None:
+    """Append ``row`` to the table at ``path`` (its header first when the file is new), in one
+    write, so benchmarks appending to the machine's table at once do not interleave lines."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    new = not path.exists() or path.stat().st_size == 0
+    if new:
+        writer.writeheader()
+    writer.writerow({column: row.get(column, "") for column in COLUMNS})
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(descriptor, buffer.getvalue().encode())
+    finally:
+        os.close(descriptor)
