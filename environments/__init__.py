@@ -1,7 +1,7 @@
 """Drifting agentic text environments (Gymnasium ``Env[str, str]``).
 
 Importing this package registers ``sao_online/StyleShift-v0``, ``sao_online/ToolShift-v0``,
-``sao_online/CodeShift-v0``, ``sao_online/ReasonShift-v0`` and ``sao_online/GridShift-v0``.
+``sao_online/CodeShift-v0``, ``sao_online/ReasonShift-v0`` and ``sao_online/GridShift-v1``.
 """
 
 from sao_online.environments.base import (

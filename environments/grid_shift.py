@@ -1,15 +1,15 @@
-"""GridShift-v0: multi-turn navigation on a small walled grid whose controls, floor and goal drift.
+"""GridShift-v1: multi-turn navigation on a small open grid whose controls, floor and goal drift.
 
-Each episode draws a 5x5 grid with a few wall cells, a goal and a start 1 to 7 moves from the
-goal (the shortest-path distance, drawn uniformly: the episode's difficulty). Each turn the
-agent writes one move, ``N``, ``E``, ``S`` or ``W``; the observation is its new position, the
-goal's offset (when the goal is shown) and the walls around it, e.g.
-``At 2,1. Goal 2S 1E. Walls: N W.`` (grid edges count as walls).
+Each episode places a goal and a start 1 to 7 moves from it on a 5x5 grid (the Manhattan
+distance, drawn uniformly: the episode's difficulty). Each turn the agent writes one move,
+``N``, ``E``, ``S`` or ``W``; the observation is the goal's offset from the agent, rows first,
+e.g. ``Goal 2S 1E.`` (two moves south and one east still to go). The grid's
+edges are walls: a move off the grid leaves the agent where it is (``Bumped.``).
 
-Rewards: ``-move_cost`` per action (well formed or not), ``+1`` on reaching the goal, which ends
-the episode; ``max_turns`` actions without reaching it truncate the episode. A move into a wall
-leaves the agent where it is; an action that is not a move is malformed (the agent stays and the
-observation says so).
+Rewards: ``-move_cost`` per action (well formed or not), ``+1`` on reaching the goal, which
+ends the episode; ``max_turns`` actions without reaching it truncate the episode. Every wrong
+move costs two of the episode's spare turns (the move and the move back), so the early moves
+decide whether the later ones can still pay.
 
 Drift:
 
@@ -19,14 +19,19 @@ Drift:
 - ``slip``: probability that a move goes to one of its two perpendicular directions instead.
 - ``goal``: ``shown`` (a random goal, its offset in every observation) or hidden at a corner
   that moves between regimes (``hidden_ne`` at row 0 column 4, ``hidden_sw`` at row 4
-  column 0); a hidden goal has to be learnt from reward.
+  column 0); with a hidden goal the observation gives the agent's position instead
+  (``At 2,1.``) and the goal has to be learnt from reward.
+
+Why the task is this small: the observation holds only what the next move depends on, and
+the demonstrations move along its last part (columns before rows), so the letter to write sits
+right before the closing period; the byte-level tiny model learns to read it in a
+few hundred SFT steps; ``docs/families/grid_shift.md`` has the measurements behind this.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -49,42 +54,60 @@ HIDDEN_CORNERS: dict[str, tuple[int, int]] = {
     "hidden_sw": (SIZE - 1, 0),
 }
 DISTANCES: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
-NUM_WALLS = 5
 _PERPENDICULAR = {"N": ("E", "W"), "S": ("E", "W"), "E": ("N", "S"), "W": ("N", "S")}
 _MOVE = re.compile(r"[NESWnesw]")
-_MAX_LAYOUT_TRIES = 1000
 
 Cell = tuple[int, int]
 
 
-def step_cell(cell: Cell, direction: str, walls: frozenset[Cell]) -> Cell:
-    """Where a move in true ``direction`` from ``cell`` lands (``cell`` itself when blocked)."""
+def step_cell(cell: Cell, direction: str) -> Cell:
+    """Where a move in true ``direction`` from ``cell`` lands (``cell`` itself off the grid)."""
     row, col = cell[0] + DIRECTIONS[direction][0], cell[1] + DIRECTIONS[direction][1]
-    if not (0 <= row < SIZE and 0 <= col < SIZE) or (row, col) in walls:
+    if not (0 <= row < SIZE and 0 <= col < SIZE):
         return cell
     return row, col
 
 
-def distances_to(goal: Cell, walls: frozenset[Cell]) -> dict[Cell, int]:
-    """Shortest-path move counts to ``goal`` from every cell that can reach it (BFS)."""
-    distance = {goal: 0}
-    frontier = deque([goal])
-    while frontier:
-        cell = frontier.popleft()
-        for direction in DIRECTIONS:
-            neighbour = step_cell(cell, direction, walls)
-            if neighbour not in distance:
-                distance[neighbour] = distance[cell] + 1
-                frontier.append(neighbour)
-    return distance
+def distance(cell: Cell, goal: Cell) -> int:
+    """Moves from ``cell`` to ``goal`` on the open grid (the Manhattan distance)."""
+    return abs(goal[0] - cell[0]) + abs(goal[1] - cell[1])
 
 
-def best_direction(cell: Cell, distance: Mapping[Cell, int], walls: frozenset[Cell]) -> str:
-    """The first true direction (in N, E, S, W order) that brings ``cell`` one move closer."""
-    for direction in DIRECTIONS:
-        if distance.get(step_cell(cell, direction, walls), 99) < distance.get(cell, 99):
-            return direction
-    return "N"  # at the goal or cut off from it: no move helps
+def offset_parts(cell: Cell, goal: Cell) -> list[tuple[int, str]]:
+    """The goal's offset from ``cell`` as (moves, direction) pairs, rows first, then columns.
+
+    Example:
+        >>> offset_parts((2, 1), (4, 2)), offset_parts((3, 3), (0, 1))
+        ([(2, 'S'), (1, 'E')], [(3, 'N'), (2, 'W')])
+    """
+    rows, cols = goal[0] - cell[0], goal[1] - cell[1]
+    parts = []
+    if rows:
+        parts.append((abs(rows), "S" if rows > 0 else "N"))
+    if cols:
+        parts.append((abs(cols), "E" if cols > 0 else "W"))
+    return parts
+
+
+def describe_offset(cell: Cell, goal: Cell) -> str:
+    """The goal's offset from ``cell`` in moves, rows first, e.g. ``2S 1E``.
+
+    Example:
+        >>> describe_offset((2, 1), (4, 2)), describe_offset((3, 3), (0, 3))
+        ('2S 1E', '3N')
+    """
+    return " ".join(f"{count}{direction}" for count, direction in offset_parts(cell, goal))
+
+
+def best_direction(cell: Cell, goal: Cell) -> str:
+    """The move the demonstrations make: along the offset's last part (columns before rows).
+
+    Any direction of the offset is on a shortest path; taking the last part's puts the letter
+    to write right before the observation's closing period, where a small model finds it.
+    ``N`` at the goal itself (no move helps).
+    """
+    parts = offset_parts(cell, goal)
+    return parts[-1][1] if parts else "N"
 
 
 def letter_for(direction: str, moves: str) -> str:
@@ -97,24 +120,8 @@ def letter_for(direction: str, moves: str) -> str:
     return next(letter for letter, true in CONVENTIONS[moves].items() if true == direction)
 
 
-def describe_offset(cell: Cell, goal: Cell) -> str:
-    """The goal's offset from ``cell`` in moves, e.g. ``2S 1E``; ``here`` at the goal.
-
-    Example:
-        >>> describe_offset((2, 1), (4, 2)), describe_offset((3, 3), (0, 3))
-        ('2S 1E', '3N')
-    """
-    rows, cols = goal[0] - cell[0], goal[1] - cell[1]
-    parts = []
-    if rows:
-        parts.append(f"{abs(rows)}{'S' if rows > 0 else 'N'}")
-    if cols:
-        parts.append(f"{abs(cols)}{'E' if cols > 0 else 'W'}")
-    return " ".join(parts) or "here"
-
-
 class GridShiftEnv(DriftingTextEnv):
-    """Walk to a goal on a 5x5 grid with walls; the controls, slip and goal placement drift.
+    """Walk to a goal on a 5x5 grid; the controls, slip and goal placement drift.
 
     Drift:
         ``moves``: what the letters do (:data:`CONVENTIONS`; the prompt documents the compass).
@@ -122,25 +129,28 @@ class GridShiftEnv(DriftingTextEnv):
         (:data:`GOALS`).
 
     Info:
-        every call: ``difficulty`` (the start's shortest-path distance to the goal, 1 to 7),
-        ``position`` (``[row, col]``), ``turns_left``. After an action: ``outcome``
-        (``moved``, ``bumped``, ``slipped``, ``malformed``, ``reached``). End of episode:
-        ``reached``, ``behavior``: the convention under which most of the agent's moves headed
-        closer to the goal (one of :data:`CONVENTIONS`; tied ones joined by ``+`` in
-        :data:`CONVENTIONS` order, e.g. ``compass+mirrored`` for a walk of N and S moves only),
-        ``none`` when no move did, ``malformed`` when no action was a move.
+        every call: ``difficulty`` (the start's distance to the goal, 1 to 7), ``position``
+        (``[row, col]``), ``turns_left``. After an action: ``outcome`` (``moved``, ``bumped``,
+        ``slipped``, ``malformed``, ``reached``). End of episode: ``reached``, ``behavior``:
+        the convention under which most of the agent's moves headed closer to the goal (one of
+        :data:`CONVENTIONS`; tied ones joined by ``+`` in :data:`CONVENTIONS` order, e.g.
+        ``compass+mirrored`` for a walk of N and S moves only), ``none`` when no move did,
+        ``malformed`` when no action was a move.
 
     Args:
         max_turns: actions before truncation (at least 7, the longest start distance).
         move_cost: reward subtracted per action, in [0, 0.1].
-        demo_moves: the conventions demonstrations draw their controls from (default: all of
-            :data:`CONVENTIONS`). A warm start learns the mixture step by step, not one
-            convention per episode, so each convention added makes it a worse walker; name
-            the ones a schedule moves between to keep it undecided about just those.
+        demo_moves: the conventions demonstrations draw their controls from, one per episode
+            (default: compass only, so a warm start walks well under the first regime of a
+            schedule that starts there and pays for a shift away from it).
+        demo_noise: probability in [0, 0.5] that a demonstration writes a letter drawn
+            uniformly instead of its planned move. The demonstration then walks back, so a
+            warm start sees wrong moves recovered from, and keeps some probability on every
+            letter for reinforcement learning to find after the controls change.
     """
 
     description: ClassVar[str] = (
-        "Multi-turn walk to a goal on a 5x5 walled grid; controls, slip and goal placement drift."
+        "Multi-turn walk to a goal on a 5x5 grid; controls, slip and goal placement drift."
     )
     drift_space: ClassVar[dict[str, Choice | Range]] = {
         "moves": Choice(tuple(CONVENTIONS), help="what N/E/S/W do: compass, rotated, mirrored"),
@@ -155,6 +165,7 @@ class GridShiftEnv(DriftingTextEnv):
         max_turns: int = 10,
         move_cost: float = 0.02,
         demo_moves: Sequence[str] | None = None,
+        demo_noise: float = 0.0,
     ) -> None:
         super().__init__()
         if (
@@ -170,7 +181,7 @@ class GridShiftEnv(DriftingTextEnv):
         ):
             raise ValueError(f"move_cost: expected a number in [0, 0.1], got {move_cost!r}")
         if demo_moves is None:
-            demo_moves = tuple(CONVENTIONS)
+            demo_moves = ("compass",)
         if (
             isinstance(demo_moves, str)
             or not isinstance(demo_moves, Sequence)
@@ -181,14 +192,19 @@ class GridShiftEnv(DriftingTextEnv):
                 f"demo_moves: expected a non-empty list drawn from {', '.join(CONVENTIONS)}, "
                 f"got {demo_moves!r}"
             )
+        if (
+            isinstance(demo_noise, bool)
+            or not isinstance(demo_noise, int | float)
+            or not 0 <= demo_noise <= 0.5
+        ):
+            raise ValueError(f"demo_noise: expected a number in [0, 0.5], got {demo_noise!r}")
         self.max_turns = max_turns
         self.move_cost = float(move_cost)
         # In CONVENTIONS order, duplicates dropped, so a draw depends on the set only.
         self.demo_moves = tuple(name for name in CONVENTIONS if name in demo_moves)
-        self._walls: frozenset[Cell] = frozenset()
+        self.demo_noise = float(demo_noise)
         self._goal: Cell = (0, 0)
         self._position: Cell = (0, 0)
-        self._distance: dict[Cell, int] = {}
         self._difficulty = 1
         self._progress_counts: dict[str, int] = {}
         self._moves_made = 0
@@ -198,44 +214,30 @@ class GridShiftEnv(DriftingTextEnv):
 
     def _begin_episode(self) -> tuple[str, dict[str, Any]]:
         self._difficulty = DISTANCES[int(self.np_random.integers(len(DISTANCES)))]
-        self._walls, self._goal, self._position = self._draw_layout(self._difficulty)
-        self._distance = distances_to(self._goal, self._walls)
+        self._goal, self._position = self._draw_layout(self._difficulty)
         self._progress_counts = dict.fromkeys(CONVENTIONS, 0)
         self._moves_made = 0
         self._demo_plan = None
-        prompt = f"Grid {SIZE}x{SIZE}. Reach the goal. Move with N, E, S or W. " + self._view()
+        hidden = " The goal is hidden." if self._theta["goal"] != "shown" else ""
+        prompt = f"Walk to the goal with N, E, S or W.{hidden} " + self._view()
         return prompt, self._status_info()
 
-    def _draw_layout(self, difficulty: int) -> tuple[frozenset[Cell], Cell, Cell]:
-        rng = self.np_random
+    def _draw_layout(self, difficulty: int) -> tuple[Cell, Cell]:
+        """A goal (random, or the hidden corner) and a start ``difficulty`` moves from it."""
         cells = [(row, col) for row in range(SIZE) for col in range(SIZE)]
         corner = HIDDEN_CORNERS.get(self._theta["goal"])
-        for _ in range(_MAX_LAYOUT_TRIES):
-            goal = corner if corner is not None else cells[int(rng.integers(len(cells)))]
-            others = [cell for cell in cells if cell != goal]
-            picks = rng.choice(len(others), size=NUM_WALLS, replace=False)
-            walls = frozenset(others[int(index)] for index in picks)
-            starts = [
-                cell for cell, moves in distances_to(goal, walls).items() if moves == difficulty
-            ]
-            if starts:
-                return walls, goal, starts[int(rng.integers(len(starts)))]
-        # Reaching this needs 1000 layouts in a row without a cell at that distance.
-        raise RuntimeError(f"GridShift: no layout with a start {difficulty} moves from the goal")
+        if corner is None:
+            # Drawn among the goals that have a cell at that distance, so no retry is needed.
+            goals = [g for g in cells if any(distance(c, g) == difficulty for c in cells)]
+            corner = goals[int(self.np_random.integers(len(goals)))]
+        starts = [cell for cell in cells if distance(cell, corner) == difficulty]
+        return corner, starts[int(self.np_random.integers(len(starts)))]
 
     def _view(self) -> str:
+        if self._theta["goal"] == "shown":
+            return f"Goal {describe_offset(self._position, self._goal)}."
         row, col = self._position
-        goal = (
-            f"Goal {describe_offset(self._position, self._goal)}."
-            if self._theta["goal"] == "shown"
-            else "Goal ?."
-        )
-        walls = [
-            direction
-            for direction in DIRECTIONS
-            if step_cell(self._position, direction, self._walls) == self._position
-        ]
-        return f"At {row},{col}. {goal} Walls: {' '.join(walls) or 'none'}."
+        return f"At {row},{col}."
 
     def _status_info(self) -> dict[str, Any]:
         return {
@@ -247,7 +249,7 @@ class GridShiftEnv(DriftingTextEnv):
     def _respond(self, action: str) -> TurnResult:
         letter = action.strip()
         if len(letter) > 1 or _MOVE.fullmatch(letter) is None:
-            return self._after(f"Not a move; write N, E, S or W. {self._view()}", "malformed")
+            return self._after(f"Not a move. {self._view()}", "malformed")
         letter = letter.upper()
         self._moves_made += 1
         self._label_move(letter)
@@ -258,7 +260,7 @@ class GridShiftEnv(DriftingTextEnv):
             sideways = _PERPENDICULAR[direction]
             direction = sideways[int(self.np_random.integers(2))]
             outcome = "slipped"
-        landed = step_cell(self._position, direction, self._walls)
+        landed = step_cell(self._position, direction)
         if landed == self._position:
             outcome = "bumped"
         self._position = landed
@@ -271,9 +273,7 @@ class GridShiftEnv(DriftingTextEnv):
                 behavior=self._behavior(),
                 info=info,
             )
-        return self._after(
-            ("Bumped into a wall. " if outcome == "bumped" else "") + self._view(), outcome
-        )
+        return self._after(("Bumped. " if outcome == "bumped" else "") + self._view(), outcome)
 
     def _after(self, observation: str, outcome: str) -> TurnResult:
         info = {**self._status_info(), "outcome": outcome}
@@ -289,10 +289,9 @@ class GridShiftEnv(DriftingTextEnv):
         )
 
     def _label_move(self, letter: str) -> None:
-        here = self._distance.get(self._position, 99)
+        here = distance(self._position, self._goal)
         for convention, mapping in CONVENTIONS.items():
-            landed = step_cell(self._position, mapping[letter], self._walls)
-            if self._distance.get(landed, 99) < here:
+            if distance(step_cell(self._position, mapping[letter]), self._goal) < here:
                 self._progress_counts[convention] += 1
 
     def _behavior(self) -> str:
@@ -308,15 +307,14 @@ class GridShiftEnv(DriftingTextEnv):
 
     def oracle_action(self, observation: str, info: dict[str, Any]) -> str:
         """A shortest-path move toward the (possibly hidden) goal under the live controls."""
-        direction = best_direction(self._position, self._distance, self._walls)
-        return letter_for(direction, info["theta"]["moves"])
+        return letter_for(best_direction(self._position, self._goal), info["theta"]["moves"])
 
     def demonstration_action(self, observation: str, info: dict[str, Any]) -> str:
         """A shortest-path move under controls drawn once per episode, not the live ones.
 
         The controls are drawn uniformly from ``demo_moves``. A hidden goal is looked for
-        at a corner drawn uniformly, then at the other one; a shown goal is walked to. So the
-        demonstrations navigate competently and are undecided about what the drift hides.
+        at a corner drawn uniformly, then at the other one; a shown goal is walked to. With
+        probability ``demo_noise`` the move is a letter drawn uniformly instead.
         """
         if self._demo_plan is None:
             conventions = self.demo_moves
@@ -331,8 +329,12 @@ class GridShiftEnv(DriftingTextEnv):
         convention, targets = self._demo_plan
         while len(targets) > 1 and self._position == targets[0]:
             targets.pop(0)
-        distance = distances_to(targets[0], self._walls)
-        return letter_for(best_direction(self._position, distance, self._walls), convention)
+        # Drawn for every move, so the demonstrations of a seed do not depend on demo_noise's
+        # value except where a draw falls below it.
+        noise_draw, noise_letter = self.np_random.random(), int(self.np_random.integers(4))
+        if noise_draw < self.demo_noise:
+            return tuple(DIRECTIONS)[noise_letter]
+        return letter_for(best_direction(self._position, targets[0]), convention)
 
     def oracle_reward(self, theta: Mapping[str, Any]) -> float:
         """The oracle's expected return under ``theta``.

@@ -19,7 +19,7 @@ BUILTIN_ENVS: dict[str, str] = {
     f"{NAMESPACE}/ToolShift-v0": "sao_online.environments.tool_shift:ToolShiftEnv",
     f"{NAMESPACE}/CodeShift-v0": "sao_online.environments.code_shift:CodeShiftEnv",
     f"{NAMESPACE}/ReasonShift-v0": "sao_online.environments.reason_shift:ReasonShiftEnv",
-    f"{NAMESPACE}/GridShift-v0": "sao_online.environments.grid_shift:GridShiftEnv",
+    f"{NAMESPACE}/GridShift-v1": "sao_online.environments.grid_shift:GridShiftEnv",
 }
 
 

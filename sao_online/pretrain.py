@@ -255,46 +255,58 @@ def warm_start_announcement(
     )
 
 
-def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool = False) -> Path:
-    """Build (or reuse) the SFT warm start for ``config``; return its folder.
-
-    The folder holds the policy and tokenizer (``save_pretrained``) and ``warm_start.json``
-    with the SFT loss curve, the time it took and the demonstrations' behaviour shares.
-    """
-    path = warm_start_path(config)
-    if (path / "warm_start.json").exists() and not force:
-        return path
-    seed = config.model.warm_start_seed
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    # SFT in float32 wherever it runs; the run loads the result in model.dtype.
-    policy, tokenizer = base_policy(config, seed=seed, dtype=torch.float32)
-    device = next(policy.parameters()).device
+def collect_demonstrations(
+    config: ExperimentConfig, tokenizer: Any, count: int, rng: np.random.Generator
+) -> list[tuple[list[int], list[bool], str]]:
+    """``count`` demonstrations as (tokens, action_mask, behavior), regimes drawn as the
+    warm start draws them (``model.warm_start_regimes``), in the config's episode layout."""
     layout = chat_layout(config, tokenizer)
     env = gymnasium.make(config.env.id, **config.env.kwargs)
-    model_cfg = config.model
-    started = time.time()
-    num_demos = max(2048, model_cfg.warm_start_batch_size * 16)
     draw_regime = regime_sampler(config, env)
-    demos = [
-        demonstration_episode(
-            env,
-            layout,
-            int(rng.integers(2**31 - 1)),
-            rng,
-            config.rollout.max_turns,
-            theta=draw_regime(rng),
-        )
-        for _ in range(num_demos)
-    ]
-    env.close()
+    try:
+        return [
+            demonstration_episode(
+                env,
+                layout,
+                int(rng.integers(2**31 - 1)),
+                rng,
+                config.rollout.max_turns,
+                theta=draw_regime(rng),
+            )
+            for _ in range(count)
+        ]
+    finally:
+        env.close()
+
+
+def finetune_on_demonstrations(
+    policy: Any,
+    demonstrations: list[tuple[list[int], list[bool], str]],
+    *,
+    pad_token_id: int,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    rng: np.random.Generator,
+    progress: bool = False,
+    on_speed: Callable[[float], None] | None = None,
+) -> list[float]:
+    """Supervised fine-tuning of ``policy`` on its action tokens in ``demonstrations``.
+
+    Each step draws ``batch_size`` demonstrations with replacement; AdamW at ``lr`` with a
+    20-step warm-up and a linear decay to 5%, gradients clipped at norm 1. The policy is left in
+    eval mode. ``on_speed``, when given, is called once with the steps per second of the first
+    few steps (after the first, which pays one-off costs).
+
+    Returns:
+        The loss (mean cross-entropy per action token) of every step.
+    """
+    device = next(policy.parameters()).device
     policy.train()
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=model_cfg.warm_start_lr, weight_decay=0.0)
-    steps = model_cfg.warm_start_steps
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / max(steps, 1))
     )
-    pad = tokenizer.pad_token_id
     losses = []
     bar = tqdm(range(steps), desc="warm start (SFT)", disable=not progress, unit="step")
     timed_from = 0.0
@@ -302,15 +314,12 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         # The first step pays one-off costs: the speed is timed over the few after it.
         if step == 1:
             timed_from = time.monotonic()
-        elif progress and step == 1 + TIMED_STEPS:
-            rate = TIMED_STEPS / max(time.monotonic() - timed_from, 1e-9)
-            bar.write(
-                warm_start_announcement(config, path, steps, num_demos, rate), file=sys.stderr
-            )
-        picks = rng.integers(len(demos), size=model_cfg.warm_start_batch_size)
-        batch = [demos[i] for i in picks]
+        elif on_speed is not None and step == 1 + TIMED_STEPS:
+            on_speed(TIMED_STEPS / max(time.monotonic() - timed_from, 1e-9))
+        picks = rng.integers(len(demonstrations), size=batch_size)
+        batch = [demonstrations[i] for i in picks]
         length = max(len(tokens) for tokens, _, _ in batch)
-        input_ids = torch.full((len(batch), length), pad, dtype=torch.long)
+        input_ids = torch.full((len(batch), length), pad_token_id, dtype=torch.long)
         loss_mask = torch.zeros((len(batch), length), dtype=torch.bool)
         attention = torch.zeros((len(batch), length), dtype=torch.long)
         for row, (tokens, mask, _) in enumerate(batch):
@@ -331,6 +340,46 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     policy.eval()
+    return losses
+
+
+def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool = False) -> Path:
+    """Build (or reuse) the SFT warm start for ``config``; return its folder.
+
+    The folder holds the policy and tokenizer (``save_pretrained``) and ``warm_start.json``
+    with the SFT loss curve, the time it took and the demonstrations' behaviour shares.
+    """
+    path = warm_start_path(config)
+    if (path / "warm_start.json").exists() and not force:
+        return path
+    seed = config.model.warm_start_seed
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    # SFT in float32 wherever it runs; the run loads the result in model.dtype.
+    policy, tokenizer = base_policy(config, seed=seed, dtype=torch.float32)
+    model_cfg = config.model
+    started = time.time()
+    num_demos = max(2048, model_cfg.warm_start_batch_size * 16)
+    demos = collect_demonstrations(config, tokenizer, num_demos, rng)
+    steps = model_cfg.warm_start_steps
+
+    def announce(steps_per_second: float) -> None:
+        tqdm.write(
+            warm_start_announcement(config, path, steps, num_demos, steps_per_second),
+            file=sys.stderr,
+        )
+
+    losses = finetune_on_demonstrations(
+        policy,
+        demos,
+        pad_token_id=tokenizer.pad_token_id,
+        steps=steps,
+        lr=model_cfg.warm_start_lr,
+        batch_size=model_cfg.warm_start_batch_size,
+        rng=rng,
+        progress=progress,
+        on_speed=announce if progress else None,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(
         tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)

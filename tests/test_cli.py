@@ -9,7 +9,7 @@ def test_envs_lists_ids_drift_parameters_and_descriptions(capsys):
     assert main(["envs"]) == 0
     out = capsys.readouterr().out
     assert "sao_online/StyleShift-v0" in out and "sao_online/ToolShift-v0" in out
-    assert "sao_online/ReasonShift-v0" in out and "sao_online/GridShift-v0" in out
+    assert "sao_online/ReasonShift-v0" in out and "sao_online/GridShift-v1" in out
     assert "drift answer_format: one of answer, tags, boxed" in out
     assert "drift moves: one of compass, rotated, mirrored" in out
     assert "drift preferred: one of academic, cute, chuunibyou, classical" in out

@@ -33,7 +33,7 @@ def sample(ctx):
     ("path", "shift_at", "parameter"),
     [
         ("configs/reason_shift.yaml", 1500, "answer_format"),
-        ("configs/grid_shift.yaml", 400, "moves"),
+        ("configs/grid_shift.yaml", 600, "moves"),
     ],
 )
 def test_configs_load_and_their_schedules_fit_the_env(path, shift_at, parameter):

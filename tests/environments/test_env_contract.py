@@ -31,7 +31,7 @@ ENV_CLASSES = {
     "sao_online/StyleShift-v0": StyleShiftEnv,
     "sao_online/ToolShift-v0": ToolShiftEnv,
     "sao_online/ReasonShift-v0": ReasonShiftEnv,
-    "sao_online/GridShift-v0": GridShiftEnv,
+    "sao_online/GridShift-v1": GridShiftEnv,
     "sao_online/CodeShift-v0": CodeShiftEnv,
 }
 ENV_IDS = list(ENV_CLASSES)

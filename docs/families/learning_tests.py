@@ -1,0 +1,95 @@
+"""Measure the learning tests' settings over several seeds, and with learning switched off.
+
+For each module of ``tests/learning/`` this builds its warm start once (its ``SETTING``), then
+trains each method with each seed, and again with the learning rate at 1e-12 (the policy
+cannot move: the rise must be 0), and appends one JSON line per run to ``--out``: the paired
+mean reward before and after, the rise, the test's margin, and the CPU seconds of the warm
+start and of each run. ``python docs/families/tables.py`` renders the table of
+``docs/families/learning_tests.md`` from those lines.
+
+    python docs/families/learning_tests.py --seeds 0,1,2 \\
+        --out docs/families/data/learning_tests.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests" / "learning"
+
+
+def load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modules", default="", help="comma-separated test modules (all)")
+    parser.add_argument("--methods", default="sao,grpo")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    harness = load_module(TESTS / "conftest.py", "learning_harness")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    names = [n for n in args.modules.split(",") if n] or sorted(
+        p.stem for p in TESTS.glob("test_*.py")
+    )
+    for name in names:
+        module = load_module(TESTS / f"{name}.py", name)
+        setting = harness.LearningSetting(**module.SETTING)
+        with tempfile.TemporaryDirectory() as folder:
+            started = time.process_time()
+            warm = harness.build_warm_start(setting, Path(folder) / "warm-start")
+            warm_seconds = time.process_time() - started
+            runs = [(m, s, None) for m in args.methods.split(",") for s in args.seeds.split(",")]
+            runs += [(m, "0", "1e-12") for m in args.methods.split(",")]
+            for method, seed, lr in runs:
+                if lr:
+                    os.environ["SAO_LEARNING_TESTS_LR"] = lr
+                else:
+                    os.environ.pop("SAO_LEARNING_TESTS_LR", None)
+                seeded = harness.LearningSetting(
+                    **{**module.SETTING, "run": [*setting.run, f"seed={seed}"]}
+                )
+                started = time.process_time()
+                result = harness.learn(seeded, warm, method, Path(folder) / f"{method}-{seed}")
+                row = {
+                    "module": name,
+                    "method": method,
+                    "seed": int(seed),
+                    "learning_rate_override": lr,
+                    "before": result.before,
+                    "after": result.after,
+                    "rise": result.rise,
+                    "margin": module.MARGIN,
+                    "warm_start_cpu_seconds": round(warm_seconds, 1),
+                    "run_cpu_seconds": round(time.process_time() - started, 1),
+                    "commit": commit,
+                }
+                with open(args.out, "a") as handle:
+                    handle.write(json.dumps(row) + "\n")
+                print(json.dumps(row), flush=True)
+    os.environ.pop("SAO_LEARNING_TESTS_LR", None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

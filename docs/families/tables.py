@@ -1,0 +1,139 @@
+"""Render the tables of ``docs/families/*.md`` from the measurements in ``docs/families/data/``.
+
+A table sits between ``<!-- table: NAME -->`` and ``<!-- /table -->`` in a page; this script
+rewrites what is between them. ``--check`` changes nothing and exits 1 when a page's table
+differs from what its data gives (the test suite runs it).
+
+    python docs/families/tables.py          # rewrite the tables
+    python docs/families/tables.py --check  # are they up to date?
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+MARKER = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+
+
+def read_rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
+
+
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def grid_attempts() -> str:
+    """Every GridShift warm start measured, in the order it was measured."""
+    rows = []
+    for row in read_rows("grid_shift_warm_starts.jsonl"):
+        reach = row["reach_by_distance"]
+        rows.append(
+            [
+                row["label"],
+                row["code"] + ("".join(f" +{v}" for v in row["variant"])),
+                row["theta"]["moves"],
+                str(row["sft_steps"]),
+                f"{row['loss_last']:.2f}",
+                f"{row['reward_mean']:.2f}",
+                f"{row['reached']:.2f}",
+                " / ".join(f"{reach[d]:.2f}" for d in sorted(reach, key=int)),
+                f"{row['moves_closer']:.2f}",
+                f"{row['tokens_mean']:.0f}",
+            ]
+        )
+    header = [
+        "attempt",
+        "env",
+        "sampled under",
+        "SFT steps",
+        "SFT loss",
+        "reward",
+        "reached",
+        "reached from distance 1 / 2 / ... / 7",
+        "moves closer",
+        "tokens / episode",
+    ]
+    return markdown(header, rows)
+
+
+def calibration() -> str:
+    """Per family: the warm start and the oracle in each regime, and the short runs."""
+    rows = []
+    for row in read_rows("calibration.jsonl"):
+        for regime in row["regimes"]:
+            runs = []
+            for run in row["runs"]:
+                phase = run["phases"][regime["phase"]]
+                score = phase["normalized"]
+                runs.append(
+                    f"{run['method']} {phase['mean_reward']:.2f}"
+                    + ("" if score is None else f" ({score:+.2f})")
+                )
+            theta = ", ".join(f"{k}={v}" for k, v in regime["theta"].items())
+            rows.append(
+                [
+                    row["family"],
+                    f"{regime['phase']}: {theta}",
+                    f"{regime['start']:.0f}-{regime['end']:.0f}",
+                    f"{regime['warm_start_reward']:.2f}",
+                    f"{regime['oracle_reward']:.2f}",
+                    "; ".join(runs) or "-",
+                ]
+            )
+    header = [
+        "family",
+        "phase: regime",
+        "episodes",
+        "warm start",
+        "oracle",
+        "mean reward of each run (normalized score)",
+    ]
+    return markdown(header, rows)
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "grid-shift-attempts": grid_attempts,
+    "calibration": calibration,
+}
+
+
+def render(text: str) -> str:
+    def replace(match: re.Match) -> str:
+        name = match["name"]
+        if name not in TABLES:
+            raise SystemExit(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        return match.group(1) + TABLES[name]() + match.group(4)
+
+    return MARKER.sub(replace, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for page in sorted(HERE.glob("*.md")):
+        text = page.read_text()
+        rendered = render(text)
+        if rendered != text:
+            stale.append(page.name)
+            if not args.check:
+                page.write_text(rendered)
+    if args.check and stale:
+        print(f"stale tables in {', '.join(stale)}: run python docs/families/tables.py")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
