@@ -199,6 +199,8 @@ def run_benchmark(
         raise ConfigError(f"--backend: must be local or ray, got {backend!r}")
     if address is not None and backend != "ray":
         raise ConfigError("--address: applies to --backend ray only")
+    if parallel is not None and parallel < 1:
+        raise ConfigError(f"--parallel: must be >= 1, got {parallel}")
     if backend == "local":
         require_main_guard("benchmark")
     out = Path(out)
