@@ -198,6 +198,7 @@ def run_locally(
     """
     from sao_online.benchmark.execute import execute_job
     from sao_online.commands.compare import run_scheduled
+    from sao_online.runtime.launch import format_duration
 
     warm_starts = [job for job in warm_starts if not _is_cached(job)]
     tables = cost_tables(out)
@@ -205,8 +206,8 @@ def run_locally(
     planned = plan(work, cores)
     _say(
         f"{len(runs)} runs and {len(warm_starts)} warm starts to build, about "
-        f"{sum(item.cost for item in work) / 60:.0f} CPU minutes by estimate; scheduled on "
-        f"{cores} cores: about {planned.makespan / 60:.0f} min with the cores "
+        f"{format_duration(sum(item.cost for item in work))} of CPU time by estimate; "
+        f"scheduled on {cores} cores: about {format_duration(planned.makespan)} with the cores "
         f"{planned.core_share:.0%} busy"
     )
     source = ScheduledJobs([*warm_starts, *runs], work, cores)
