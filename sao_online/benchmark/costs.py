@@ -13,6 +13,10 @@ waited for, such as the sandbox's; wall seconds) and one row is appended to two 
 3. the prior: CPU seconds from the job's config, with constants fitted to the costs measured
    for sizing the lite tier (``benchmarks/lite-sizing/costs.csv``, one process, one thread).
 
+The benchmark estimates every job before it starts and again, for the jobs still waiting, each
+time a job ends and its measured cost is counted, so even a first benchmark on a machine
+schedules its later seeds by what its first ones cost.
+
 A run's prior is ``episodes x max_episode_tokens x (A + B x layers x hidden^2) x w`` with
 ``w`` = 1 for a method that never updates (``frozen``), 2 for one without a critic and 4 for
 one with a critic (SAO's K critic updates and value pass); a warm start's is ``steps x batch
@@ -97,17 +101,32 @@ class CostBook:
     """Measured job costs, read from cost tables, and the estimates made from them."""
 
     def __init__(self, rows: list[dict[str, Any]]) -> None:
-        self.rows = []
-        seen = set()
+        self.rows: list[dict[str, Any]] = []
+        self._seen: set[tuple[Any, Any]] = set()
+        self._same_work: dict[tuple[Any, Any], list[float]] = {}
+        self._ratios: dict[tuple[Any, Any], list[float]] = {}  # (kind or None, task or None)
+        self._medians: dict[tuple[Any, Any], float] = {}
         for row in rows:
-            cpu, prior = _number(row.get("cpu_seconds")), _number(row.get("prior_seconds"))
-            if cpu is None or str(row.get("resumed")).lower() == "true":
-                continue  # a resumed run measured only its remainder
-            identity = (row.get("session"), row.get("name"))
-            if identity in seen:  # the same row in the folder's and the machine's table
-                continue
-            seen.add(identity)
-            self.rows.append({**row, "cpu_seconds": cpu, "prior_seconds": prior})
+            self.add(row)
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Count one measured job (a cost table's row), unless it measured only a resumed
+        run's remainder, has no CPU seconds, or was counted already (the same session and
+        name: the same row in the folder's and the machine's table)."""
+        cpu, prior = _number(row.get("cpu_seconds")), _number(row.get("prior_seconds"))
+        if cpu is None or str(row.get("resumed")).lower() == "true":
+            return
+        identity = (row.get("session"), row.get("name"))
+        if identity in self._seen:
+            return
+        self._seen.add(identity)
+        self.rows.append({**row, "cpu_seconds": cpu, "prior_seconds": prior})
+        kind, task = row.get("kind"), row.get("task")
+        self._same_work.setdefault((kind, row.get("work_key")), []).append(cpu)
+        if prior:
+            for scope in ((kind, task), (kind, None), (None, None)):
+                self._ratios.setdefault(scope, []).append(cpu / prior)
+                self._medians.pop(scope, None)
 
     @classmethod
     def read(cls, paths: list[Path]) -> CostBook:
@@ -121,31 +140,20 @@ class CostBook:
             rows.extend(csv.DictReader(io.StringIO(text)))
         return cls(rows)
 
-    def _ratios(self, kind: str | None, task: str | None) -> list[float]:
-        return [
-            row["cpu_seconds"] / row["prior_seconds"]
-            for row in self.rows
-            if row["prior_seconds"]
-            and (kind is None or row.get("kind") == kind)
-            and (task is None or row.get("task") == task)
-        ]
+    def _median_ratio(self, scope: tuple[Any, Any]) -> float | None:
+        if scope not in self._medians and self._ratios.get(scope):
+            self._medians[scope] = statistics.median(self._ratios[scope])
+        return self._medians.get(scope)
 
     def estimate(self, kind: str, task: str, work_key: str, prior: float) -> float:
         """Estimated CPU seconds of a job (see the module for the order of the sources)."""
-        same_work = [
-            row["cpu_seconds"]
-            for row in self.rows
-            if row.get("kind") == kind and row.get("work_key") == work_key
-        ]
+        same_work = self._same_work.get((kind, work_key))
         if same_work:
             return statistics.fmean(same_work)
-        for ratios in (
-            self._ratios(kind, task),
-            self._ratios(kind, None),
-            self._ratios(None, None),
-        ):
-            if ratios:
-                return prior * statistics.median(ratios)
+        for scope in ((kind, task), (kind, None), (None, None)):
+            ratio = self._median_ratio(scope)
+            if ratio is not None:
+                return prior * ratio
         return prior
 
 

@@ -6,7 +6,8 @@ rollout worker); ``schedule.CoreScheduler`` then starts the work that unlocks th
 run as soon as its warm start is built, and never holds more cores than the benchmark may use.
 A warm start already in the cache is no job at all. Each job runs in a child process
 (``compare.run_scheduled``), measures its own CPU time, and its costs are appended to the cost
-tables as it ends, so a resumed or later benchmark estimates from them.
+tables as it ends: the jobs still waiting are estimated again from them at once, and a resumed
+or later benchmark starts from them.
 
 ``CoreUse`` measures the whole command: the CPU seconds of this process and of every process it
 started (its process server and, through it, every job and the children they waited for), and
@@ -105,8 +106,9 @@ def _is_cached(job: dict[str, Any]) -> bool:
 def estimate_jobs(
     runs: list[dict[str, Any]], warm_starts: list[dict[str, Any]], book: CostBook
 ) -> list[Work]:
-    """The scheduler's view of the jobs: each job dict gets ``kind``, ``work_key``,
-    ``prior_seconds`` and ``estimate_seconds``; warm starts rank before runs, runs by seed."""
+    """The scheduler's view of the jobs: each job dict gets ``kind``, ``task`` (a warm
+    start's first), ``work_key``, ``prior_seconds`` and ``estimate_seconds``; warm starts rank
+    before runs, runs by seed."""
     import warnings
 
     from sao_online.algorithms import build_method
@@ -121,7 +123,13 @@ def estimate_jobs(
         prior = warm_start_prior_seconds(config)
         key = warm_start_path(config).name
         estimate = book.estimate(WARM_START, job["tasks"][0], key, prior)
-        job.update(kind=WARM_START, work_key=key, prior_seconds=prior, estimate_seconds=estimate)
+        job.update(
+            kind=WARM_START,
+            task=job["tasks"][0],
+            work_key=key,
+            prior_seconds=prior,
+            estimate_seconds=estimate,
+        )
         work.append(Work(job["name"], estimate, cores=1, rank=0))
         warm_of_task.update(dict.fromkeys(job["tasks"], job["name"]))
     seeds = sorted({job["key"]["seed"] for job in runs})
@@ -138,7 +146,9 @@ def estimate_jobs(
             known[task, spec] = (prior, stable_hash(resolved))
         prior, key = known[task, spec]
         estimate = book.estimate(RUN, task, key, prior)
-        job.update(kind=RUN, work_key=key, prior_seconds=prior, estimate_seconds=estimate)
+        job.update(
+            kind=RUN, task=task, work_key=key, prior_seconds=prior, estimate_seconds=estimate
+        )
         work.append(
             Work(
                 job["name"],
@@ -152,13 +162,36 @@ def estimate_jobs(
 
 
 class ScheduledJobs:
-    """``compare.run_scheduled``'s job source: a ``CoreScheduler`` over the benchmark's jobs,
-    with the time each job started."""
+    """``compare.run_scheduled``'s job source: a ``CoreScheduler`` over the benchmark's jobs
+    (each estimated by ``estimate_jobs``), with the time each job started; ``measured`` counts
+    a job's measured cost in ``book`` and re-estimates the jobs still waiting from it."""
 
-    def __init__(self, jobs: list[dict[str, Any]], work: list[Work], cores: int) -> None:
+    def __init__(
+        self,
+        jobs: list[dict[str, Any]],
+        work: list[Work],
+        cores: int,
+        book: CostBook,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.jobs = {job["name"]: job for job in jobs}
-        self.scheduler = CoreScheduler(work, cores)
+        self.book = book
+        self.scheduler = CoreScheduler(work, cores, clock=clock)
         self.started: dict[str, float] = {}
+
+    def measured(self, row: dict[str, Any]) -> None:
+        """A job's cost row (as the cost tables hold it): count it, revise the estimates."""
+        self.book.add(row)
+        revised = {}
+        for name, job in self.jobs.items():
+            if name in self.started:
+                continue
+            estimate = self.book.estimate(
+                job["kind"], job["task"], job["work_key"], job["prior_seconds"]
+            )
+            job["estimate_seconds"] = estimate
+            revised[name] = estimate
+        self.scheduler.revise(revised)
 
     @property
     def waiting(self) -> bool:
@@ -202,7 +235,8 @@ def run_locally(
 
     warm_starts = [job for job in warm_starts if not _is_cached(job)]
     tables = cost_tables(out)
-    work = estimate_jobs(runs, warm_starts, CostBook.read(tables))
+    book = CostBook.read(tables)
+    work = estimate_jobs(runs, warm_starts, book)
     planned = plan(work, cores)
     _say(
         f"{len(runs)} runs and {len(warm_starts)} warm starts to build, about "
@@ -210,7 +244,7 @@ def run_locally(
         f"scheduled on {cores} cores: about {format_duration(planned.makespan)} with the cores "
         f"{planned.core_share:.0%} busy"
     )
-    source = ScheduledJobs([*warm_starts, *runs], work, cores)
+    source = ScheduledJobs([*warm_starts, *runs], work, cores, book)
     measured: dict[str, float] = {}
     # A run continuing its directory measures only what was left of it: not its cost.
     resumed = {job["name"] for job in runs if (Path(job["out"]) / "config.yaml").exists()}
@@ -222,7 +256,6 @@ def run_locally(
             **job,
             **job.get("key", {}),
             "session": session,
-            "task": job.get("key", {}).get("task") or job.get("tasks", [""])[0],
             "method": job.get("key", {}).get("method", ""),
             "episodes": job.get("budget", ""),
             "cores": source.scheduler.width(name),
@@ -232,6 +265,7 @@ def run_locally(
         }
         for table in tables:
             append_cost(table, row)
+        source.measured(row)  # the jobs still waiting are estimated again
         if job["kind"] == RUN:
             on_result(name, outcome["result"])
 

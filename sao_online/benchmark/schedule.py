@@ -12,7 +12,8 @@ is list scheduling with estimated costs instead:
   ranks warm starts before runs, and runs seed by seed, so a benchmark stopped midway holds
   whole seeds), then of *priority*, highest first: a job's estimated cost plus the cost of the
   jobs that wait for it (a warm start unlocks all of its runs), so long work starts early and
-  short runs fill the end; ties go by name;
+  short runs fill the end; ties go by name. Estimates of jobs not started yet may be revised
+  at any time (the benchmark revises them from each job it measures);
 - a job holds ``cores`` cores while it runs (a run's learner plus its rollout workers, each one
   torch thread), never more than the machine has; a ready job that does not fit lets a later
   one that does start first, so no core waits while some ready job would fit on it.
@@ -58,7 +59,8 @@ class CoreScheduler:
     """Starts ready jobs onto free cores in order of rank, then priority (see the module).
 
     The caller asks ``start_now()`` which jobs to start, starts them, and tells ``ended(name,
-    succeeded)`` when each one is over; ``waiting`` says whether jobs are still to start. The
+    succeeded)`` when each one is over; ``waiting`` says whether jobs are still to start;
+    ``revise`` takes better estimates of the waiting jobs' costs as they come. The
     clock (``time.monotonic`` unless given) measures ``allotted_core_seconds``: the integral of
     the cores held by running jobs over time.
 
@@ -90,10 +92,8 @@ class CoreScheduler:
         for item in work:
             if item.after is not None:
                 self._dependents[item.after].append(item.name)
-        self.priority = {name: self._unlocked_cost(name) for name in self._work}
-        self._order = sorted(
-            work, key=lambda item: (item.rank, -self.priority[item.name], item.name)
-        )
+        self._cost = {item.name: item.cost for item in work}
+        self._prioritize()
         self._waiting = {item.name for item in work}
         self._running: dict[str, int] = {}  # name -> cores held
         self._succeeded: set[str] = set()
@@ -101,13 +101,30 @@ class CoreScheduler:
         self._last = clock()
         self.allotted_core_seconds = 0.0
 
+    def _prioritize(self) -> None:
+        self.priority = {name: self._unlocked_cost(name) for name in self._work}
+        self._order = sorted(
+            self._work.values(),
+            key=lambda item: (item.rank, -self.priority[item.name], item.name),
+        )
+
     def _unlocked_cost(self, name: str, seen: frozenset[str] = frozenset()) -> float:
         """The job's cost plus that of every job waiting on it, directly or not."""
         if name in seen:
             raise ValueError(f"job {name!r}: its 'after' chain loops back to it")
-        return self._work[name].cost + sum(
+        return self._cost[name] + sum(
             self._unlocked_cost(dependent, seen | {name}) for dependent in self._dependents[name]
         )
+
+    def revise(self, costs: dict[str, float]) -> None:
+        """New estimated costs of jobs not started yet (others are ignored): the priorities,
+        and so the order of what starts next, follow them."""
+        for name, cost in costs.items():
+            if name in self._waiting:
+                if cost < 0:
+                    raise ValueError(f"job {name!r}: cost must be >= 0")
+                self._cost[name] = cost
+        self._prioritize()
 
     def width(self, name: str) -> int:
         """Cores the job holds while it runs: its own, at most the machine's."""

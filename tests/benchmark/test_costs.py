@@ -146,3 +146,31 @@ def test_cost_rows_append_under_one_header_and_read_back(tmp_path):
     book = CostBook.read([path, tmp_path / "missing.csv"])
     assert [r["cpu_seconds"] for r in book.rows] == [12.5, 250.0]
     assert book.estimate(WARM_START, "A", "w", prior=1) == 250.0
+
+
+def test_each_measured_job_re_estimates_the_jobs_still_waiting():
+    from sao_online.benchmark.local_runner import ScheduledJobs
+    from sao_online.benchmark.schedule import Work
+
+    def job(task, seed, prior):
+        name = f"{task}/sao/seed-{seed}"
+        return {"name": name, "kind": RUN, "task": task, "work_key": task, "prior_seconds": prior,
+                "estimate_seconds": prior}  # fmt: skip
+
+    jobs = [job("A", 0, 10), job("B", 0, 20), job("A", 1, 10), job("B", 1, 20), job("C", 1, 1)]
+    work = [Work(j["name"], j["prior_seconds"], rank=int(j["name"][-1])) for j in jobs]
+    source = ScheduledJobs(jobs, work, cores=1, book=CostBook([]))
+    order = []
+    for cpu in (20, 60):  # B's seed-0 run costs its prior; A's six times its prior
+        [started] = source.start_now()
+        order.append(started["name"])
+        source.measured({**started, "session": "s", "cpu_seconds": cpu, "resumed": False})
+        source.ended(started["name"], succeeded=True)
+    assert order == ["B/sao/seed-0", "A/sao/seed-0"]
+    # Seed 1: A's run is now estimated by A's measured cost (60), B's by B's (20), C (never
+    # measured) by its prior times the median measured/prior ratio of the runs: (1 + 6) / 2.
+    estimates = {name: source.jobs[name]["estimate_seconds"] for name in source.jobs}
+    assert estimates["A/sao/seed-1"] == 60 and estimates["B/sao/seed-1"] == 20
+    assert estimates["C/sao/seed-1"] == 3.5
+    assert estimates["A/sao/seed-0"] == 10  # a started job keeps the estimate it started with
+    assert source.start_now()[0]["name"] == "A/sao/seed-1"  # by the first estimates: B's

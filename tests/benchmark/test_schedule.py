@@ -57,6 +57,23 @@ def test_the_priority_counts_the_work_a_job_unlocks():
     assert scheduler.start_now() == []  # the one core is held
 
 
+def test_revised_costs_reorder_the_jobs_still_waiting():
+    scheduler = CoreScheduler([Work("x", 1.0), Work("y", 2.0), Work("z", 3.0)], cores=1)
+    assert scheduler.start_now() == ["z"]
+    # z turned out to cost 10 (ignored: it started), and x is now thought to cost 5.
+    scheduler.revise({"z": 10.0, "x": 5.0})
+    assert scheduler.priority == {"x": 5.0, "y": 2.0, "z": 3.0}
+    scheduler.ended("z", succeeded=True)
+    assert scheduler.start_now() == ["x"]  # before y, which the first estimates put first
+    # A warm start's priority follows its runs' revised costs.
+    chained = CoreScheduler([Work("W", 1.0), Work("r", 1.0, after="W"), Work("v", 3.0)], 1)
+    assert chained.priority == {"W": 2.0, "r": 1.0, "v": 3.0}
+    chained.revise({"r": 4.0})
+    assert chained.priority["W"] == 5.0 and chained.start_now() == ["W"]
+    with pytest.raises(ValueError, match="job 'v': cost must be >= 0"):
+        chained.revise({"v": -1.0})
+
+
 def test_a_lower_rank_starts_first_whatever_the_priority():
     # Seed 0's runs (rank 1) before seed 1's (rank 2); within a rank, the longest first.
     work = [Work("s1-long", 9.0, rank=2), Work("s0-short", 1.0, rank=1), Work("s0-long", 5, rank=1)]
