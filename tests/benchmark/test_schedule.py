@@ -9,15 +9,16 @@ from sao_online.benchmark.schedule import CoreScheduler, Work, plan
 
 
 def test_longest_first_fills_two_cores_where_the_given_order_leaves_one_idle():
-    # LPT: 0-3 a, 0-2 b; at 2 c (2-4); at 3 d (3-4): makespan 4, the cores always busy.
-    work = [Work("d", 1.0), Work("c", 2.0), Work("b", 2.0), Work("a", 3.0)]
+    # Names in the given order (so neither it nor the names' order is the longest first).
+    # LPT: 0-3 d, 0-2 b (ties by name); at 2 c (2-4); at 3 a (3-4): makespan 4, always busy.
+    work = [Work("a", 1.0), Work("b", 2.0), Work("c", 2.0), Work("d", 3.0)]
     p = plan(work, cores=2)
-    assert p.starts == {"a": 0.0, "b": 0.0, "c": 2.0, "d": 3.0}
+    assert p.starts == {"d": 0.0, "b": 0.0, "c": 2.0, "a": 3.0}
     assert p.makespan == 4.0 and p.core_share == 1.0
-    # In the given order (ranks force it): d 0-1, c 0-2, b 1-3, a 2-5: makespan 5, share 0.8.
+    # In the given order (ranks force it): a 0-1, b 0-2, c 1-3, d 2-5: makespan 5, share 0.8.
     in_order = [Work(item.name, item.cost, rank=rank) for rank, item in enumerate(work)]
     fifo = plan(in_order, cores=2)
-    assert fifo.starts == {"d": 0.0, "c": 0.0, "b": 1.0, "a": 2.0}
+    assert fifo.starts == {"a": 0.0, "b": 0.0, "c": 1.0, "d": 2.0}
     assert fifo.makespan == 5.0 and fifo.core_share == pytest.approx(8 / 10)
 
 
@@ -49,11 +50,11 @@ def test_runs_start_as_soon_as_their_warm_start_is_built():
 
 def test_the_priority_counts_the_work_a_job_unlocks():
     scheduler = CoreScheduler(
-        [Work("W", 2.0), Work("r1", 3.0, after="W"), Work("r2", 4.0, after="r1"), Work("x", 8)],
+        [Work("W", 2.0), Work("r1", 3.0, after="W"), Work("r2", 4.0, after="r1"), Work("A", 8)],
         cores=1,
     )
-    assert scheduler.priority == {"W": 9.0, "r1": 7.0, "r2": 4.0, "x": 8.0}
-    assert scheduler.start_now() == ["W"]  # 9 > 8, though x alone costs more
+    assert scheduler.priority == {"W": 9.0, "r1": 7.0, "r2": 4.0, "A": 8.0}
+    assert scheduler.start_now() == ["W"]  # 9 > 8, though A alone costs more (and sorts first)
     assert scheduler.start_now() == []  # the one core is held
 
 
