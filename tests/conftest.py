@@ -59,6 +59,48 @@ START_FIRST = [
 ]
 
 
+#: What an engine from ``make_engine`` runs unless the test says otherwise: two slots, short
+#: episodes, and a cut action submitted to the env (most tests count env steps per turn).
+ENGINE_DEFAULTS = {
+    "num_slots": 2,
+    "max_turns": 2,
+    "max_action_tokens": 4,
+    "max_episode_tokens": 200,
+    "on_action_cap": "submit",
+}
+
+
+@pytest.fixture
+def tiny_policy():
+    """The tiny policy and its byte tokenizer: two layers 64 wide, seed 0."""
+    from sao_online.models import build_tiny_policy
+
+    return build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+
+
+@pytest.fixture
+def make_engine(request):
+    r"""Builds ``RolloutEngine``\ s: ``make_engine(policy=None, **settings)``.
+
+    The engine runs ``policy`` (a ``(model, tokenizer)`` pair; the test's ``tiny_policy`` when
+    omitted, built only then)
+    with ``ENGINE_DEFAULTS`` updated by ``settings``. Every engine built is closed when the test
+    ends, so a failing test leaves no env threads behind.
+    """
+    from sao_online.rollout import RolloutEngine
+
+    engines = []
+
+    def make(policy=None, **settings):
+        model, tokenizer = policy or request.getfixturevalue("tiny_policy")
+        engines.append(RolloutEngine(model, tokenizer, **{**ENGINE_DEFAULTS, **settings}))
+        return engines[-1]
+
+    yield make
+    for engine in engines:
+        engine.close()
+
+
 def _module(item: pytest.Item) -> str | None:
     try:
         return item.path.relative_to(TESTS).as_posix()
