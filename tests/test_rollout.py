@@ -380,22 +380,33 @@ def test_admission_control_and_max_episodes(make_engine):
     assert len(limited) == 4
 
 
-def test_env_workers_step_slow_environments_concurrently(make_engine):
-    def timed_run(env_workers):
-        engine = make_engine(num_slots=8, max_turns=1, stop_token_ids=[], env_workers=env_workers)
-        requests = [
-            EpisodeRequest(SlowEnv(turns=1, delay=0.2), seed=k, prompt_id=k) for k in range(8)
-        ]
-        began = time.perf_counter()
-        trajectories = list(engine.run(_source(requests)))
-        seconds = time.perf_counter() - began
-        return seconds, trajectories, engine
+class RendezvousEnv(CountingEnv):
+    """A one-turn ``CountingEnv`` whose step waits at ``meeting`` (a barrier) until that many
+    steps are in flight at once, then takes ``delay`` seconds: stepped one at a time, it fails."""
 
-    inline_seconds, _, _ = timed_run(0)
-    pooled_seconds, trajectories, engine = timed_run(8)
-    # Inline, the eight 0.2 s steps are paid one after another; in the pool they overlap.
-    assert inline_seconds >= 8 * 0.2
-    assert pooled_seconds < 0.8, pooled_seconds
+    def __init__(self, meeting, delay):
+        super().__init__(turns=1)
+        self.meeting = meeting
+        self.delay = delay
+
+    def step(self, action):
+        self.meeting.wait()  # BrokenBarrierError once the barrier's timeout passes
+        time.sleep(self.delay)
+        return super().step(action)
+
+
+def test_env_workers_step_slow_environments_concurrently(make_engine):
+    # Every step waits until all eight are being stepped at the same time, which only a pool
+    # that runs them concurrently achieves; stepped inline (or by fewer threads) the barrier
+    # times out and the run raises. The timeout only turns that failure into an error instead
+    # of a hang: it bounds no speed.
+    meeting = threading.Barrier(8, timeout=120)
+    engine = make_engine(num_slots=8, max_turns=1, stop_token_ids=[], env_workers=8)
+    requests = [
+        EpisodeRequest(RendezvousEnv(meeting, delay=0.2), seed=k, prompt_id=k) for k in range(8)
+    ]
+    trajectories = list(engine.run(_source(requests)))
+    assert not meeting.broken
     assert sorted(trajectory.prompt_id for trajectory in trajectories) == list(range(8))
     for trajectory in trajectories:
         assert trajectory.terminated and trajectory.num_turns == 1
