@@ -1,4 +1,4 @@
-"""Config values that used to train wrongly, hang or blow up: each refused on load, named."""
+"""Config values that would train wrongly, hang or blow up: each refused on load, named."""
 
 from __future__ import annotations
 
