@@ -80,12 +80,11 @@ def tiny_policy():
 
 @pytest.fixture
 def make_engine(request):
-    r"""Builds ``RolloutEngine``\ s: ``make_engine(policy=None, **settings)``.
+    """``make_engine(policy=None, **settings)`` builds a ``RolloutEngine``.
 
     The engine runs ``policy`` (a ``(model, tokenizer)`` pair; the test's ``tiny_policy`` when
-    omitted, built only then)
-    with ``ENGINE_DEFAULTS`` updated by ``settings``. Every engine built is closed when the test
-    ends, so a failing test leaves no env threads behind.
+    omitted, built only then) with ``ENGINE_DEFAULTS`` updated by ``settings``. Every engine
+    built is closed when the test ends, so a failing test leaves no env threads behind.
     """
     from sao_online.rollout import RolloutEngine
 
