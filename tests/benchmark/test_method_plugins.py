@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.algorithms import MethodLoadError, build_method, load_method_factory
 from sao_online.config import ConfigError, load_config
@@ -138,21 +139,8 @@ def test_workers_of_the_local_backend_import_the_method_module(
     )
     config = load_config(
         None,
-        [
-            "model.warm_start=false",
-            "model.num_layers=1",
-            "model.hidden_size=32",
-            "rollout.max_turns=1",
-            "rollout.max_action_tokens=6",
-            "rollout.max_episode_tokens=96",
-            "rollout.batch_size=8",
-            "rollout.num_slots=8",
-            "runtime.backend=local",
-            "runtime.num_workers=1",
-            "logging.checkpoint_every=0",
-            "budget.episodes=16",
-            f"algorithm.name={plugin_module}:window_32",
-        ],
+        [*TINY_RUN, "runtime.backend=local", "runtime.num_workers=1"]
+        + [f"algorithm.name={plugin_module}:window_32"],
     )
     summary = run_experiment(config, tmp_path / "run", threads=1)
     assert summary["method"] == "window_32" and summary["episodes"] == 16
@@ -163,19 +151,15 @@ def test_workers_of_the_local_backend_import_the_method_module(
     assert len(saved) == 16
 
 
-TINY_RUN = [
-    "model.warm_start=false",
-    "model.num_layers=1",
-    "model.hidden_size=32",
-    "rollout.max_turns=1",
+TINY_RUN = tiny_overrides(
     "rollout.max_action_tokens=6",
     "rollout.max_episode_tokens=96",
-    "rollout.batch_size=8",
     "rollout.num_slots=8",
     "runtime.backend=sync",
     "logging.checkpoint_every=0",
     "budget.episodes=16",
-]
+    model=SMALLEST_MODEL,
+)
 
 
 def test_a_factory_method_runs_in_the_folder_of_its_methods_name(

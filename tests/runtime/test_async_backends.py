@@ -17,23 +17,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import ray
+from tiny_model import tiny_overrides
 
 from sao_online.config import ConfigError, load_config
 from sao_online.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.max_turns=1",
-    "rollout.max_action_tokens=12",
-    "rollout.max_episode_tokens=128",
-    "rollout.batch_size=8",
+TINY = tiny_overrides(
     "runtime.num_workers=2",
     "algorithm.critic_warmup_steps=0",
     "logging.checkpoint_every=0",
-]
+)
 #: The module's Ray tests run on one xdist worker, the one whose Ray instance they use.
 ON_THE_MODULES_RAY = pytest.mark.xdist_group("async-backends-ray")
 BACKENDS = ["local", pytest.param("ray", marks=ON_THE_MODULES_RAY)]

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
@@ -19,18 +20,11 @@ from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import make_env
 from sao_online.runtime.weights import SharedWeights
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.max_turns=1",
-    "rollout.max_action_tokens=12",
-    "rollout.max_episode_tokens=128",
-    "rollout.batch_size=8",
+TINY = tiny_overrides(
     "runtime.backend=local",
     "runtime.num_workers=2",
     "algorithm.critic_warmup_steps=0",
-]
+)
 
 
 def test_shared_weights_round_trip_and_refuse_going_back():

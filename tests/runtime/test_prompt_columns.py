@@ -9,6 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tiny_model import TINY_MODEL, merge_overrides
 
 from sao_online.analysis import load_runs
 from sao_online.analysis.loading import PROMPT_COLUMN_PREFIX
@@ -31,16 +32,16 @@ from sao_online.runtime.episode_rows import (
 from sao_online.runtime.launch import run_experiment
 from sao_online.tracking import read_transcripts
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.batch_size=8",
-    "rollout.num_slots=8",
-    "runtime.backend=sync",
-    "algorithm.critic_warmup_steps=0",
-    "logging.checkpoint_every=100",
-]
+TINY = merge_overrides(
+    TINY_MODEL,
+    [
+        "rollout.batch_size=8",
+        "rollout.num_slots=8",
+        "runtime.backend=sync",
+        "algorithm.critic_warmup_steps=0",
+        "logging.checkpoint_every=100",
+    ],
+)
 _PROMPT = re.compile(r"Level (\d)\. (Reverse|Sort the digits|Add|Count)")
 _TASK_OF_VERB = {"Reverse": "reverse", "Sort the digits": "sort", "Add": "add", "Count": "count"}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import yaml
+from tiny_model import model_section
 
 from sao_online.analysis import load_runs, recovery_metrics
 from sao_online.config import load_config
@@ -21,7 +22,7 @@ def extension_config(episodes: int, **model):
                     "preferred": {"kind": "abrupt", "values": ["cute", "classical"], "at": [0, 24]}
                 }
             },
-            "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False, **model},
+            "model": {**model_section(), **model},
             "algorithm": {"name": "sao_running_mean"},
             "rollout": {
                 "batch_size": 8,

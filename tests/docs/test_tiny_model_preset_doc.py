@@ -11,7 +11,7 @@ import pandas as pd
 
 from sao_online.model_presets import MODEL_PRESETS
 
-DATA = Path(__file__).resolve().parents[1] / "docs" / "data" / "tiny_model_preset"
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "tiny_model_preset"
 
 
 def table_module():

@@ -128,19 +128,17 @@ def _reference_greedy_episode(model, tokenizer, request, stop_ids, max_action_to
     ids=["lean_forward", "hf_forward_slot_attention", "hf_forward_model_attention"],
 )
 def test_greedy_tokens_and_logprobs_equal_an_uncached_unbatched_reference(
-    fast_attention, lean_forward
+    make_engine, fast_attention, lean_forward
 ):
     model, tokenizer = _policy()
     stop_ids = {tokenizer.eos_token_id, *STOP_BYTES}
-    engine = RolloutEngine(
-        model,
-        tokenizer,
+    engine = make_engine(
+        policy=(model, tokenizer),
         num_slots=3,
         temperature=0.0,
         max_turns=5,
         max_action_tokens=12,
         max_episode_tokens=600,
-        on_action_cap="submit",
         stop_token_ids=sorted(stop_ids),
         fast_attention=fast_attention,
         lean_forward=lean_forward,
@@ -170,17 +168,15 @@ def test_greedy_tokens_and_logprobs_equal_an_uncached_unbatched_reference(
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_sampled_behavior_logprobs_equal_teacher_forced_logprobs(temperature):
+def test_sampled_behavior_logprobs_equal_teacher_forced_logprobs(make_engine, temperature):
     model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=1)
-    engine = RolloutEngine(
-        model,
-        tokenizer,
+    engine = make_engine(
+        policy=(model, tokenizer),
         num_slots=4,
         temperature=temperature,
         max_turns=3,
         max_action_tokens=16,
         max_episode_tokens=400,
-        on_action_cap="submit",
         seed=5,
     )
     trajectories = list(engine.run(_source(_requests(9))))
@@ -196,7 +192,7 @@ def test_sampled_behavior_logprobs_equal_teacher_forced_logprobs(temperature):
         assert torch.all(trajectory.behavior_logprobs[~mask] == 0)
 
 
-def test_long_episode_survives_cache_resizes_with_grouped_query_attention():
+def test_long_episode_survives_cache_resizes_with_grouped_query_attention(make_engine):
     # Grouped-query attention (4 query heads sharing 2 key/value heads), a long episode in one
     # slot while short ones come and go in the other: the cache grows past several granules and
     # shrinks back, and every logprob must still match a teacher-forced full forward.
@@ -213,14 +209,11 @@ def test_long_episode_survives_cache_resizes_with_grouped_query_attention():
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
     _, tokenizer = build_tiny_policy(num_layers=1, hidden_size=8, num_heads=1)
-    engine = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=2,
+    engine = make_engine(
+        policy=(model, tokenizer),
         max_turns=12,
         max_action_tokens=24,
         max_episode_tokens=1000,
-        on_action_cap="submit",
         stop_token_ids=[],
         seed=1,
     )
@@ -250,17 +243,9 @@ def test_long_episode_survives_cache_resizes_with_grouped_query_attention():
         )
 
 
-def test_trajectory_fields_rewards_turns_and_info():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    engine = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=2,
-        max_turns=4,
-        max_action_tokens=5,
-        max_episode_tokens=300,
-        on_action_cap="submit",
-        stop_token_ids=[],
+def test_trajectory_fields_rewards_turns_and_info(make_engine):
+    engine = make_engine(
+        max_turns=4, max_action_tokens=5, max_episode_tokens=300, stop_token_ids=[]
     )
     requests = [
         EpisodeRequest(
@@ -305,18 +290,17 @@ def test_trajectory_fields_rewards_turns_and_info():
     assert len(requests[0].env.seen_actions) == 3
 
 
-def test_action_cap_truncates_by_default_and_submits_when_asked():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    common = dict(
-        num_slots=2, max_turns=4, max_action_tokens=6, max_episode_tokens=300, stop_token_ids=[]
-    )
-    truncating = RolloutEngine(model, tokenizer, **common)
+def test_action_cap_truncates_by_default_and_submits_when_asked(make_engine, tiny_policy):
+    model, tokenizer = tiny_policy
+    common = dict(max_turns=4, max_action_tokens=6, max_episode_tokens=300, stop_token_ids=[])
+    # The engine's own default, so not make_engine (whose engines submit a cut action).
+    truncating = RolloutEngine(model, tokenizer, num_slots=2, **common)
     for trajectory in truncating.run(_source(_requests(3, turns=2))):
         assert trajectory.truncated and not trajectory.terminated
         assert trajectory.info[TRUNCATED_BY_KEY] == "action_tokens"
         assert trajectory.num_action_tokens == 6 and trajectory.num_turns == 1
         assert trajectory.env_steps == 0  # the cut action never reached the environment
-    submitting = RolloutEngine(model, tokenizer, on_action_cap="submit", **common)
+    submitting = make_engine(on_action_cap="submit", **common)
     for trajectory in submitting.run(_source(_requests(3, turns=2))):
         assert trajectory.terminated and not trajectory.truncated
         assert trajectory.num_action_tokens == 12 and trajectory.num_turns == 2
@@ -326,50 +310,23 @@ def test_action_cap_truncates_by_default_and_submits_when_asked():
         assert tokenizer.eos_token_id in trajectory.tokens[6:second_turn_start].tolist()
 
 
-def test_turn_and_episode_token_caps_truncate():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    by_turns = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=2,
-        max_turns=2,
-        max_action_tokens=4,
-        max_episode_tokens=300,
-        on_action_cap="submit",
-    )
+def test_turn_and_episode_token_caps_truncate(make_engine):
+    by_turns = make_engine(max_turns=2, max_action_tokens=4, max_episode_tokens=300)
     for trajectory in by_turns.run(_source(_requests(2, turns=5))):
         assert trajectory.truncated and not trajectory.terminated and trajectory.num_turns == 2
         assert trajectory.info[TRUNCATED_BY_KEY] == "turns"
-    by_tokens = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=2,
-        max_turns=10,
-        max_action_tokens=20,
-        max_episode_tokens=70,
-        on_action_cap="submit",
-    )
+    by_tokens = make_engine(max_turns=10, max_action_tokens=20, max_episode_tokens=70)
     for trajectory in by_tokens.run(_source(_requests(3, turns=9))):
         assert trajectory.truncated and len(trajectory.tokens) <= 70
         assert trajectory.info[TRUNCATED_BY_KEY] == "episode_tokens"
-    tiny_budget = RolloutEngine(
-        model, tokenizer, num_slots=1, max_turns=1, max_action_tokens=4, max_episode_tokens=10
-    )
+    tiny_budget = make_engine(num_slots=1, max_turns=1, max_episode_tokens=10)
     (too_long,) = tiny_budget.run(_source(_requests(1)))
     assert too_long.truncated and too_long.num_action_tokens == 0  # the prompt alone is too long
 
 
-def test_versions_are_read_when_each_token_is_sampled():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    engine = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=1,
-        max_turns=3,
-        max_action_tokens=5,
-        max_episode_tokens=300,
-        on_action_cap="submit",
-        stop_token_ids=[],
+def test_versions_are_read_when_each_token_is_sampled(make_engine):
+    engine = make_engine(
+        num_slots=1, max_turns=3, max_action_tokens=5, max_episode_tokens=300, stop_token_ids=[]
     )
     engine.policy_version = 100
 
@@ -385,17 +342,9 @@ def test_versions_are_read_when_each_token_is_sampled():
         assert trajectory.oldest_version == start
 
 
-def test_continuous_batching_refills_a_slot_while_a_long_episode_runs():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    engine = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=2,
-        max_turns=8,
-        max_action_tokens=5,
-        max_episode_tokens=400,
-        on_action_cap="submit",
-        stop_token_ids=[],
+def test_continuous_batching_refills_a_slot_while_a_long_episode_runs(make_engine):
+    engine = make_engine(
+        max_turns=8, max_action_tokens=5, max_episode_tokens=400, stop_token_ids=[]
     )
     long_episode = EpisodeRequest(CountingEnv(), seed=0, options={"turns": 5}, prompt_id=0)
     short_episodes = [
@@ -412,17 +361,8 @@ def test_continuous_batching_refills_a_slot_while_a_long_episode_runs():
     assert engine.stats.decode_steps == 25
 
 
-def test_admission_control_and_max_episodes():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    engine = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=3,
-        max_turns=2,
-        max_action_tokens=4,
-        max_episode_tokens=200,
-        on_action_cap="submit",
-    )
+def test_admission_control_and_max_episodes(make_engine):
+    engine = make_engine(num_slots=3)
     pending = _requests(4, turns=2)
     calls = []
 
@@ -440,35 +380,33 @@ def test_admission_control_and_max_episodes():
     assert len(limited) == 4
 
 
-def test_env_workers_step_slow_environments_concurrently():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+class RendezvousEnv(CountingEnv):
+    """A one-turn ``CountingEnv`` whose step waits at ``meeting`` (a barrier) until that many
+    steps are in flight at once, then takes ``delay`` seconds: stepped one at a time, it fails."""
 
-    def timed_run(env_workers):
-        engine = RolloutEngine(
-            model,
-            tokenizer,
-            num_slots=8,
-            max_turns=1,
-            max_action_tokens=4,
-            max_episode_tokens=200,
-            on_action_cap="submit",
-            stop_token_ids=[],
-            env_workers=env_workers,
-        )
-        requests = [
-            EpisodeRequest(SlowEnv(turns=1, delay=0.2), seed=k, prompt_id=k) for k in range(8)
-        ]
-        began = time.perf_counter()
-        trajectories = list(engine.run(_source(requests)))
-        seconds = time.perf_counter() - began
-        engine.close()
-        return seconds, trajectories, engine
+    def __init__(self, meeting, delay):
+        super().__init__(turns=1)
+        self.meeting = meeting
+        self.delay = delay
 
-    inline_seconds, _, _ = timed_run(0)
-    pooled_seconds, trajectories, engine = timed_run(8)
-    # Inline, the eight 0.2 s steps are paid one after another; in the pool they overlap.
-    assert inline_seconds >= 8 * 0.2
-    assert pooled_seconds < 0.8, pooled_seconds
+    def step(self, action):
+        self.meeting.wait()  # BrokenBarrierError once the barrier's timeout passes
+        time.sleep(self.delay)
+        return super().step(action)
+
+
+def test_env_workers_step_slow_environments_concurrently(make_engine):
+    # Every step waits until all eight are being stepped at the same time, which only a pool
+    # that runs them concurrently achieves; stepped inline (or by fewer threads) the barrier
+    # times out and the run raises. The timeout only turns that failure into an error instead
+    # of a hang: it bounds no speed.
+    meeting = threading.Barrier(8, timeout=120)
+    engine = make_engine(num_slots=8, max_turns=1, stop_token_ids=[], env_workers=8)
+    requests = [
+        EpisodeRequest(RendezvousEnv(meeting, delay=0.2), seed=k, prompt_id=k) for k in range(8)
+    ]
+    trajectories = list(engine.run(_source(requests)))
+    assert not meeting.broken
     assert sorted(trajectory.prompt_id for trajectory in trajectories) == list(range(8))
     for trajectory in trajectories:
         assert trajectory.terminated and trajectory.num_turns == 1
@@ -491,19 +429,8 @@ class BlockingEnv(CountingEnv):
         return super().step(action)
 
 
-def test_interrupt_stops_an_episode_waiting_for_its_environment_and_frees_its_slot():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    engine = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=2,
-        max_turns=1,
-        max_action_tokens=4,
-        max_episode_tokens=200,
-        on_action_cap="submit",
-        stop_token_ids=[],
-        env_workers=2,
-    )
+def test_interrupt_stops_an_episode_waiting_for_its_environment_and_frees_its_slot(make_engine):
+    engine = make_engine(max_turns=1, stop_token_ids=[], env_workers=2)
     blocked = BlockingEnv()
     pending = [EpisodeRequest(blocked, seed=0, prompt_id=0, tag="slow")]
     pending += [EpisodeRequest(CountingEnv(turns=1), seed=k, prompt_id=k, tag=k) for k in (1, 2, 3)]
@@ -531,36 +458,29 @@ def test_interrupt_stops_an_episode_waiting_for_its_environment_and_frees_its_sl
     with pytest.raises(ValueError, match="found by their tag"):
         engine.interrupt(None)
     blocked.release.set()
-    engine.close()
 
 
-def test_env_workers_give_the_same_greedy_episodes_as_inline_stepping():
+def test_env_workers_give_the_same_greedy_episodes_as_inline_stepping(make_engine):
     # Steps of different lengths finish out of order and the slots' batches differ, but greedy
     # episodes depend only on their own tokens: every field must match the inline run.
     model, tokenizer = _policy()
     stop_ids = sorted({tokenizer.eos_token_id, *STOP_BYTES})
 
     def run(env_workers):
-        engine = RolloutEngine(
-            model,
-            tokenizer,
+        engine = make_engine(
+            policy=(model, tokenizer),
             num_slots=3,
             temperature=0.0,
             max_turns=5,
             max_action_tokens=12,
             max_episode_tokens=600,
-            on_action_cap="submit",
             stop_token_ids=stop_ids,
             env_workers=env_workers,
         )
         requests = [
             EpisodeRequest(SlowEnv(delay=0.01 * (k % 4)), seed=k, prompt_id=k) for k in range(8)
         ]
-        trajectories = {
-            trajectory.prompt_id: trajectory for trajectory in engine.run(_source(requests))
-        }
-        engine.close()
-        return trajectories
+        return {trajectory.prompt_id: trajectory for trajectory in engine.run(_source(requests))}
 
     inline, pooled = run(0), run(3)
     assert sorted(pooled) == sorted(inline) == list(range(8))
@@ -577,55 +497,32 @@ def test_env_workers_give_the_same_greedy_episodes_as_inline_stepping():
         assert (trajectory.phase, trajectory.theta) == (expected.phase, expected.theta)
 
 
-def test_env_errors_raised_in_the_pool_reach_the_caller():
+def test_env_errors_raised_in_the_pool_reach_the_caller(make_engine):
     class BrokenEnv(CountingEnv):
         def step(self, action):
             raise RuntimeError("simulator crashed")
 
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    engine = RolloutEngine(
-        model,
-        tokenizer,
-        num_slots=2,
-        max_turns=2,
-        max_action_tokens=4,
-        max_episode_tokens=200,
-        on_action_cap="submit",
-        env_workers=2,
-    )
+    engine = make_engine(env_workers=2)
     with pytest.raises(
         EnvError,
         match=r"env BrokenEnv \(test_rollout.py\): step 1 of the episode with seed 0 raised "
         r"RuntimeError: simulator crashed \(at test_rollout.py:\d+\)",
     ):
         list(engine.run(_source([EpisodeRequest(BrokenEnv(turns=2), seed=0)])))
-    engine.close()
 
 
-def test_one_env_instance_cannot_run_two_episodes_at_once():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-    engine = RolloutEngine(
-        model, tokenizer, num_slots=2, max_turns=2, max_action_tokens=4, max_episode_tokens=200
-    )
+def test_one_env_instance_cannot_run_two_episodes_at_once(make_engine):
+    engine = make_engine()
     shared = CountingEnv(turns=2)
     requests = [EpisodeRequest(shared, seed=0), EpisodeRequest(shared, seed=1)]
     with pytest.raises(ValueError, match="own env instance"):
         list(engine.run(_source(requests)))
 
 
-def test_same_seed_same_episodes_different_seed_different():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
-
+def test_same_seed_same_episodes_different_seed_different(make_engine):
     def sample(seed):
-        engine = RolloutEngine(
-            model,
-            tokenizer,
-            num_slots=3,
-            max_turns=3,
-            max_action_tokens=8,
-            max_episode_tokens=300,
-            on_action_cap="submit",
-            seed=seed,
+        engine = make_engine(
+            num_slots=3, max_turns=3, max_action_tokens=8, max_episode_tokens=300, seed=seed
         )
         return {
             trajectory.prompt_id: trajectory for trajectory in engine.run(_source(_requests(5)))
@@ -650,17 +547,16 @@ def test_same_seed_same_episodes_different_seed_different():
         ({"env_workers": -1}, "env_workers"),
     ],
 )
-def test_bad_settings_raise(kwargs, message):
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+def test_bad_settings_raise(make_engine, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        RolloutEngine(model, tokenizer, **kwargs)
+        make_engine(**kwargs)
 
 
-def test_unsupported_attention_implementation_is_refused():
-    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+def test_unsupported_attention_implementation_is_refused(make_engine, tiny_policy):
+    model, _ = tiny_policy
     model.config._attn_implementation = "flex_attention"
     with pytest.raises(ValueError, match="attention implementation"):
-        RolloutEngine(model, tokenizer)
+        make_engine()
 
 
 def test_quick_benchmark_reports_both_sides_as_json():

@@ -8,6 +8,7 @@ import sys
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
+from tiny_model import SMALLEST_MODEL
 
 from sao_online.cli import main
 from sao_online.commands.init_task import TEMPLATE_EPISODES, TEMPLATE_SHIFT, class_name_for
@@ -71,8 +72,7 @@ def test_the_template_config_loads_with_the_tiny_preset_and_its_shift_inside(wri
 def test_the_template_runs_from_the_command_line(written_task, capsys):
     folder, _ = written_task
     args = ["run", "colour_probe.yaml", "--threads", "1", "--out", str(folder / "run")]
-    small = ["model.num_layers=1", "model.hidden_size=32", "model.warm_start=false"]
-    small += ["budget.episodes=64", "schedule.parameters.paying.at=[0, 32]"]
+    small = [*SMALLEST_MODEL, "budget.episodes=64", "schedule.parameters.paying.at=[0, 32]"]
     assert main([*args, *(f"--set={item}" for item in small)]) == 0
     from sao_online.runlog import RunLog
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", flags=re.M | re.S)
 NOT_RUN = re.compile(r"<!-- not run: .+ -->")
@@ -214,7 +214,7 @@ def check_commands(blocks: list[tuple[str, list[list[str]]]]) -> None:
 # Quick commands register environments and import the user's modules: a process of their own.
 DRIVER = """
 import json, sys
-sys.path.insert(0, {tests!r})
+sys.path.insert(0, {here!r})
 from test_docs_examples import check_commands
 check_commands(json.loads(sys.argv[1]))
 """
@@ -260,7 +260,7 @@ def test_shell_examples_name_real_commands(page, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)
         check_commands(blocks)  # parsing and loading configs only: here, which is quicker
         return
-    driver = DRIVER.format(tests=str(ROOT / "tests"))
+    driver = DRIVER.format(here=str(Path(__file__).resolve().parent))
     result = subprocess.run(
         [sys.executable, "-c", driver, json.dumps(blocks)],
         cwd=tmp_path,

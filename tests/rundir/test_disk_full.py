@@ -19,9 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from tiny_model import model_section
 
 CONFIG = {
-    "model": {"warm_start": False, "num_layers": 1, "hidden_size": 32},
+    "model": model_section(),
     "rollout": {
         "batch_size": 8,
         "num_slots": 8,

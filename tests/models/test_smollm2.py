@@ -24,7 +24,7 @@ from sao_online.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 pytestmark = pytest.mark.slow
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "smollm2-styleshift.yaml"
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "smollm2-styleshift.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from tiny_model import TINY_MODEL
 
 from sao_online.config import load_config
 from sao_online.models import ValueModel, build_tiny_policy
@@ -157,9 +158,7 @@ def test_rollout_prefills_a_shared_prompt_once_and_samples_the_same_episodes(num
     config = load_config(
         None,
         [
-            "model.warm_start=false",
-            "model.num_layers=2",
-            "model.hidden_size=64",
+            *TINY_MODEL,
             "rollout.max_turns=1",
             "rollout.max_action_tokens=6",
             "algorithm.name=grpo",

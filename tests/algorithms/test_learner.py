@@ -3,6 +3,7 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_model import tiny_overrides
 
 from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
 from sao_online.batching import collate
@@ -12,16 +13,9 @@ from sao_online.regularizers import entropy_bonus, exact_kl, k3_kl
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.max_turns=1",
-    "rollout.max_action_tokens=12",
-    "rollout.max_episode_tokens=128",
-    "rollout.batch_size=8",
+TINY = tiny_overrides(
     "runtime.backend=sync",
-]
+)
 
 
 def sample_batch(ctx, temperature_overrides=()):

@@ -8,6 +8,7 @@ import os
 import pytest
 import torch
 import wandb_records
+from tiny_model import model_section
 
 from sao_online.cli import main
 from sao_online.config import load_config
@@ -27,7 +28,7 @@ def tiny_config(**logging):
                     "preferred": {"kind": "abrupt", "values": ["cute", "classical"], "at": [0, 16]}
                 }
             },
-            "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False},
+            "model": model_section(),
             "rollout": {
                 "batch_size": 8,
                 "num_slots": 8,
@@ -178,7 +179,7 @@ def tool_shift_config(**logging):
                 }
             },
             "env": {"id": "sao_online/ToolShift-v0"},
-            "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False},
+            "model": model_section(),
             "rollout": {
                 "batch_size": 8,
                 "num_slots": 8,

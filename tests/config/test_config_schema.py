@@ -12,7 +12,7 @@ from sao_online.cli import main
 from sao_online.config import ConfigError, load_config
 from sao_online.config.schema import config_json_schema, schema_text
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @pytest.mark.parametrize(

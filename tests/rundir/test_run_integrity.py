@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.analysis import RunLoadError, load_runs
 from sao_online.runlock import RunDirLockedError
@@ -285,19 +286,15 @@ def test_a_real_run_without_latest_resumes_from_its_newest_checkpoint(tmp_path, 
 
     config = load_config(
         None,
-        [
-            "model.warm_start=false",
-            "model.num_layers=1",
-            "model.hidden_size=32",
-            "rollout.max_turns=1",
+        tiny_overrides(
             "rollout.max_action_tokens=8",
             "rollout.max_episode_tokens=96",
-            "rollout.batch_size=8",
             "runtime.backend=sync",
             "budget.episodes=32",
             "logging.checkpoint_every=2",
             "logging.flush_every=8",
-        ],
+            model=SMALLEST_MODEL,
+        ),
     )
     run = tmp_path / "run"
     run_experiment(config, out=run)
@@ -333,19 +330,15 @@ def test_the_repair_advice_for_a_damaged_part_of_a_finished_run_is_true(tmp_path
 
     config = load_config(
         None,
-        [
-            "model.warm_start=false",
-            "model.num_layers=1",
-            "model.hidden_size=32",
-            "rollout.max_turns=1",
+        tiny_overrides(
             "rollout.max_action_tokens=8",
             "rollout.max_episode_tokens=96",
-            "rollout.batch_size=8",
             "runtime.backend=sync",
             "budget.episodes=48",  # 6 updates: checkpoints at 2, 4, 6 and the final one at 6
             "logging.checkpoint_every=2",
             "logging.flush_every=8",
-        ],
+            model=SMALLEST_MODEL,
+        ),
     )
     run = tmp_path / "runs" / "exp" / "sao" / "seed-0"
     run_experiment(config, out=run)

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_model import TINY_MODEL, merge_overrides
 
 from sao_online.batching import collate
 from sao_online.config import load_config
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request, resolve_schedule
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.batch_size=8",
-    "runtime.backend=sync",
-    "algorithm.critic_warmup_steps=0",
-]
+TINY = merge_overrides(
+    TINY_MODEL,
+    [
+        "rollout.batch_size=8",
+        "runtime.backend=sync",
+        "algorithm.critic_warmup_steps=0",
+    ],
+)
 
 
 def sample(ctx):

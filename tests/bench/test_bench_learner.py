@@ -3,19 +3,20 @@
 import json
 
 import pytest
+from tiny_model import TINY_MODEL, merge_overrides
 
 from sao_online.cli import main
 from sao_online.commands import bench_learner
 from sao_online.commands.bench_learner import IN_LINE, run_learner_benchmark
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.batch_size=8",
-    "rollout.num_slots=8",
-    "rollout.max_action_tokens=6",
-]
+TINY = merge_overrides(
+    TINY_MODEL,
+    [
+        "rollout.batch_size=8",
+        "rollout.num_slots=8",
+        "rollout.max_action_tokens=6",
+    ],
+)
 
 
 def test_every_method_is_timed_on_its_own_batches_and_the_ratios_agree():

@@ -1,9 +1,8 @@
-"""Config values that used to train wrongly, hang or blow up: each refused on load, named."""
+"""Config values that would train wrongly, hang or blow up: each refused on load, named."""
 
 from __future__ import annotations
 
 import math
-import time
 import types
 import typing
 import warnings
@@ -11,6 +10,7 @@ import warnings
 import annotated_types
 import pytest
 from pydantic import BaseModel
+from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.runlog import RunDirError, run_directory
@@ -154,27 +154,22 @@ def test_a_staleness_bound_beyond_the_budget_is_lowered_with_a_warning():
 
 
 def test_a_huge_staleness_bound_runs_to_its_budget(tmp_path):
-    # It used to hang the local backend (a loop over every staleness value per decision).
-    overrides = [
-        "model.warm_start=false",
-        "model.num_layers=1",
-        "model.hidden_size=32",
-        "rollout.max_turns=1",
+    # The local backend computes its capacity from the bound, never loops over its values:
+    # a bound of 10^9 runs like any other.
+    overrides = tiny_overrides(
         "rollout.max_action_tokens=8",
         "rollout.max_episode_tokens=96",
-        "rollout.batch_size=8",
         "budget.episodes=16",
         "runtime.backend=local",
         "runtime.num_workers=1",
         "runtime.max_staleness=1000000000",
         "algorithm.critic_warmup_steps=0",
-    ]
+        model=SMALLEST_MODEL,
+    )
     with pytest.warns(ConfigWarning):
         config = load_config(None, overrides)
-    started = time.time()
     summary = run_experiment(config, out=tmp_path / "run", threads=1)
     assert summary["episodes"] == 16 and summary["updates"] == 2
-    assert time.time() - started < 120
 
 
 def test_local_workers_far_beyond_the_cores_are_refused_and_a_few_more_warned():
@@ -200,10 +195,9 @@ def alias_bomb(levels: int) -> str:
 def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
     config = tmp_path / "bomb.yaml"
     config.write_text(alias_bomb(9))
-    started = time.time()
+    # Refused while parsing, naming the first alias: nothing was expanded.
     with pytest.raises(ConfigError, match=r"bomb.yaml: line 4: YAML aliases \(\*a0\) are not "):
         load_config(config)
-    assert time.time() - started < 5
     with pytest.raises(ConfigError, match="aliases"):
         load_config(None, ["env.kwargs={a: &x [1, 2], b: *x}"])
 

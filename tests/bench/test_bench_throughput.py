@@ -1,6 +1,7 @@
 """``bench throughput`` reports consistent numbers from real sync and local runs."""
 
 import pytest
+from tiny_model import TINY_MODEL
 
 from sao_online.commands.bench_contention import run_contention_benchmark
 from sao_online.commands.bench_throughput import (
@@ -8,7 +9,7 @@ from sao_online.commands.bench_throughput import (
     run_throughput_benchmark,
 )
 
-TINY = ["model.num_layers=2", "model.hidden_size=64", "rollout.max_action_tokens=4"]
+TINY = [*TINY_MODEL, "rollout.max_action_tokens=4"]
 
 
 def test_tiny_benchmark_reports_consistent_numbers():

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 from process_tree import descendants, kill_leftovers, running, runs_of
+from tiny_model import model_section
 
 METHODS = ("sao", "grpo")
 #: Columns that measure time, which two runs never share.
@@ -32,7 +33,7 @@ def write_config(folder: Path, episodes: int) -> Path:
         yaml.safe_dump(
             {
                 "experiment": "signals",
-                "model": {"warm_start": False, "num_layers": 1, "hidden_size": 32},
+                "model": model_section(),
                 "rollout": {
                     "batch_size": 8,
                     "num_slots": 8,
