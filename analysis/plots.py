@@ -32,7 +32,7 @@ from sao_online.analysis.plot_common import (
 )
 from sao_online.analysis.recovery import DEFAULT_SMOOTH_FRACTION
 from sao_online.analysis.smoothing import trailing_mean
-from sao_online.analysis.timeline import (
+from sao_online.analysis.time_axes import (
     ChangePointsArg,
     axis_label,
     axis_unit,
