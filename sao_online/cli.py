@@ -151,7 +151,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from sao_online.tracking import TRANSCRIPTS_FILE, format_transcript, read_transcripts
+    from sao_online.rundir.tracking import TRANSCRIPTS_FILE, format_transcript, read_transcripts
 
     root = Path(args.run)
     if not root.is_dir():
@@ -573,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sao-online {args.command}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:
-        from sao_online.disk_full import DiskFullError, is_disk_full
+        from sao_online.rundir.disk_full import DiskFullError, is_disk_full
 
         if not is_disk_full(error):
             raise

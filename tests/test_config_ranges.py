@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
-from sao_online.runlog import RunDirError, run_directory
+from sao_online.rundir.layout import RunDirError, run_directory
 from sao_online.runtime.launch import run_experiment
 from sao_online.runtime.machine_fit import check_machine_fit
 

@@ -20,7 +20,7 @@ from sao_online.config import load_config
 from sao_online.models import ChatLayout, ModelNotFoundError, load_policy, resolve_model_source
 from sao_online.prefix_sharing import causal_lm_forward, plan_prefix_sharing, shared_prefix_forward
 from sao_online.rollout import EpisodeRequest, RolloutEngine
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from sao_online.config import load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 
 TARGET_COMPLETIONS_PER_SECOND = 130.0
 """Issue 4's target for this workload on two cores (a widely used CPU trainer does ~65)."""

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.method_names import SINGLE_ROLLOUT_METHODS
-from sao_online.runlog import run_directory
+from sao_online.rundir.layout import run_directory
 from sao_online.runtime.machine_fit import check_machine_fit
 from sao_online.runtime.main_guard import require_main_guard
 from sao_online.runtime.processes import (

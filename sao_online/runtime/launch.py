@@ -18,7 +18,8 @@ from tqdm import tqdm
 from sao_online.algorithms import build_method
 from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
-from sao_online.runlog import RunDirError, RunLog, read_config_file, run_directory
+from sao_online.rundir.layout import RunDirError, read_config_file, run_directory
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import clock_horizon, warn_about_budget

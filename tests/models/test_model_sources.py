@@ -20,7 +20,7 @@ from sao_online.models import (
     token_logprobs,
 )
 from sao_online.pretrain import base_policy
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.launch import run_experiment

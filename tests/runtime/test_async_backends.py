@@ -19,7 +19,7 @@ import pytest
 import ray
 
 from sao_online.config import ConfigError, load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 TINY = [

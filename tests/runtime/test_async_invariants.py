@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from sao_online.config import load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 TINY = [

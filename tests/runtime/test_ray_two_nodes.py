@@ -13,7 +13,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from sao_online.config import ConfigError, load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime import backends
 from sao_online.runtime.launch import run_experiment
 

@@ -13,7 +13,7 @@ import yaml
 
 from sao_online.config import load_config
 from sao_online.drift_schedules import Schedule
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 TINY = [
