@@ -14,14 +14,6 @@ from pathlib import Path
 from sao_online.defaults import DEFAULT_ORACLE_FRACTION
 
 
-def _start_worker_server() -> None:
-    """For commands that start child processes: the server that forks them starts importing
-    now, beside this process's own imports, instead of when the first child is asked for."""
-    from sao_online.runtime.processes import start_server_early
-
-    start_server_early()
-
-
 def _cmd_envs(args: argparse.Namespace) -> int:
     import gymnasium
 
@@ -186,46 +178,6 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    if args.peer and args.what != "throughput":
-        print(f"bench {args.what}: --peer applies to bench throughput only", file=sys.stderr)
-        return 2
-    if args.model != "tiny" and args.what != "rollout":
-        print(f"bench {args.what}: --model applies to bench rollout only", file=sys.stderr)
-        return 2
-    if args.max_staleness is not None and args.what != "async":
-        print(f"bench {args.what}: --max-staleness applies to bench async only", file=sys.stderr)
-        return 2
-    if args.what == "rollout":
-        from sao_online.commands.bench_rollout import run_rollout_benchmark
-
-        result = run_rollout_benchmark(quick=args.quick, model=args.model)
-    elif args.what == "sandbox":
-        from sao_online.commands.bench_sandbox import run_sandbox_benchmark
-
-        result = run_sandbox_benchmark(quick=args.quick)
-    elif args.what == "throughput":
-        _start_worker_server()  # for its local-backend run
-        from sao_online.commands.bench_throughput import run_throughput_benchmark
-
-        result = run_throughput_benchmark(quick=args.quick, peer=args.peer)
-    elif args.what == "learner":
-        from sao_online.commands.bench_learner import run_learner_benchmark
-
-        result = run_learner_benchmark(quick=args.quick)
-    elif args.what == "contention":
-        from sao_online.commands.bench_contention import run_contention_benchmark
-
-        result = run_contention_benchmark(quick=args.quick)
-    else:
-        _start_worker_server()
-        from sao_online.commands.bench_async import run_async_benchmark
-
-        result = run_async_benchmark(quick=args.quick, max_staleness=args.max_staleness)
-    print(json.dumps(result))
-    return 0
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sao_online.commands.demo import run_demo  # through compare, which starts the server
 
@@ -290,18 +242,6 @@ def _version() -> str:
         from sao_online import __version__
 
         return __version__
-
-
-def _bounds(text: str) -> list[int]:
-    try:
-        bounds = [int(part) for part in text.split(",")]
-    except ValueError:
-        bounds = []
-    if not bounds or min(bounds) < 0:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated ints >= 0 such as 4,8,16, got {text!r}"
-        )
-    return bounds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -450,33 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--phase", type=int, default=None, help="only episodes of this phase")
     show.set_defaults(func=_cmd_show)
 
-    bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
-    bench.add_argument(
-        "what", choices=["rollout", "async", "throughput", "contention", "sandbox", "learner"]
-    )
-    bench.add_argument("--quick", action="store_true", help="a shorter run")
-    bench.add_argument(
-        "--peer",
-        choices=["trl"],
-        default=None,
-        help="throughput: also run TRL's GRPOTrainer on the same workload and "
-        "report the ratio (needs pip install 'sao-online[trl]')",
-    )
-    bench.add_argument(
-        "--max-staleness",
-        type=_bounds,
-        default=None,
-        metavar="N[,N...]",
-        help="async: staleness bounds for the local backend (default 4); the first is used "
-        "for every backend, each further one adds a local run",
-    )
-    bench.add_argument(
-        "--model",
-        default="tiny",
-        help="rollout: the policy (tiny, the default random-init model, or a name load_policy "
-        "takes such as smollm2-135m)",
-    )
-    bench.set_defaults(func=_cmd_bench)
+    from sao_online.bench.cli import add_bench_parser
+
+    add_bench_parser(commands)
 
     from sao_online.commands.benchmark import add_benchmark_parser
 
@@ -532,8 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument("--force", action="store_true", help="replace files that exist")
     task.set_defaults(func=_cmd_init_task)
 
-    # --verbose after the command too (`sao-online run demo --verbose`).
-    for sub in commands.choices.values():
+    # --verbose after the command too (`sao-online run demo --verbose`), subcommands included.
+    for sub in _all_subparsers(parser):
         sub.add_argument(
             "--verbose",
             action="store_true",
@@ -541,6 +457,16 @@ def build_parser() -> argparse.ArgumentParser:
             help=("also show other libraries' progress bars, log lines and warnings"),
         )
     return parser
+
+
+def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below ``parser``: its commands, their subcommands, and so on."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += [sub, *_all_subparsers(sub)]
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from sao_online.bench import learner as bench_learner
+from sao_online.bench.learner import IN_LINE, run_learner_benchmark
 from sao_online.cli import main
-from sao_online.commands import bench_learner
-from sao_online.commands.bench_learner import IN_LINE, run_learner_benchmark
 
 TINY = [
     "model.warm_start=false",

@@ -11,7 +11,7 @@ no KL term. Both backends run the same config and budget in one process, one aft
 
 Threads follow ``runtime.torch_threads=auto`` (see ``sao_online.runtime.threads``); each side
 reports the number it chose. With ``peer="trl"`` the same workload also runs through Hugging
-Face TRL's ``GRPOTrainer`` in the same process (see ``bench_trl``) and the ratios are reported.
+Face TRL's ``GRPOTrainer`` in the same process (see ``trl_peer``) and the ratios are reported.
 
 ``completions_per_second`` is the budget over the seconds ``run_experiment`` reports (from the
 first rollout to the last update, worker start-up included, model construction excluded); the
@@ -157,7 +157,7 @@ def run_throughput_benchmark(
         "local": local,
     }
     if peer == "trl":
-        from sao_online.commands.bench_trl import run_trl_grpo
+        from sao_online.bench.trl_peer import run_trl_grpo
 
         config = load_config(None, config_overrides)
         torch.set_num_threads(sync["threads"])  # the threads our sync side chose
