@@ -14,27 +14,6 @@ from pathlib import Path
 from sao_online.defaults import DEFAULT_ORACLE_FRACTION
 
 
-def _cmd_envs(args: argparse.Namespace) -> int:
-    import gymnasium
-
-    from sao_online.environments import import_env_module, list_envs
-
-    before = set(gymnasium.registry)
-    for module in args.imports:
-        import_env_module(module)
-    added = set(gymnasium.registry) - before
-    if args.imports and not list_envs(ids=added):
-        raise ValueError(
-            f"envs --import: {', '.join(args.imports)} registered no drifting task "
-            "(an env class with a drift_space, registered with gymnasium.register)"
-        )
-    for env_id, description, drift_space in list_envs() + list_envs(ids=added):
-        print(f"{env_id}\n    {description}")
-        for name, spec in drift_space.items():
-            print(f"    drift {name}: {spec.describe()}" + (f" — {spec.help}" if spec.help else ""))
-    return 0
-
-
 def _cmd_schedules_show(args: argparse.Namespace) -> int:
     from sao_online.bundled_configs import resolve_config
     from sao_online.drift_schedules import format_timeline, load_schedule, plot_timeline
@@ -67,17 +46,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     path = warm_start(config, force=args.force, progress=True)
     print(f"warm start ready: {path}")
     if args.summary:
-        from sao_online.commands.policy_summary import behavior_summary
-        from sao_online.models import load_policy
-        from sao_online.runtime.envs import resolve_schedule
+        from sao_online.commands.policy_summary import warm_start_summary
 
-        policy, tokenizer = load_policy(str(path))
-        summary = json.loads((path / "warm_start.json").read_text())
-        summary.pop("loss_curve", None)
-        summary["behavior"] = behavior_summary(
-            config, policy, tokenizer, theta=resolve_schedule(config).at(0).theta
-        )
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(warm_start_summary(config, path), indent=2))
     return 0
 
 
@@ -142,42 +113,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_show(args: argparse.Namespace) -> int:
-    from sao_online.rundir.tracking import TRANSCRIPTS_FILE, format_transcript, read_transcripts
-
-    root = Path(args.run)
-    if not root.is_dir():
-        raise FileNotFoundError(f"show: no run directory {root}")
-    files = (
-        [root / TRANSCRIPTS_FILE]
-        if (root / TRANSCRIPTS_FILE).exists()
-        else sorted(root.rglob(TRANSCRIPTS_FILE))
-    )
-    if not files:
-        raise FileNotFoundError(
-            f"show: no {TRANSCRIPTS_FILE} under {root} (runs keep one when "
-            "logging.transcripts_every > 0)"
-        )
-    for path in files:
-        records = [
-            r for r in read_transcripts(path) if args.phase is None or r["phase"] == args.phase
-        ]
-        if not records:
-            print(
-                f"== {path.parent}: no transcript"
-                + (f" in phase {args.phase}" if args.phase is not None else "")
-            )
-            continue
-        # Spread over the run (first, last and evenly between) so drift shows.
-        count = min(args.count, len(records))
-        picks = sorted({round(k * (len(records) - 1) / max(count - 1, 1)) for k in range(count)})
-        print(f"== {path.parent} ({len(records)} transcripts, showing {len(picks)})")
-        for index in picks:
-            print(format_transcript(records[index]))
-            print()
-    return 0
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sao_online.commands.demo import run_demo  # through compare, which starts the server
 
@@ -201,25 +136,6 @@ def _cmd_schema(args: argparse.Namespace) -> int:
         print(f"config schema: {args.out}")
     else:
         print(text, end="")
-    return 0
-
-
-def _cmd_configs(args: argparse.Namespace) -> int:
-    from sao_online.commands.configs import copy_and_describe, format_config_list
-
-    if args.configs_command == "list":
-        print(format_config_list())
-    else:
-        print(copy_and_describe(args.name, args.dest, force=args.force))
-    return 0
-
-
-def _cmd_init_task(args: argparse.Namespace) -> int:
-    from sao_online.commands.init_task import next_steps, write_task
-
-    written = write_task(args.name, args.dir, force=args.force)
-    print("\n".join(f"wrote {path}" for path in written))
-    print(next_steps(args.name, Path(args.dir)))
     return 0
 
 
@@ -258,18 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    envs = commands.add_parser("envs", help="list environments and their drift parameters")
-    envs.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (a module that calls gymnasium.register) and list "
-        "its drifting tasks too; an experiment names it as env.id: "
-        "MODULE:namespace/Name-v0",
-    )
-    envs.set_defaults(func=_cmd_envs)
+    from sao_online.commands.envs import add_envs_parser
+
+    add_envs_parser(commands)
 
     schedules = commands.add_parser("schedules", help="inspect drift schedules")
     schedule_commands = schedules.add_subparsers(dest="schedules_command", required=True)
@@ -378,17 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=_cmd_report)
 
-    show = commands.add_parser(
-        "show",
-        help="print episode transcripts a run kept (what the "
-        "agent wrote, what the env answered, rewards)",
-    )
-    show.add_argument("run", help="a run directory (or a folder of runs)")
-    show.add_argument(
-        "-n", "--count", type=int, default=3, help="transcripts per run (spread over the run)"
-    )
-    show.add_argument("--phase", type=int, default=None, help="only episodes of this phase")
-    show.set_defaults(func=_cmd_show)
+    from sao_online.commands.show import add_show_parser
+
+    add_show_parser(commands)
 
     from sao_online.bench.cli import add_bench_parser
 
@@ -422,31 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_cmd_demo)
 
-    configs = commands.add_parser(
-        "configs", help="the bundled experiment configs: list them, copy one to edit"
-    )
-    config_commands = configs.add_subparsers(dest="configs_command", required=True)
-    config_commands.add_parser("list", help="name and description of each bundled config")
-    copy = config_commands.add_parser(
-        "copy", help="copy a bundled config (and its schedule file) to edit it"
-    )
-    copy.add_argument("name", help="a bundled config's name (`sao-online configs list`)")
-    copy.add_argument(
-        "dest", nargs="?", default=".", help="a folder or a .yaml file (default: here)"
-    )
-    copy.add_argument("--force", action="store_true", help="replace files that exist")
-    configs.set_defaults(func=_cmd_configs)
+    from sao_online.commands.configs import add_configs_parser
+    from sao_online.commands.init_task import add_init_parser
 
-    init = commands.add_parser("init", help="start something of your own from a template")
-    init_commands = init.add_subparsers(dest="init_command", required=True)
-    task = init_commands.add_parser(
-        "task",
-        help="write NAME.py (a drifting task) and NAME.yaml (an experiment on it) to edit",
-    )
-    task.add_argument("name", help="the task's module name, e.g. my_task")
-    task.add_argument("--dir", default=".", help="where to write the files (default: here)")
-    task.add_argument("--force", action="store_true", help="replace files that exist")
-    task.set_defaults(func=_cmd_init_task)
+    add_configs_parser(commands)
+    add_init_parser(commands)
 
     # --verbose after the command too (`sao-online run demo --verbose`), subcommands included.
     for sub in _all_subparsers(parser):
