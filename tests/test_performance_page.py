@@ -53,3 +53,57 @@ def test_unknown_tables_and_missing_files_are_named(tmp_path):
         render("<!-- table: speed -->\n<!-- end table -->\n", tmp_path)
     with pytest.raises(ValueError, match="no kept result .*bench_learner.json"):
         render("<!-- table: learner -->\n<!-- end table -->\n", tmp_path)
+
+
+def _async_result(requeued: int, busy: float) -> dict:
+    option = {
+        "stragglers": "requeue" if requeued else "wait",
+        "staleness_from": "tokens",
+        "speedup": 2.5,
+        "learner_busy_fraction": busy,
+        "learner_wait_bound_fraction": 0.0 if requeued else 0.3,
+        "learner_wait_episodes_fraction": 0.02,
+        "requeued_stale": requeued,
+        "wasted_action_tokens": 1234 * requeued,
+        "wasted_action_token_share": 0.0125 * requeued,
+        "wasted_env_seconds": 0.5 * requeued,
+        "max_token_staleness": 4,
+        "episodes_started_after_admission": 3 - requeued,
+    }
+    workload = {
+        "episodes": 384,
+        "batch_size": 16,
+        "max_staleness": 4,
+        "workers": 1,
+        "latency_mean": 0.5,
+        "latency_sigma": 1.0,
+    }
+    sweep = {"max_staleness": 16, "learner_busy_fraction": 0.97, "learner_wait_bound_fraction": 0}
+    return {
+        "workload": workload,
+        "by_straggler_option": [option],
+        "local_by_max_staleness": [{"max_staleness": 4}, sweep],
+        # 24 updates: the learner's seconds over the 23 after the first.
+        "async": {"learner_seconds": 23 * busy, "updates": 24},
+        "sync": {"learner_seconds": 11.5, "updates": 24},
+    }
+
+
+def test_the_async_table_has_a_row_per_run_and_way_with_stragglers(tmp_path):
+    kept = {
+        "command": "sao-online bench async",
+        "runs": [
+            {"load": "load 3", "result": _async_result(0, 0.655)},
+            {"load": "load 7", "result": _async_result(2, 0.961)},
+        ],
+    }
+    (tmp_path / "bench_async.json").write_text(json.dumps(kept))
+    rendered = render("<!-- table: async -->\n<!-- end table -->\n", tmp_path)
+    wait = "| 1 | 4 | `wait`, `tokens` | 2.50x | 66% | 30% | 2% | 0 | 0 (0.0%) | 0.0 | 4 |"
+    requeue = "| 2 | 4 | `requeue`, `tokens` | 2.50x | 96% | 0% | 2% | 2 | 2,468 (2.5%) | 1.0 | 4 |"
+    assert wait in rendered and requeue in rendered
+    assert "run 2, max_staleness 16: learner busy 97%, held back by the bound 0%" in rendered
+    assert "Command: `sao-online bench async`; run 1: load 3; run 2: load 7." in rendered
+    assert "(the sync run's in brackets): run 1: 0.66 (0.50); run 2: 0.96 (0.50)." in rendered
+    started = "by way: run 1: `wait`/`tokens` 3; run 2: `requeue`/`tokens` 1."
+    assert started in rendered

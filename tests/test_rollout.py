@@ -2,6 +2,7 @@
 batching."""
 
 import json
+import threading
 import time
 
 import gymnasium as gym
@@ -474,6 +475,63 @@ def test_env_workers_step_slow_environments_concurrently():
         assert trajectory.num_action_tokens == 4 and trajectory.total_reward == 1.0
         assert trajectory.env_seconds >= 0.2
     assert engine.stats.env_seconds >= 8 * 0.2  # per-call seconds, summed across threads
+
+
+class BlockingEnv(CountingEnv):
+    """A one-turn ``CountingEnv`` whose step waits for ``release`` (a tool call that hangs)."""
+
+    def __init__(self):
+        super().__init__(turns=1)
+        self.release = threading.Event()
+        self.returned = False
+
+    def step(self, action):
+        self.release.wait(timeout=300)
+        self.returned = True
+        return super().step(action)
+
+
+def test_interrupt_stops_an_episode_waiting_for_its_environment_and_frees_its_slot():
+    model, tokenizer = build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        num_slots=2,
+        max_turns=1,
+        max_action_tokens=4,
+        max_episode_tokens=200,
+        on_action_cap="submit",
+        stop_token_ids=[],
+        env_workers=2,
+    )
+    blocked = BlockingEnv()
+    pending = [EpisodeRequest(blocked, seed=0, prompt_id=0, tag="slow")]
+    pending += [EpisodeRequest(CountingEnv(turns=1), seed=k, prompt_id=k, tag=k) for k in (1, 2, 3)]
+    finished, stopped = [], []
+
+    def source():
+        # Episode 1 ran beside the slow one: both sampled their 4 tokens in the same steps, so
+        # when 1 is done the slow one is waiting for its step.
+        if finished and not stopped:
+            stopped.append(engine.interrupt("slow"))
+        return pending.pop(0) if pending else None
+
+    for trajectory in engine.run(source):
+        finished.append(trajectory)
+    [spent] = stopped
+    assert spent.tag == "slow" and spent.info[TRUNCATED_BY_KEY] == "interrupted"
+    assert spent.num_action_tokens == 4 and spent.env_steps == 0 and spent.truncated
+    assert spent.total_reward == 0.0
+    # The others ran to their end, 2 and 3 in the freed slot and the other one, while the slow
+    # step never returned: the run did not wait for it, and its answer is never applied.
+    assert sorted(trajectory.tag for trajectory in finished) == [1, 2, 3]
+    assert not blocked.returned
+    assert engine.stats.episodes_interrupted == 1
+    assert engine.interrupt("slow") is None  # nothing with that tag runs any more
+    with pytest.raises(ValueError, match="found by their tag"):
+        engine.interrupt(None)
+    blocked.release.set()
+    engine.close()
 
 
 def test_env_workers_give_the_same_greedy_episodes_as_inline_stepping():

@@ -170,11 +170,106 @@ def throughput_table(kept: dict[str, Any]) -> str:
     return table + _provenance(kept)
 
 
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{value:.0%}"
+
+
+def _per_update(run: dict[str, Any]) -> float:
+    """A ``bench async`` run's learner seconds per update after the first."""
+    return run["learner_seconds"] / max(run["updates"] - 1, 1)
+
+
+def async_table(kept: dict[str, Any]) -> str:
+    """Several runs of ``bench async`` (its figures move with the machine's load): one row per
+    run and way with stragglers; ``kept["runs"]`` holds each run's ``load`` and ``result``."""
+    rows, sweeps = [], []
+    for number, run in enumerate(kept["runs"], start=1):
+        result = run["result"]
+        for option in result["by_straggler_option"]:
+            rows.append(
+                [
+                    number,
+                    result["workload"]["max_staleness"],
+                    f"`{option['stragglers']}`, `{option['staleness_from']}`",
+                    _x(option["speedup"]),
+                    _share(option["learner_busy_fraction"]),
+                    _share(option["learner_wait_bound_fraction"]),
+                    _share(option["learner_wait_episodes_fraction"]),
+                    option["requeued_stale"],
+                    f"{option['wasted_action_tokens']:,} "
+                    f"({option['wasted_action_token_share']:.1%})",
+                    f"{option['wasted_env_seconds']:.1f}",
+                    option["max_token_staleness"],
+                ]
+            )
+        sweeps += [
+            f"run {number}, max_staleness {row['max_staleness']}: learner busy "
+            f"{_share(row['learner_busy_fraction'])}, held back by the bound "
+            f"{_share(row['learner_wait_bound_fraction'])}"
+            for row in result["local_by_max_staleness"][1:]
+        ]
+    table = _table(
+        [
+            "run",
+            "max_staleness",
+            "stragglers, staleness_from",
+            "local / sync, steady",
+            "learner busy",
+            "held back by the bound",
+            "waiting for episodes",
+            "episodes requeued",
+            "action tokens wasted (share)",
+            "env seconds wasted",
+            "max token staleness",
+        ],
+        rows,
+    )
+    workload = kept["runs"][0]["result"]["workload"]
+    summary = (
+        f"\nWorkload: {workload['episodes']} episodes, B = {workload['batch_size']}, "
+        f"{workload['workers']} rollout worker, lognormal env latency (mean "
+        f"{workload['latency_mean']} s, sigma {workload['latency_sigma']}).\n"
+    )
+    if sweeps:
+        summary += "\nThe default (`wait`) at another bound, same runs: " + "; ".join(sweeps)
+        summary += ".\n"
+    summary += (
+        "\nLearner seconds per steady-state update, the default way (the sync run's in "
+        "brackets): "
+        + "; ".join(
+            f"run {number}: {_per_update(run['result']['async']):.2f} "
+            f"({_per_update(run['result']['sync']):.2f})"
+            for number, run in enumerate(kept["runs"], start=1)
+        )
+        + ".\n"
+    )
+    # Counting from tokens can only help an episode that started after its admission.
+    summary += (
+        "\nEpisodes started on newer weights than admitted them (the only ones counting from "
+        "tokens can help), by way: "
+        + "; ".join(
+            f"run {number}: "
+            + ", ".join(
+                f"`{option['stragglers']}`/`{option['staleness_from']}` "
+                f"{option['episodes_started_after_admission']}"
+                for option in run["result"]["by_straggler_option"]
+            )
+            for number, run in enumerate(kept["runs"], start=1)
+        )
+        + ".\n"
+    )
+    loads = "; ".join(
+        f"run {number}: {run['load']}" for number, run in enumerate(kept["runs"], start=1)
+    )
+    return table + summary + f"\nCommand: `{kept['command']}`; {loads}.\n"
+
+
 TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "learner": ("bench_learner", learner_table),
     "rollout": ("bench_rollout", rollout_table),
     "rollout-smollm2": ("bench_rollout_smollm2", rollout_table),
     "throughput": ("bench_throughput_trl", throughput_table),
+    "async": ("bench_async", async_table),
 }
 
 

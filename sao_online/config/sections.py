@@ -43,6 +43,8 @@ WarmStartRegimes = Literal["space", "schedule"]
 ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
 ObservationRole = Literal["user", "tool"]
 StepTimeoutPolicy = Literal["stop", "end"]
+StragglerPolicy = Literal["wait", "requeue"]
+StalenessOrigin = Literal["admission", "tokens"]
 
 
 def _refuse_bool(value: Any) -> Any:
@@ -349,6 +351,27 @@ class RuntimeConfig(Section):
     )
     in_flight_updates: StrictBool = Field(
         True, description="Workers take new weights between decoding steps."
+    )
+    stragglers: StragglerPolicy = Field(
+        "wait",
+        description="Asynchronous backends: an episode still running that would pass "
+        "max_staleness if the learner stepped now, with a batch ready: wait for it (nothing is "
+        "thrown away; the learner may idle for the latency tail), or requeue it (it is "
+        "stopped, logged as a dropped episode with dropped_reason 'stale' and the tokens it "
+        "spent, and run again from its start; an episode requeued twice is waited for). Either "
+        "way no trained token is older than the bound and the run trains exactly "
+        "budget.episodes episodes. requeue keeps the learner busy at the cost of the stopped "
+        "episodes' tokens; where an episode's duration goes with its outcome (a sandbox that "
+        "times out, long multi-turn failures) a re-run replaces the slow outcome, which is then "
+        "under-represented in training.",
+    )
+    staleness_from: StalenessOrigin = Field(
+        "tokens",
+        description="Asynchronous backends: what a running episode's staleness is counted "
+        "from when the learner decides whether to wait for it: tokens (the weights its worker "
+        "started sampling it with, as soon as the worker says so; later than admission for an "
+        "episode that queued at its worker) or admission (the learner version that admitted "
+        "it: never later, so the learner may wait longer).",
     )
     torch_threads: Annotated[StrictInt, Field(ge=1, le=4096)] | Literal["auto"] = Field(
         "auto",

@@ -28,6 +28,9 @@ Token layout, logprobs and caps:
   an environment that raises or breaks the ``reset`` / ``step`` contract, naming the field.
 - Behavior logprobs are under ``softmax(logits / temperature)`` without top-p truncation (see
   ``sao_online.models.sampling``); the learner must evaluate with the same temperature.
+- ``interrupt(tag)``, called from the request source, stops a running episode at once (its
+  environment call, if any, finishes unheard) and returns what it did so far as a trajectory
+  truncated by ``"interrupted"``, so a caller can account for the tokens it spent.
 - Each action token is stamped with ``engine.policy_version`` read when it was sampled. The
   ``on_decode_step`` hook runs between decoding steps; it may load new weights into the model
   in place and bump ``policy_version``. Keys and values already cached stay those of the weights
@@ -57,7 +60,7 @@ from sao_online.models.sampling import sample_tokens, validate_sampling
 from sao_online.models.slot_decoder import SlotDecoder, text_config
 from sao_online.rollout.env_calls import EnvCalls
 from sao_online.rollout.env_results import env_label
-from sao_online.rollout.episode import EpisodeRequest, EpisodeState, RolloutStats
+from sao_online.rollout.episode import INTERRUPTED, EpisodeRequest, EpisodeState, RolloutStats
 from sao_online.rollout.prompt_sharing import step_sharing_prompts
 from sao_online.rollout.turns import ActionEnd, EpisodeEnd, TurnRules, default_stop_token_ids
 from sao_online.types import Trajectory
@@ -337,6 +340,30 @@ class RolloutEngine:
             self._finish(slot, finished, outcome)
         else:
             self._pending[slot] = outcome
+
+    def interrupt(self, tag: Any) -> Trajectory | None:
+        """Stops the running episode started with ``tag`` and frees its slot.
+
+        Call it from the request source (``run`` calls the source between decoding steps). The
+        episode's environment call, if one is running, finishes unheard.
+
+        Returns:
+            What the episode did so far (tokens, logprobs, versions, env seconds), truncated by
+            ``"interrupted"``; None when no running episode has that tag.
+
+        Raises:
+            ValueError: ``tag`` is None (untagged episodes cannot be told apart).
+        """
+        if tag is None:
+            raise ValueError("interrupt: episodes are found by their tag; got None")
+        for slot, episode in enumerate(self._episodes):
+            if episode is not None and episode.request.tag == tag:
+                self._env.forget(slot)
+                trajectory = episode.to_trajectory(terminated=False, truncated_by=INTERRUPTED)
+                self.stats.episodes_interrupted += 1
+                self._free(slot)
+                return trajectory
+        return None
 
     # ---------------------------------------------------------------------------- decoding
 

@@ -216,6 +216,14 @@ class EnvCalls:
         elif timeout is not None:
             time.sleep(timeout)
 
+    def forget(self, slot: int) -> None:
+        """Forget ``slot``'s call, if any (its episode was stopped): not started, it is dropped;
+        running, it finishes unheard (its ``on_done`` is never called) on a thread written off,
+        so the calls still to come do not wait for it."""
+        pending = self._pending.pop(slot, None)
+        if pending is not None and self._threads is not None:
+            self._threads.give_up(pending.task)
+
     def abandon(self) -> None:
         """Forget every call: running ones finish unheard."""
         self._pending = {}

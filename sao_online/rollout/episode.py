@@ -17,9 +17,11 @@ import torch
 from sao_online.types import Trajectory
 
 # Key of Trajectory.info naming what truncated an episode: "action_tokens", "turns",
-# "episode_tokens", "env" (the environment's own truncation) or "step_timeout" (an env step ran
-# past the engine's env_step_timeout).
+# "episode_tokens", "env" (the environment's own truncation), "step_timeout" (an env step ran
+# past the engine's env_step_timeout) or INTERRUPTED.
 TRUNCATED_BY_KEY = "rollout/truncated_by"
+#: What truncated an episode stopped by ``RolloutEngine.interrupt``.
+INTERRUPTED = "interrupted"
 
 
 @dataclass
@@ -54,6 +56,7 @@ class RolloutStats:
         decode_steps: sampling rounds (each samples one token for every active slot).
         sampled_tokens: action tokens sampled.
         episodes_started / episodes_finished: episodes admitted / completed.
+        episodes_interrupted: episodes stopped by ``RolloutEngine.interrupt``.
         env_seconds: time inside ``env.reset`` and ``env.step`` (summed over calls, so with
             ``env_workers`` it can exceed the wall time).
         model_seconds: time inside model forwards and sampling.
@@ -63,6 +66,7 @@ class RolloutStats:
     sampled_tokens: int = 0
     episodes_started: int = 0
     episodes_finished: int = 0
+    episodes_interrupted: int = 0
     env_seconds: float = 0.0
     model_seconds: float = 0.0
 

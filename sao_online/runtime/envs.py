@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import gymnasium
+import numpy as np
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 from sao_online.config import ConfigError, ExperimentConfig
@@ -79,18 +80,26 @@ def resolve_schedule(config: ExperimentConfig) -> Schedule:
     return schedule
 
 
-def make_env(config: ExperimentConfig, seed: int = 0) -> gymnasium.Env:
+def make_env(config: ExperimentConfig, seed: int = 0, attempt: int = 0) -> gymnasium.Env:
+    """The run's env; with simulated latency, its delays are seeded by ``seed`` and ``attempt``.
+
+    An episode run again (``EpisodePlan.attempt`` > 0) draws fresh delays, as a retried call to
+    a real service would: the simulated latency is noise, not a property of the prompt.
+    """
     env = gymnasium.make(config.env.id, disable_env_checker=True, **config.env.kwargs)
     if config.env.latency_mean > 0:
+        latency_seed = (
+            seed if attempt == 0 else int(np.random.default_rng([seed, attempt]).integers(2**31))
+        )
         env = LatencyWrapper(
-            env, mean=config.env.latency_mean, sigma=config.env.latency_sigma, seed=seed
+            env, mean=config.env.latency_mean, sigma=config.env.latency_sigma, seed=latency_seed
         )
     return env
 
 
 def plan_to_request(config: ExperimentConfig, plan: EpisodePlan) -> EpisodeRequest:
     return EpisodeRequest(
-        make_env(config, seed=plan.seed),
+        make_env(config, seed=plan.seed, attempt=plan.attempt),
         seed=plan.seed,
         options=plan.reset_options,
         prompt_id=plan.prompt_id,

@@ -82,6 +82,12 @@ def prompt_columns(config: ExperimentConfig, prompt_info: dict[str, Any]) -> dic
     }
 
 
+#: ``dropped_reason`` of an episode lost with a worker that died (or hung).
+DROPPED_WORKER_FAULT = "worker_fault"
+#: ``dropped_reason`` of a straggler stopped and run again (``runtime.stragglers: requeue``).
+DROPPED_STALE = "stale"
+
+
 def _planned_columns(
     config: ExperimentConfig,
     index: int,
@@ -142,6 +148,7 @@ def episode_record(
         "terminated": trajectory.terminated,
         "truncated": trajectory.truncated,
         "dropped": False,
+        "dropped_reason": "",
         "env_seconds": trajectory.env_seconds,
         "env_steps": trajectory.env_steps,
         **prompt_columns(config, trajectory.prompt_info),
@@ -149,9 +156,22 @@ def episode_record(
 
 
 def dropped_episode_record(
-    config: ExperimentConfig, plan: EpisodePlan, index: int, *, wall_time: float
+    config: ExperimentConfig,
+    plan: EpisodePlan,
+    index: int,
+    *,
+    wall_time: float,
+    reason: str = DROPPED_WORKER_FAULT,
+    spent: Trajectory | None = None,
 ) -> dict[str, Any]:
-    """An ``episodes.parquet`` row for an episode lost to a worker fault (reward NaN)."""
+    """An ``episodes.parquet`` row for an episode that was not trained on (reward NaN).
+
+    Args:
+        reason: the ``dropped_reason`` column: ``DROPPED_WORKER_FAULT`` or ``DROPPED_STALE``.
+        spent: what the episode did before it was dropped (its tokens, env seconds), when its
+            worker reported it; None records nothing spent (a worker that died took it along).
+    """
+    oldest = spent.oldest_version if spent is not None else -1
     return {
         **_planned_columns(
             config,
@@ -166,16 +186,16 @@ def dropped_episode_record(
         ),
         "reward": math.nan,
         "behavior": "",
-        "policy_version": -1,
+        "policy_version": oldest,
         "staleness": -1,
-        "num_action_tokens": 0,
-        "num_tokens": 0,
-        "num_turns": 0,
+        "num_action_tokens": spent.num_action_tokens if spent is not None else 0,
+        "num_tokens": len(spent.tokens) if spent is not None else 0,
+        "num_turns": spent.num_turns if spent is not None else 0,
         "terminated": False,
         "truncated": False,
         "dropped": True,
-        "env_seconds": 0.0,
-        "env_steps": 0,
-        # The prompt a lost episode got is not known here (the env ran in the dead worker).
-        **prompt_columns(config, {}),
+        "dropped_reason": reason,
+        "env_seconds": spent.env_seconds if spent is not None else 0.0,
+        "env_steps": spent.env_steps if spent is not None else 0,
+        **prompt_columns(config, spent.prompt_info if spent is not None else {}),
     }

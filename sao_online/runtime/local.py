@@ -25,7 +25,7 @@ import torch
 
 from sao_online.runtime.pool import worker_slots
 from sao_online.runtime.processes import adopt_environment, process_context, watch_parent
-from sao_online.runtime.rollout_worker import Task, run_rollout_worker
+from sao_online.runtime.rollout_worker import Order, run_rollout_worker
 from sao_online.runtime.weights import SharedWeights
 
 _STOP_JOIN_SECONDS = 3.0
@@ -58,7 +58,7 @@ def _worker_main(
             except OSError:  # the main process is gone
                 return
 
-    def receive(timeout: float) -> list[Task] | None:
+    def receive(timeout: float) -> list[Order] | None:
         return pickle.loads(tasks.recv_bytes()) if tasks.poll(timeout) else None
 
     sender = threading.Thread(target=send_all, daemon=True)
@@ -135,10 +135,10 @@ class ProcessWorkerPool:
         result_writer.close()
         self.workers[index] = _WorkerProcess(process, task_writer, result_reader)
 
-    def submit(self, index: int, tasks: list[Task]) -> None:
+    def submit(self, index: int, orders: list[Order]) -> None:
         # A worker that died meanwhile is reported by receive, and its tasks are issued again.
         with contextlib.suppress(OSError):
-            self.workers[index].tasks.send_bytes(pickle.dumps(tasks))
+            self.workers[index].tasks.send_bytes(pickle.dumps(orders))
 
     def receive(self, timeout: float) -> tuple[list[tuple[int, tuple]], set[int]]:
         by_connection = {id(worker.results): index for index, worker in self.workers.items()}

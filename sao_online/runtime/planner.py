@@ -16,7 +16,7 @@ The runtime owns one clock per run (the schedule's ``clock``):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,13 @@ from sao_online.drift_schedules.clocks import Clock
 
 @dataclass(frozen=True)
 class EpisodePlan:
-    """Everything needed to start one episode anywhere (picklable)."""
+    """Everything needed to start one episode anywhere (picklable).
+
+    ``attempt`` counts how often the episode was issued again after it was lost (a worker
+    fault) or stopped as a straggler (``runtime.stragglers: requeue``): 0 the first time. A run
+    again keeps the prompt (the same ``seed``); only what depends on the attempt, such as
+    simulated env latency, is drawn afresh.
+    """
 
     prompt_id: int
     group_id: int
@@ -36,6 +42,11 @@ class EpisodePlan:
     state: DriftState
     straddles_change: bool = False
     evaluation: bool = False
+    attempt: int = 0
+
+    def again(self) -> EpisodePlan:
+        """The same episode, to be run once more (the next attempt)."""
+        return replace(self, attempt=self.attempt + 1)
 
     @property
     def reset_options(self) -> dict[str, Any]:
@@ -63,6 +74,7 @@ def plan_from_dict(data: dict[str, Any]) -> EpisodePlan:
             state=state,
             straddles_change=bool(data["straddles_change"]),
             evaluation=bool(data["evaluation"]),
+            attempt=int(data.get("attempt", 0)),  # absent in checkpoints of older versions
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"checkpoint: malformed pending episode plan ({error})") from None

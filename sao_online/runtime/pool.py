@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import torch
 
-    from sao_online.runtime.rollout_worker import Task
+    from sao_online.runtime.rollout_worker import Order
 
 
 class WorkerPool(Protocol):
@@ -25,8 +25,9 @@ class WorkerPool(Protocol):
         """Start worker ``index`` with a sampling stream seeded by ``seed``."""
         ...
 
-    def submit(self, index: int, tasks: list[Task]) -> None:
-        """Hand tasks to worker ``index``; a dead worker is reported by ``receive``, not here."""
+    def submit(self, index: int, orders: list[Order]) -> None:
+        """Hand orders (tasks to run, interrupts) to worker ``index``; a dead worker is reported
+        by ``receive``, not here."""
         ...
 
     def receive(self, timeout: float) -> tuple[list[tuple[int, tuple]], set[int]]:

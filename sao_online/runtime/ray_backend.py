@@ -44,7 +44,7 @@ import torch
 from sao_online.config import ConfigError
 from sao_online.models import resolve_device
 from sao_online.runtime.pool import worker_slots
-from sao_online.runtime.rollout_worker import Task, run_rollout_worker
+from sao_online.runtime.rollout_worker import Order, run_rollout_worker
 
 _log = logging.getLogger(__name__)
 _TAKE_SECONDS = 0.5  # how long an actor's take waits for a first message
@@ -112,12 +112,12 @@ class RolloutActor:
         weights: list[Any],
     ) -> None:
         torch.set_num_threads(1)
-        self._inbox: queue.Queue[list[Task]] = queue.Queue()
+        self._inbox: queue.Queue[list[Order]] = queue.Queue()
         self._outbox: queue.Queue[tuple] = queue.Queue()
         self._stop = threading.Event()
         self._weights = _LatestWeights(version, weights[0])
 
-        def receive(timeout: float) -> list[Task] | None:
+        def receive(timeout: float) -> list[Order] | None:
             try:
                 return self._inbox.get(timeout=timeout) if timeout > 0 else self._inbox.get_nowait()
             except queue.Empty:
@@ -141,8 +141,8 @@ class RolloutActor:
         self._thread = threading.Thread(target=body, name="sao-rollout", daemon=True)
         self._thread.start()
 
-    def submit(self, tasks: list[Task]) -> None:
-        self._inbox.put(tasks)
+    def submit(self, orders: list[Order]) -> None:
+        self._inbox.put(orders)
 
     def publish(self, version: int, weights: list[Any]) -> None:
         self._weights.offer(version, weights[0])
@@ -241,8 +241,8 @@ class RayWorkerPool:
         # Its node id answers once it is placed and constructed.
         self.unscheduled[index] = (actor.node_id.remote(), time.time() + _SCHEDULE_SECONDS)
 
-    def submit(self, index: int, tasks: list[Task]) -> None:
-        self.actors[index].submit.remote(tasks)  # a dead actor is reported by its take
+    def submit(self, index: int, orders: list[Order]) -> None:
+        self.actors[index].submit.remote(orders)  # a dead actor is reported by its take
 
     def receive(self, timeout: float) -> tuple[list[tuple[int, tuple]], set[int]]:
         ray = self.ray

@@ -5,14 +5,23 @@ weights, and runs the plans it is given with continuous batching, emitting each 
 soon as it completes. How tasks arrive, how weights are published and where results go is the
 backend's business; this module only needs three callables and a ``WeightSource``.
 
+Orders received: ``Task`` tuples (an episode to run) and ``Interrupt`` (stop one: dropped from
+the queue if it has not started, stopped in the engine if it runs).
+
 Messages emitted (plain tuples, picklable):
 
+- ``("started", ticket, version)``: the episode went into the engine, whose weights are then at
+  ``version`` (its first token is sampled with that version or a newer one);
 - ``("done", ticket, trajectory)``: one finished episode of the task with that ticket;
+- ``("interrupted", ticket, trajectory_or_none)``: the episode was stopped by an ``Interrupt``;
+  the trajectory holds what it did so far (None: it had not started);
 - ``("alive",)``: the worker's loop is turning (at most every ``HEARTBEAT_SECONDS``; the
   runtime restarts a worker that holds episodes and stays silent far longer);
 - ``("env_error", text)``: an environment broke the contract (``EnvError``; one line naming
   the env, the call and the field); the worker stops after this;
 - ``("error", text)``: the worker failed otherwise (the text holds the traceback); it stops.
+
+An ``Interrupt`` for an episode that already finished is ignored (its ``done`` is on its way).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -35,6 +45,16 @@ from sao_online.runtime.planner import EpisodePlan
 
 Task = tuple[int, EpisodePlan, int]
 """(ticket, plan, admitted_version): one episode to run, as the learner admitted it."""
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """Order to stop the episode of ``ticket`` (queued or running) and report what it spent."""
+
+    ticket: int
+
+
+Order = Task | Interrupt
 
 _WEIGHTS_WAIT_SECONDS = 0.002  # nap while a newer version is announced but not yet readable
 HEARTBEAT_SECONDS = 1.0
@@ -61,7 +81,7 @@ def run_rollout_worker(
     num_slots: int,
     in_flight: bool,
     weights: WeightSource,
-    receive: Callable[[float], list[Task] | None],
+    receive: Callable[[float], list[Order] | None],
     emit: Callable[[tuple], None],
     should_stop: Callable[[], bool],
     poll_seconds: float = 0.05,
@@ -75,8 +95,8 @@ def run_rollout_worker(
         in_flight: take newer weights between decoding steps (tokens record their version);
             otherwise only while no episode runs.
         weights: the learner's published weights.
-        receive: ``receive(timeout)`` returns the next list of tasks, or None after ``timeout``
-            seconds without one.
+        receive: ``receive(timeout)`` returns the next list of orders (tasks, interrupts), or
+            None after ``timeout`` seconds without one.
         emit: sends one message to the learner (must not block for long).
         should_stop: polled between tasks and trajectories.
         poll_seconds: how long an idle worker waits for tasks at a time.
@@ -106,6 +126,25 @@ def run_rollout_worker(
                 if weights.version > current.policy_version:
                     current.policy_version = weights.load_into(policy)
 
+            def interrupt(ticket: int) -> None:
+                nonlocal running
+                for task in queued:
+                    if task[0] == ticket:
+                        queued.remove(task)
+                        emit(("interrupted", ticket, None))
+                        return
+                trajectory = engine.interrupt(ticket)
+                if trajectory is not None:
+                    running -= 1
+                    emit(("interrupted", ticket, trajectory))
+
+            def take_orders(timeout: float) -> None:
+                for order in receive(timeout) or []:
+                    if isinstance(order, Interrupt):
+                        interrupt(order.ticket)
+                    else:
+                        queued.append(order)
+
             def between_steps(current: RolloutEngine) -> None:
                 beat()
                 if in_flight:
@@ -116,10 +155,9 @@ def run_rollout_worker(
                 beat()
                 if should_stop():
                     return None
-                if not queued:
-                    tasks = receive(poll_seconds if running == 0 else 0.0)
-                    if tasks:
-                        queued.extend(tasks)
+                # Orders are read whenever a slot is free, so an interrupt is not held up
+                # behind a queue of tasks.
+                take_orders(poll_seconds if running == 0 and not queued else 0.0)
                 if not queued:
                     return None
                 ticket, plan, admitted_version = queued[0]
@@ -136,6 +174,7 @@ def run_rollout_worker(
                 running += 1
                 request = plan_to_request(config, plan)
                 request.tag = ticket  # members of a group finish in any order
+                emit(("started", ticket, engine.policy_version))
                 return request
 
             engine.on_decode_step = between_steps

@@ -8,7 +8,9 @@ only while
     capacity = (max_staleness + version + 1) * B - (accepted + running) > 0,
 
 where ``accepted`` counts finished trajectories kept for training (consumed or waiting) and
-``running`` those still being generated. A dropped episode (worker fault) frees its place.
+``running`` those still being generated. A dropped episode (a worker fault, or a straggler
+requeued by ``runtime.stragglers: requeue``) frees its place, and so does a finished one thrown
+away before training (``discard``): it will be admitted again as a new episode.
 """
 
 from __future__ import annotations
@@ -76,6 +78,15 @@ class StalenessGate:
             self._running -= n
             if accepted:
                 self._accepted += n
+            self._changed.notify_all()
+
+    def discard(self, n: int = 1) -> None:
+        """``n`` finished episodes, accepted earlier, are thrown away before training (a group
+        member whose group is requeued): their places are free again."""
+        with self._changed:
+            if n > self._accepted:
+                raise ValueError(f"discard({n}) with only {self._accepted} accepted")
+            self._accepted -= n
             self._changed.notify_all()
 
     def set_version(self, version: int) -> None:

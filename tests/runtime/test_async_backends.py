@@ -159,6 +159,59 @@ def test_group_method_trains_whole_groups_only(tmp_path, backend):
     assert episodes["staleness"].between(0, 2).all()
 
 
+#: With these settings the simulated latency of the first env step of each of the run's 16
+#: plans is under 1 s, except plan 1's: 232 s (its re-run's: 0.001 s). Checked by the test.
+STRAGGLER_RUN = [
+    "seed=46220",
+    "budget.episodes=16",
+    "rollout.batch_size=4",
+    "runtime.max_staleness=1",
+    "runtime.num_workers=1",
+    "env.latency_mean=0.1",
+    "env.latency_sigma=2.5",
+    "rollout.on_action_cap=submit",  # every episode steps its env once
+    "runtime.stragglers=requeue",
+]
+
+
+def first_step_latencies(config) -> dict[tuple[int, int], float]:
+    """(plan, attempt) -> the simulated latency of its first env step."""
+    from sao_online.runtime.envs import make_env, resolve_schedule
+    from sao_online.runtime.planner import EpisodePlanner
+
+    planner = EpisodePlanner(resolve_schedule(config), group_size=1, seed=config.seed)
+    latencies = {}
+    while planner.can_start_group(config.budget.episodes):
+        [plan] = planner.next_group()
+        for attempt in (0, 1):
+            env = make_env(config, seed=plan.seed, attempt=attempt)
+            latencies[plan.prompt_id, attempt] = env.sample_latency()
+    return latencies
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_a_straggler_the_learner_would_wait_for_is_stopped_logged_and_run_again(tmp_path, backend):
+    config = tiny(backend, *STRAGGLER_RUN)
+    latencies = first_step_latencies(config)
+    assert latencies.pop((1, 0)) > 200 and max(latencies.values()) < 1, "pick another seed"
+    summary = run_experiment(config, tmp_path, threads=1)
+    episodes, updates = read_table(tmp_path, "episodes"), read_table(tmp_path, "updates")
+    dropped, trained = episodes[episodes["dropped"]], episodes[~episodes["dropped"]]
+    # Waiting would have held the learner for minutes; plan 1 was stopped and run again.
+    assert 1 in set(dropped["prompt_id"]) and (dropped["dropped_reason"] == "stale").all()
+    straggler = dropped[dropped["prompt_id"] == 1].iloc[0]
+    # Its row holds what it spent before it was stopped: its action, but no env step.
+    assert straggler["num_action_tokens"] > 0 and straggler["env_steps"] == 0
+    assert dropped["reward"].isna().all() and (trained["dropped_reason"] == "").all()
+    # The budget is exact: every plan trained once; no trained token older than the bound.
+    assert summary["episodes"] == 16 and summary["dropped_episodes"] == len(dropped)
+    assert sorted(trained["prompt_id"]) == list(range(16))
+    assert trained["staleness"].between(0, 1).all()
+    assert updates["charts/requeued_stale_total"].iloc[-1] == len(dropped)
+    assert episodes["episode"].tolist() == list(range(len(episodes)))
+    assert_workers_stopped(backend)
+
+
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_killed_workers_are_replaced_and_their_episodes_logged_as_dropped(
     tmp_path, backend, caplog

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sao_online.runtime.batch_selection import select_batch
+from sao_online.runtime.batch_selection import select_batch, stragglers_to_drop
 
 
 def episodes(*pairs):
-    """Ready episodes from (group_id, admitted_version) pairs, in completion order."""
-    return [SimpleNamespace(group_id=group, admitted_version=admitted) for group, admitted in pairs]
+    """Ready episodes from (group_id, oldest_version) pairs, in completion order."""
+    return [SimpleNamespace(group_id=group, oldest_version=admitted) for group, admitted in pairs]
 
 
 def groups(items):
@@ -148,3 +148,67 @@ def test_max_staleness_zero_trains_only_the_current_version():
         ready, version=3, max_staleness=0, batch_size=2, waiting_versions=[], exhausted=False
     )
     assert groups(batch) == [0, 1]
+
+
+def drop(ready, *, version, max_staleness, batch_size=2, waiting, pinned=()):
+    return stragglers_to_drop(
+        ready,
+        version=version,
+        max_staleness=max_staleness,
+        batch_size=batch_size,
+        waiting=waiting,
+        pinned=pinned,
+    )
+
+
+def test_stragglers_that_hold_back_the_bound_are_dropped_oldest_first():
+    # version 5, bound 2 -> due = 3: "b" (2) and "a" (3) would pass the bound; "c" and "d"
+    # would not. After dropping both the rest passes every horizon: k = 1, <= 4: 1 <= 2;
+    # k = 2, <= 5: 2 <= 4.
+    fresh = episodes((10, 5), (11, 5))
+    waiting = [("a", 3), ("b", 2), ("c", 4), ("d", 5)]
+    assert drop(fresh, version=5, max_staleness=2, waiting=waiting) == ["b", "a"]
+
+
+def test_horizon_stragglers_are_dropped_only_until_the_batch_is_allowed():
+    # version 4, bound 3, B 2 -> due = 1. Five waiting at 2: at k = 1 (<= 2) at most 2 may be
+    # left, so three go (the first three, in the order given); none is due by itself.
+    fresh = episodes((20, 4), (21, 4))
+    waiting = [(f"g{k}", 2) for k in range(5)]
+    assert drop(fresh, version=4, max_staleness=3, waiting=waiting) == ["g0", "g1", "g2"]
+
+
+def test_a_group_is_dropped_whole_and_is_as_old_as_its_oldest_member():
+    # Group "x" has a member at 1 (due at version 3, bound 2) and one at 3: both go, and "y"
+    # (at 3, the same as x's newer member) is kept.
+    fresh = episodes((30, 3), (31, 3))
+    waiting = [("y", 3), ("x", 3), ("x", 1)]
+    assert drop(fresh, version=3, max_staleness=2, waiting=waiting) == ["x"]
+    remaining = [oldest for key, oldest in waiting if key != "x"]
+    assert (
+        select_batch(
+            fresh,
+            version=3,
+            max_staleness=2,
+            batch_size=2,
+            waiting_versions=remaining,
+            exhausted=False,
+        )
+        is not None
+    )
+
+
+def test_nothing_is_dropped_when_the_learner_waits_for_episodes_or_need_not_wait():
+    due = [("a", 1)]  # version 3, bound 1 -> due = 2
+    assert drop(episodes((0, 3)), version=3, max_staleness=1, waiting=due) == []  # 1 ready < B
+    assert drop(episodes((0, 3), (1, 3)), version=3, max_staleness=1, waiting=[("a", 3)]) == []
+
+
+def test_pinned_groups_are_never_dropped_and_useless_drops_are_not_made():
+    fresh = episodes((0, 5), (1, 5))
+    # "p" is due and pinned: dropping "a" as well would not let the learner train, so nothing.
+    assert drop(fresh, version=5, max_staleness=2, waiting=[("p", 2), ("a", 3)], pinned={"p"}) == []
+    # Pinned but not due: the due group alone goes.
+    assert drop(fresh, version=5, max_staleness=2, waiting=[("p", 5), ("a", 3)], pinned={"p"}) == [
+        "a"
+    ]

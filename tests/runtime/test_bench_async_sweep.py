@@ -15,22 +15,44 @@ from sao_online.bench import sync_vs_async as bench_async
 
 def _fake_runs(monkeypatch) -> list[list[str]]:
     calls: list[list[str]] = []
-    # Episodes per second of each run, keyed by (backend, bound).
-    speeds = {("sync", 2): 10.0, ("local", 2): 20.0, ("local", 5): 25.0, ("local", 0): 12.5}
+    # Episodes per second of each run, keyed by (backend, bound, stragglers, staleness_from).
+    speeds = {
+        ("sync", 2, "wait", "tokens"): 10.0,
+        ("local", 2, "wait", "tokens"): 20.0,
+        ("local", 2, "wait", "admission"): 16.0,
+        ("local", 2, "requeue", "tokens"): 30.0,
+        ("local", 5, "wait", "tokens"): 25.0,
+        ("local", 0, "wait", "tokens"): 12.5,
+    }
 
     def measure(overrides, run_dir):
         calls.append(list(overrides))
-        backend = next(o.split("=")[1] for o in overrides if o.startswith("runtime.backend="))
-        bound = int(next(o.split("=")[1] for o in overrides if "max_staleness=" in o))
-        speed = speeds[(backend, bound)]
+
+        def option(name, default):
+            return next((o.split("=")[1] for o in overrides if o.startswith(name + "=")), default)
+
+        backend = option("runtime.backend", None)
+        bound = int(option("runtime.max_staleness", None))
+        stragglers = option("runtime.stragglers", "wait")
+        speed = speeds[(backend, bound, stragglers, option("runtime.staleness_from", "tokens"))]
+        requeued = 3 if stragglers == "requeue" else 0
         return {
             "episodes": 24,
             "episodes_per_second": speed,
             "episodes_per_second_end_to_end": speed / 2,
             "learner_busy_fraction": speed / 100,
+            "learner_seconds_per_update": 10 / speed,
             "learner_wait_bound_fraction": 0.1 * bound,
-            "max_staleness_observed": 0 if backend == "sync" else bound,
+            "learner_wait_episodes_fraction": 0.05,
+            "max_token_staleness": 0 if backend == "sync" else bound,
             "mean_staleness": bound / 2,
+            "requeued_stale": requeued,
+            "dropped_episodes": requeued,
+            "wasted_action_tokens": 100 * requeued,
+            "wasted_action_token_share": 0.01 * requeued,
+            "wasted_env_seconds": 0.5 * requeued,
+            "episodes_started_after_admission": 0,
+            "load_average_1min": [float(bound), 2.0],
         }
 
     monkeypatch.setattr(bench_async, "_measure", measure)
@@ -39,7 +61,9 @@ def _fake_runs(monkeypatch) -> list[list[str]]:
 
 def test_each_further_bound_adds_one_local_run_compared_with_the_same_sync_run(monkeypatch):
     calls = _fake_runs(monkeypatch)
-    result = bench_async.run_async_benchmark(quick=True, ray=False, max_staleness=[2, 5, 0, 5])
+    result = bench_async.run_async_benchmark(
+        quick=True, ray=False, max_staleness=[2, 5, 0, 5], straggler_options=[]
+    )
     backends = [next(o for o in call if o.startswith("runtime.backend=")) for call in calls]
     assert backends == [
         "runtime.backend=sync",
@@ -55,14 +79,46 @@ def test_each_further_bound_adds_one_local_run_compared_with_the_same_sync_run(m
     assert list(table) == [2, 5, 0]
     assert table[5]["speedup"] == 2.5 and table[5]["speedup_end_to_end"] == 2.5
     assert table[0]["speedup"] == 1.25 and table[0]["learner_busy_fraction"] == 0.125
-    assert table[5]["max_staleness_observed"] == 5 and table[5]["mean_staleness"] == 2.5
+    assert table[5]["max_token_staleness"] == 5 and table[5]["mean_staleness"] == 2.5
     assert table[5]["learner_wait_bound_fraction"] == 0.5
+    assert table[5]["learner_seconds_per_update"] == 0.4
+    assert table[5]["load_average_1min"] == [5.0, 2.0]
+
+
+def test_each_straggler_option_is_one_local_run_at_the_workloads_bound(monkeypatch):
+    calls = _fake_runs(monkeypatch)
+    result = bench_async.run_async_benchmark(quick=True, ray=False, max_staleness=[2])
+    # sync, then the config's default (wait, tokens) as the async run, then the other two.
+    assert len(calls) == 4
+    for call in calls[2:]:
+        assert "runtime.backend=local" in call and "runtime.max_staleness=2" in call
+    assert {option for call in calls[2:] for option in call if "stragglers=" in option} == {
+        "runtime.stragglers=wait",
+        "runtime.stragglers=requeue",
+    }
+    rows = {
+        (row["stragglers"], row["staleness_from"]): row for row in result["by_straggler_option"]
+    }
+    assert list(rows) == [("wait", "tokens"), ("wait", "admission"), ("requeue", "tokens")]
+    assert rows["wait", "admission"]["speedup"] == 1.6
+    requeue = rows["requeue", "tokens"]
+    assert requeue["speedup"] == 3.0 and requeue["speedup_end_to_end"] == 3.0
+    assert requeue["learner_busy_fraction"] == 0.3 and requeue["requeued_stale"] == 3
+    assert requeue["wasted_action_tokens"] == 300 and requeue["wasted_action_token_share"] == 0.03
+    assert requeue["learner_seconds_per_update"] == pytest.approx(1 / 3)
+    assert result["learner_busy_fraction"] == rows["wait", "tokens"]["learner_busy_fraction"]
+    assert result["max_token_staleness"] == 2
 
 
 @pytest.mark.parametrize("bounds", [[], [-1], [2, -3], ["4"]])
 def test_bad_bounds_are_refused_by_name(bounds):
     with pytest.raises(ValueError, match="max_staleness must be one or more ints >= 0"):
         bench_async.run_async_benchmark(quick=True, ray=False, max_staleness=bounds)
+
+
+def test_unknown_straggler_options_are_refused_by_name():
+    with pytest.raises(ValueError, match="straggler option .*'drop'"):
+        bench_async.run_async_benchmark(quick=True, ray=False, straggler_options=[("drop", "x")])
 
 
 def test_command_line_parses_the_list_and_refuses_it_elsewhere(capsys):

@@ -14,7 +14,7 @@ import torch
 
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
-from sao_online.rollout import EpisodeRequest
+from sao_online.rollout import TRUNCATED_BY_KEY, EpisodeRequest
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import make_env
 from sao_online.runtime.weights import SharedWeights
@@ -123,10 +123,63 @@ def test_worker_pairs_each_trajectory_with_its_own_ticket_when_group_members_fin
         weights=weights,
         receive=lambda timeout: inbox.pop() if inbox else None,
         emit=emitted.append,
-        should_stop=lambda: len(emitted) == 4,
+        should_stop=lambda: sum(message[0] == "done" for message in emitted) == 4,
     )
-    assert sorted(message[1] for message in emitted) == [10, 11, 12, 13]
+    done = [message for message in emitted if message[0] == "done"]
+    assert sorted(message[1] for message in done) == [10, 11, 12, 13]
     # The env latencies are seeded per episode: the members really finished out of order.
-    assert [message[1] for message in emitted] != [10, 11, 12, 13]
-    for _, ticket, trajectory in emitted:
+    assert [message[1] for message in done] != [10, 11, 12, 13]
+    for _, ticket, trajectory in done:
         assert trajectory.seed == 100 + ticket
+    # Each was announced when it went into the engine, on the weights it started with.
+    started = [message for message in emitted if message[0] == "started"]
+    assert sorted(ticket for _, ticket, _ in started) == [10, 11, 12, 13]
+    assert {version for _, _, version in started} == {0}
+
+
+def test_worker_stops_a_queued_and_a_running_episode_when_told_to_and_reports_what_they_spent():
+    # Every env step sleeps 600 s (sigma 0), so the running episode can only end by its
+    # interrupt; ticket 12 waits for weights of version 5 that never come, so it stays queued.
+    from sao_online.runtime.planner import EpisodePlan
+    from sao_online.runtime.rollout_worker import Interrupt, run_rollout_worker
+
+    config = load_config(
+        None,
+        TINY + ["env.latency_mean=600", "env.latency_sigma=0", "rollout.on_action_cap=submit"],
+    )
+    policy, _ = base_policy(config)
+    weights = SharedWeights(policy, multiprocessing.get_context("spawn"), version=0)
+    state = SimpleNamespace(theta={}, phase=0)
+
+    def plan(ticket):
+        return EpisodePlan(
+            prompt_id=ticket, group_id=ticket, seed=ticket, world_time=0.0, state=state
+        )
+
+    emitted = []
+    orders = [[(10, plan(10), 0), (12, plan(12), 5)]]
+
+    def receive(timeout):
+        if orders:
+            return orders.pop()
+        if ("started", 10, 0) in emitted and not any(m[0] == "interrupted" for m in emitted):
+            return [Interrupt(12), Interrupt(10), Interrupt(99)]  # 99: unknown, ignored
+        return None
+
+    run_rollout_worker(
+        config_dict=config.to_dict(),
+        seed=0,
+        num_slots=2,
+        in_flight=True,
+        weights=weights,
+        receive=receive,
+        emit=emitted.append,
+        should_stop=lambda: sum(message[0] == "interrupted" for message in emitted) == 2,
+    )
+    interrupted = {message[1]: message[2] for message in emitted if message[0] == "interrupted"}
+    assert set(interrupted) == {10, 12}
+    assert interrupted[12] is None  # never started
+    spent = interrupted[10]
+    assert spent.tag == 10 and spent.info[TRUNCATED_BY_KEY] == "interrupted"
+    assert spent.env_steps == 0 and not spent.terminated
+    assert not [message for message in emitted if message[0] in ("done", "error")]

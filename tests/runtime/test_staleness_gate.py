@@ -18,6 +18,19 @@ def test_capacity_matches_formula_by_hand():
     assert gate.capacity() == (2 + 1 + 1) * 4 - 3
 
 
+def test_discarding_finished_episodes_frees_their_places():
+    # B 4, bound 1: capacity (1 + 0 + 1) * 4 = 8. Admit 6, 5 finish (accepted), then a group of
+    # 2 finished members is thrown away before training: 8 - (3 + 1) = 4 free again.
+    gate = StalenessGate(batch_size=4, max_staleness=1)
+    assert gate.try_acquire(6)
+    gate.finish(5)
+    assert gate.capacity() == 2
+    gate.discard(2)
+    assert gate.accepted == 3 and gate.capacity() == 4
+    with pytest.raises(ValueError, match="discard.*only 3 accepted"):
+        gate.discard(4)
+
+
 def test_group_is_admitted_whole_or_not_at_all():
     gate = StalenessGate(batch_size=8, max_staleness=0)
     assert gate.try_acquire(8)
