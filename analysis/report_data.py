@@ -166,8 +166,9 @@ class ReportData:
         aggregated: :func:`aggregate_recovery` of ``per_seed``.
         improvement: P(improvement) rows, every pair of methods per experiment.
         by_prompt: mean reward per method, phase and prompt-key value.
-        per_seed_seconds / aggregated_seconds: the recovery times in wall-clock seconds, when
+        per_seed_seconds: the recovery times per run and shift in wall-clock seconds, when
             every episode carries a wall time (else None).
+        aggregated_seconds: :func:`aggregate_recovery` of ``per_seed_seconds`` (or None).
     """
 
     per_seed: pd.DataFrame

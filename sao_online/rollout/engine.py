@@ -93,17 +93,12 @@ class RolloutEngine:
         stop_token_ids: tokens that end an action; when None, the tokenizer's eos plus the
             model's ``generation_config.eos_token_id`` (instruct models often end a turn with
             a token other than the tokenizer's eos, e.g. Llama 3's ``<|eot_id|>``).
-        fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
-            SDPA on CPU for decoding) during the engine's own forwards; the model's configured
-            implementation is restored after each call. False keeps the model's own.
-        lean_forward: decode with the hand-written ``LeanLlamaForward`` (same logits as the
-            model's own forward, far less Python per step): None uses it where the
-            architecture is supported (Llama, Qwen2) and ``fast_attention`` is on, True requires
-            it, False keeps the Hugging Face forward.
-        banded_cache: keep the key/value cache in bands of similar length, each read only up
-            to its own longest row (see ``BandedKVCache``); None: whenever the lean forward
-            runs. The same tokens as one buffer read up to the longest row, up to float
-            rounding.
+        fast_attention: run attention with plain matmuls during the engine's own forwards (2-3x
+            faster than SDPA on CPU); False keeps the model's own (see ``SlotDecoder``).
+        lean_forward: decode with ``LeanLlamaForward``: None where the architecture is
+            supported and ``fast_attention`` is on, True requires it (see ``SlotDecoder``).
+        banded_cache: the key/value cache in bands of similar length (``BandedKVCache``);
+            None: whenever the lean forward runs.
         env_workers: threads that run ``env.reset`` / ``env.step`` concurrently while the other
             slots keep decoding (worth it when environments are slow, e.g. ``LatencyWrapper``);
             0 calls them inline in the decoding loop (deterministic for a seed).
@@ -155,16 +150,8 @@ class RolloutEngine:
         on_env_step_timeout: str = "stop",
     ) -> None:
         validate_sampling(temperature, top_p)
-        for name, value, lowest in (("env_workers", env_workers, 0), ("num_slots", num_slots, 1)):
-            if not isinstance(value, int) or value < lowest:
-                raise ValueError(f"RolloutEngine: {name} must be an int >= {lowest}, got {value!r}")
-        if env_step_timeout is not None and not (
-            isinstance(env_step_timeout, int | float) and 0 < env_step_timeout < float("inf")
-        ):
-            raise ValueError(
-                "RolloutEngine: env_step_timeout must be a positive number of seconds or None, "
-                f"got {env_step_timeout!r}"
-            )
+        if not isinstance(num_slots, int) or num_slots < 1:
+            raise ValueError(f"RolloutEngine: num_slots must be an int >= 1, got {num_slots!r}")
         if on_env_step_timeout not in ("stop", "end"):
             raise ValueError(
                 "RolloutEngine: on_env_step_timeout must be 'stop' or 'end', got "
@@ -214,9 +201,8 @@ class RolloutEngine:
         self.env_workers = env_workers
         self.share_prompt_prefill = share_prompt_prefill
         self.on_env_step_timeout = on_env_step_timeout
-        self._env = EnvCalls(env_workers, timeout=env_step_timeout)
-
         try:
+            self._env = EnvCalls(env_workers, timeout=env_step_timeout)
             self.decoder = SlotDecoder(
                 self.model,
                 num_slots,

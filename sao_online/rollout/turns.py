@@ -55,8 +55,11 @@ class TurnRules:
     Args:
         tokenizer: decodes actions into the text the environment gets.
         layout: the chat layout of prompts and observation segments.
-        max_turns / max_action_tokens / max_episode_tokens / on_action_cap: the caps (see the
-            module docstring).
+        max_turns: actions per episode before it is truncated.
+        max_action_tokens: tokens per action before the action is cut.
+        max_episode_tokens: tokens per episode (prompt, actions, observations).
+        on_action_cap: ``"truncate"`` ends the episode when an action reaches
+            ``max_action_tokens``; ``"submit"`` hands the cut action to the environment.
         stop_token_ids: tokens that end an action.
 
     Raises:
