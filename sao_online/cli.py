@@ -57,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
     config = load_config(_config_path(args), args.set + threads)
-    from sao_online.runtime.machine_fit import check_then_start_workers
+    from sao_online.runtime.host.machine_fit import check_then_start_workers
 
     # Before the heavy imports below, so the server's overlap them (run_experiment repeats it,
     # a no-op then, and warns about workers sharing cores).

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.rundir.layout import RunDirError, run_directory
+from sao_online.runtime.host.machine_fit import check_machine_fit
 from sao_online.runtime.launch import run_experiment
-from sao_online.runtime.machine_fit import check_machine_fit
 
 LOW, HIGH = (annotated_types.Ge, annotated_types.Gt), (annotated_types.Le, annotated_types.Lt)
 

@@ -15,7 +15,7 @@ from typing import Any
 def _start_worker_server() -> None:
     """For benchmarks that start child processes: the server that forks them starts importing
     now, beside this process's own imports, instead of when the first child is asked for."""
-    from sao_online.runtime.processes import start_server_early
+    from sao_online.runtime.host.processes import start_server_early
 
     start_server_early()
 

@@ -9,7 +9,7 @@ counting on gets busy. This benchmark runs ``bench throughput``'s workload (GRPO
   one) runs for the whole measurement.
 
 Both runs choose their torch threads the way every run does by default
-(``runtime.torch_threads=auto``, see ``sao_online.runtime.threads``), so the contended run sees
+(``runtime.torch_threads=auto``, see ``sao_online.runtime.host.threads``), so the contended run sees
 the busy core and leaves it alone. ``kept_share`` is contended over quiet completions per
 second; the target is at least 0.4. On a machine that other people load as well, "quiet" is
 only as quiet as they leave it: both runs are reported with the threads they chose.

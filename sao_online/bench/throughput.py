@@ -9,7 +9,7 @@ no KL term. Both backends run the same config and budget in one process, one aft
 - ``local`` runs one rollout-worker process (one torch thread) beside the learner (the free
   cores less the worker's), so generation and training overlap.
 
-Threads follow ``runtime.torch_threads=auto`` (see ``sao_online.runtime.threads``); each side
+Threads follow ``runtime.torch_threads=auto`` (see ``sao_online.runtime.host.threads``); each side
 reports the number it chose. With ``peer="trl"`` the same workload also runs through Hugging
 Face TRL's ``GRPOTrainer`` in the same process (see ``trl_peer``) and the ratios are reported.
 

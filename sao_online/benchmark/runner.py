@@ -193,7 +193,7 @@ def run_benchmark(
         StopRequested: SIGINT or SIGTERM came (local backend); every run was stopped, the
             results of those that had finished are kept, and ``resume=True`` continues.
     """
-    from sao_online.runtime.main_guard import require_main_guard
+    from sao_online.runtime.host.main_guard import require_main_guard
 
     if backend not in BACKENDS:
         raise ConfigError(f"--backend: must be local or ray, got {backend!r}")
@@ -239,7 +239,7 @@ def run_benchmark(
         if protocol_file.exists():
             saved = json.loads(protocol_file.read_text())["protocol"]
             protocol = check_same_protocol(saved, protocol, str(out), "this command")
-    from sao_online.runtime.processes import start_server_early
+    from sao_online.runtime.host.processes import start_server_early
 
     if backend == "local":
         start_server_early()

@@ -9,6 +9,8 @@
 - :mod:`~sao_online.rundir.repair`: advice for a damaged table part, true for the run's files;
 - :mod:`~sao_online.rundir.disk_full`: a full disk said in one line naming the file;
 - :mod:`~sao_online.rundir.tracking`: TensorBoard, Weights & Biases and episode transcripts.
+- :mod:`~sao_online.rundir.episode_rows`: the rows of ``episodes.parquet`` (the column layout of
+  a run's episodes, played or dropped).
 
 Nothing is imported here, so ``import sao_online.rundir.disk_full`` stays free of torch.
 """
