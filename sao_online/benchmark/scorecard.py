@@ -211,8 +211,14 @@ def provenance_table(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any])
     return pd.DataFrame(rows)
 
 
+def _percent(share: Any) -> str:
+    return "" if share is None else f"{share:.0%}"
+
+
 def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
-    """How long each command that ran runs took, and where (``benchmark.json``'s sessions)."""
+    """How long each command that ran runs took, where, and how busy it kept the cores
+    (``benchmark.json``'s sessions; the CPU columns are empty for a session that did not
+    measure them, such as one on Ray)."""
     return pd.DataFrame(
         [
             {
@@ -223,6 +229,9 @@ def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
                 "at once": session.get("parallel", ""),
                 "cores": session.get("machine", {}).get("usable_cores", ""),
                 "CPU": session.get("machine", {}).get("cpu_model", ""),
+                "CPU seconds": session.get("cpu_seconds", ""),
+                "cores busy": _percent(session.get("core_share")),
+                "others' share": _percent(session.get("other_share")),
             }
             for session in benchmark.get("sessions") or []
         ]
@@ -236,7 +245,9 @@ def _session_blocks(benchmark: dict[str, Any]) -> list[Block]:
         Table(
             session_table(benchmark),
             caption="Sessions: each command that ran runs, with its wall time (warm starts "
-            "included; a warm start already cached costs nothing)",
+            "included; a warm start already cached costs nothing), the CPU seconds of the "
+            "command and every process it started, the cores busy (those CPU seconds over wall "
+            "seconds x cores) and the share of the cores other work on the machine took meanwhile",
         )
     ]
 
