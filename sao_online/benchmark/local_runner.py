@@ -35,7 +35,7 @@ from sao_online.benchmark.costs import (
     run_prior_seconds,
     warm_start_prior_seconds,
 )
-from sao_online.benchmark.schedule import CoreScheduler, Work, plan
+from sao_online.benchmark.job_scheduler import CoreScheduler, Work, plan
 
 
 def process_cpu_seconds() -> float:
