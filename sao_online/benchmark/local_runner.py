@@ -2,7 +2,7 @@
 
 Each job (a warm start to build, or a run) gets an estimated cost (``costs.CostBook``) and the
 cores it keeps busy (its suite task's ``cpus``: the learner's one torch thread plus a thread per
-rollout worker); ``schedule.CoreScheduler`` then starts the work that unlocks the most first, a
+rollout worker); ``job_scheduler.CoreScheduler`` then starts the work that unlocks the most first, a
 run as soon as its warm start is built, and never holds more cores than the benchmark may use.
 A warm start already in the cache is no job at all. Each job runs in a child process
 (``compare.run_scheduled``), measures its own CPU time, and its costs are appended to the cost
