@@ -22,7 +22,7 @@ def execute_run(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     ``progress.put(n)`` is called with the episodes each update consumed.
     """
     from sao_online.commands.compare import _run_one
-    from sao_online.runlog import read_config_file
+    from sao_online.rundir.layout import read_config_file
 
     job = {**job, "resume": (Path(job["out"]) / "config.yaml").exists()}
     _run_one(job, progress)

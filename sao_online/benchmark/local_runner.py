@@ -2,7 +2,7 @@
 
 Each job (a warm start to build, or a run) gets an estimated cost (``costs.CostBook``) and the
 cores it keeps busy (its suite task's ``cpus``: the learner's one torch thread plus a thread per
-rollout worker); ``schedule.CoreScheduler`` then starts the work that unlocks the most first, a
+rollout worker); ``job_scheduler.CoreScheduler`` then starts the work that unlocks the most first, a
 run as soon as its warm start is built, and never holds more cores than the benchmark may use.
 A warm start already in the cache is no job at all. Each job runs in a child process
 (``compare.run_scheduled``), measures its own CPU time, and its costs are appended to the cost
@@ -35,7 +35,7 @@ from sao_online.benchmark.costs import (
     run_prior_seconds,
     warm_start_prior_seconds,
 )
-from sao_online.benchmark.schedule import CoreScheduler, Work, plan
+from sao_online.benchmark.job_scheduler import CoreScheduler, Work, plan
 
 
 def process_cpu_seconds() -> float:
@@ -47,7 +47,7 @@ def process_cpu_seconds() -> float:
 
 def _machine_busy_seconds(cores: tuple[int, ...]) -> float | None:
     """Busy seconds of ``cores`` since boot (``/proc/stat``), or None where unreadable."""
-    from sao_online.runtime.threads import _cpu_times
+    from sao_online.runtime.host.threads import _cpu_times
 
     try:
         times = _cpu_times()

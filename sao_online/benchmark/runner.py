@@ -37,7 +37,7 @@ from sao_online.benchmark.results import result_tables, write_json_atomically
 from sao_online.benchmark.suite import TierPlan, plan_tier
 from sao_online.config import ConfigError
 from sao_online.config.names import check_method_name
-from sao_online.runtime.threads import usable_cores
+from sao_online.runtime.host.threads import usable_cores
 
 BACKENDS = ("local", "ray")
 
@@ -193,7 +193,7 @@ def run_benchmark(
         StopRequested: SIGINT or SIGTERM came (local backend); every run was stopped, the
             results of those that had finished are kept, and ``resume=True`` continues.
     """
-    from sao_online.runtime.main_guard import require_main_guard
+    from sao_online.runtime.host.main_guard import require_main_guard
 
     if backend not in BACKENDS:
         raise ConfigError(f"--backend: must be local or ray, got {backend!r}")
@@ -242,7 +242,7 @@ def run_benchmark(
             saved = json.loads(protocol_file.read_text())["protocol"]
             protocol = check_same_protocol(saved, protocol, str(out), "this command")
     from sao_online.benchmark.local_runner import CoreUse
-    from sao_online.runtime.processes import start_server_early
+    from sao_online.runtime.host.processes import start_server_early
 
     started, before = time.time(), CoreUse.now()  # the session: from the process server on
     if backend == "local":

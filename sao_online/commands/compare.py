@@ -1,6 +1,6 @@
 """``compare``: methods x seeds at matched budgets, in parallel processes, with one progress bar.
 
-The runs are ``ChildProcesses`` (``sao_online.runtime.processes``): SIGINT or SIGTERM to
+The runs are ``ChildProcesses`` (``sao_online.runtime.host.processes``): SIGINT or SIGTERM to
 ``compare`` is passed on to every run (each stops after its current update and checkpoints on
 SIGINT, at once on SIGTERM), ``compare`` waits for them and exits with ``StopRequested``; a run
 never outlives ``compare``, even one killed with SIGKILL. ``--resume`` continues them exactly.
@@ -20,10 +20,10 @@ from tqdm import tqdm
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.method_names import SINGLE_ROLLOUT_METHODS
-from sao_online.runlog import run_directory
-from sao_online.runtime.machine_fit import check_machine_fit
-from sao_online.runtime.main_guard import require_main_guard
-from sao_online.runtime.processes import (
+from sao_online.rundir.layout import run_directory
+from sao_online.runtime.host.machine_fit import check_machine_fit
+from sao_online.runtime.host.main_guard import require_main_guard
+from sao_online.runtime.host.processes import (
     ChildProcesses,
     adopt_environment,
     process_context,
@@ -282,7 +282,7 @@ def compare(
     continue from their last checkpoint (finished ones end at once) and missing ones start.
     The warm start is built once up front (it is shared by every run: same starting checkpoint
     for every method and seed). Runs go in child processes (a preloaded forkserver's, see
-    ``sao_online.runtime.processes``), which import your script again: call this under
+    ``sao_online.runtime.host.processes``), which import your script again: call this under
     ``if __name__ == "__main__":`` in a script.
 
     Args:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sao_online.advantages import (
+from sao_online.advantages import response_span_mask, skip_observation_gae
+from sao_online.algorithms import (
+    METHODS,
+    SINGLE_ROLLOUT_METHODS,
     KeyedRunningMeanBaseline,
-    response_span_mask,
-    skip_observation_gae,
+    build_method,
 )
-from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS, build_method
 from sao_online.algorithms.estimators import CriticGAE, KeyedRunningMeanAdvantage
 from sao_online.batching import collate
 from sao_online.config import ConfigError, load_config

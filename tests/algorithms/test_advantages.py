@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from sao_online.advantages import (
-    RunningMeanBaseline,
     broadcast_to_tokens,
     group_advantages,
     length_adaptive_lambda,
@@ -17,6 +16,7 @@ from sao_online.advantages import (
     step_level_values,
     zero_variance_group_fraction,
 )
+from sao_online.algorithms import RunningMeanBaseline
 from sao_online.losses import value_loss
 
 # Two-turn episode: prompt, turn 1 (2 tokens), 2 observation tokens, turn 2 (2 tokens).

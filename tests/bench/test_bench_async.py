@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sao_online.commands.bench_async import run_async_benchmark
+from sao_online.bench.sync_vs_async import run_async_benchmark
 
 
 def test_quick_benchmark_reports_consistent_numbers():

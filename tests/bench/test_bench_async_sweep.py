@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sao_online import cli
-from sao_online.commands import bench_async
+from sao_online.bench import sync_vs_async as bench_async
 
 
 def _fake_runs(monkeypatch) -> list[list[str]]:
@@ -132,5 +132,9 @@ def test_command_line_parses_the_list_and_refuses_it_elsewhere(capsys):
         with pytest.raises(SystemExit):
             parser.parse_args(["bench", "async", "--max-staleness", text])
         assert "expected comma-separated ints >= 0" in capsys.readouterr().err
-    assert cli.main(["bench", "rollout", "--max-staleness", "8"]) == 2
-    assert "--max-staleness applies to bench async only" in capsys.readouterr().err
+    # Each benchmark declares its own flags: another one's is refused by argparse, by name.
+    for other in (["rollout", "--max-staleness", "8"], ["async", "--peer", "trl"]):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["bench", *other])
+        assert stopped.value.code == 2
+        assert f"unrecognized arguments: {' '.join(other[1:])}" in capsys.readouterr().err

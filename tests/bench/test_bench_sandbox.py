@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from sao_online.bench.sandbox import run_sandbox_benchmark, workload
 from sao_online.cli import main
-from sao_online.commands.bench_sandbox import run_sandbox_benchmark, workload
 from sao_online.environments import CodeShiftEnv
 
 

@@ -3,8 +3,8 @@
 import pytest
 from tiny_model import TINY_MODEL
 
-from sao_online.commands.bench_contention import run_contention_benchmark
-from sao_online.commands.bench_throughput import (
+from sao_online.bench.contention import run_contention_benchmark
+from sao_online.bench.throughput import (
     TARGET_COMPLETIONS_PER_SECOND,
     run_throughput_benchmark,
 )

@@ -8,7 +8,7 @@ from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.algorithms import build_method
 from sao_online.config import load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.frozen import FrozenLearner
 from sao_online.runtime.launch import run_experiment

@@ -13,7 +13,7 @@ from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.algorithms import MethodLoadError, build_method, load_method_factory
 from sao_online.config import ConfigError, load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 
 PLUGINS = textwrap.dedent("""
     import os
@@ -168,7 +168,7 @@ def test_a_factory_method_runs_in_the_folder_of_its_methods_name(
     # A run directory cannot hold ':': compare's runs of MODULE:FACTORY go in the folder of
     # the Method.name the factory returns (checked to name a folder), as a lone run's do.
     from sao_online.commands.compare import compare
-    from sao_online.runlog import read_config_file
+    from sao_online.rundir.layout import read_config_file
     from sao_online.runtime.launch import run_experiment
 
     monkeypatch.setenv(

@@ -53,6 +53,28 @@ def test_bad_overrides_are_named(capsys, tmp_path, override, field):
     assert not (tmp_path / "run").exists()  # nothing is created for a config that fails
 
 
+def test_each_bench_takes_its_own_flags_and_verbose_goes_anywhere():
+    from sao_online.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["bench", "throughput", "--quick", "--peer", "trl", "--verbose"])
+    assert (args.bench_command, args.quick, args.peer, args.verbose) == (
+        "throughput",
+        True,
+        "trl",
+        True,
+    )
+    assert parser.parse_args(["bench", "rollout", "--model", "smollm2-135m"]).model == (
+        "smollm2-135m"
+    )
+    # --verbose after a subcommand of a subcommand, as after a command.
+    assert parser.parse_args(["schedules", "show", "x.yaml", "--verbose"]).verbose is True
+    assert parser.parse_args(["configs", "list", "--verbose"]).verbose is True
+    for flags in (["learner", "--model", "tiny"], ["sandbox", "--max-staleness", "4"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["bench", *flags])
+
+
 def test_bench_rollout_quick_prints_one_json_object(capsys):
     assert main(["bench", "rollout", "--quick"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

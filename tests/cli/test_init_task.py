@@ -74,7 +74,7 @@ def test_the_template_runs_from_the_command_line(written_task, capsys):
     args = ["run", "colour_probe.yaml", "--threads", "1", "--out", str(folder / "run")]
     small = [*SMALLEST_MODEL, "budget.episodes=64", "schedule.parameters.paying.at=[0, 32]"]
     assert main([*args, *(f"--set={item}" for item in small)]) == 0
-    from sao_online.runlog import RunLog
+    from sao_online.rundir.runlog import RunLog
 
     episodes = RunLog(folder / "run").read("episodes")
     assert len(episodes) == 64 and set(episodes["phase"]) == {0, 1}

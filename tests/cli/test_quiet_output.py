@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sao_online import cli
+from sao_online.commands import envs
 from sao_online.config import ConfigWarning
 from sao_online.quiet import QUIET_ENVIRONMENT, quiet_other_libraries
 
@@ -51,7 +52,7 @@ def test_other_libraries_warnings_need_verbose_and_own_warnings_always_show(
         warnings.warn(ConfigWarning("runtime.max_staleness lowered"), stacklevel=1)
         return 0
 
-    monkeypatch.setattr(cli, "_cmd_envs", command)
+    monkeypatch.setattr(envs, "_envs_command", command)
     with warnings.catch_warnings(record=True) as shown_by_default:  # the default display
         warnings.simplefilter("always")
         assert cli.main(["envs", *(["--verbose"] if verbose else [])]) == 0

@@ -13,9 +13,9 @@ from pydantic import BaseModel
 from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
-from sao_online.runlog import RunDirError, run_directory
+from sao_online.rundir.layout import RunDirError, run_directory
+from sao_online.runtime.host.machine_fit import check_machine_fit
 from sao_online.runtime.launch import run_experiment
-from sao_online.runtime.machine_fit import check_machine_fit
 
 LOW, HIGH = (annotated_types.Ge, annotated_types.Gt), (annotated_types.Le, annotated_types.Lt)
 

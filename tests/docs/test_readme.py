@@ -68,7 +68,7 @@ def test_readme_and_docs_carry_no_history():
 def test_the_code_map_names_every_module_and_package():
     code_map = readme_section("Code map")
     named = set(re.findall(r"`([\w./]+)`", code_map))
-    # A row names files of one folder after the first: `sao_online/runlog.py`, `runlock.py`.
+    # A row names files of one folder after the first: `sao_online/advantages.py`, `losses.py`.
     names = {Path(name).name for name in named} | {name.rstrip("/") for name in named}
     package = ROOT / "sao_online"
     expected = [path.name for path in package.glob("*.py") if path.name != "__init__.py"]

@@ -31,12 +31,12 @@ import numpy as np
 import pytest
 import torch
 
-from sao_online.checkpoint_io import read_checkpoint
 from sao_online.commands.policy_summary import behavior_summary
 from sao_online.config import ExperimentConfig, load_config
 from sao_online.models import load_policy
 from sao_online.pretrain import base_policy, collect_demonstrations, finetune_on_demonstrations
 from sao_online.pretrain import warm_start as cached_warm_start
+from sao_online.rundir.checkpoints import read_checkpoint
 from sao_online.runtime.launch import run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]

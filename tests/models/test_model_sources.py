@@ -21,12 +21,12 @@ from sao_online.models import (
     token_logprobs,
 )
 from sao_online.pretrain import base_policy
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.launch import run_experiment
-from sao_online.runtime.ray_backend import worker_gpu_share
-from sao_online.runtime.weights import SharedWeights
+from sao_online.runtime.workers.ray_backend import worker_gpu_share
+from sao_online.runtime.workers.weights import SharedWeights
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from sao_online.config import load_config
 from sao_online.models import ChatLayout, ModelNotFoundError, load_policy, resolve_model_source
 from sao_online.prefix_sharing import causal_lm_forward, plan_prefix_sharing, shared_prefix_forward
 from sao_online.rollout import EpisodeRequest, RolloutEngine
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 pytestmark = pytest.mark.slow
@@ -235,7 +235,7 @@ def test_two_sao_updates_on_styleshift(smollm2, tmp_path, monkeypatch):
 
 @shares_the_loaded_model
 def test_bench_rollout_runs_the_real_model_from_its_converted_copy(smollm2, gguf_work):
-    from sao_online.commands.bench_rollout import run_rollout_benchmark
+    from sao_online.bench.rollout import run_rollout_benchmark
 
     parsed = dict(gguf_work)
     result = run_rollout_benchmark(model="smollm2-135m", batch_size=4, new_tokens=6, num_episodes=4)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from sao_online.commands.bench_rollout import run_rollout_benchmark
+from sao_online.bench.rollout import run_rollout_benchmark
 from sao_online.models import ChatLayout, build_tiny_policy, token_logprobs
 from sao_online.rollout import TRUNCATED_BY_KEY, EnvError, EpisodeRequest, RolloutEngine
 

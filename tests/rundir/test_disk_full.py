@@ -152,7 +152,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_resume_is_exact(tmp_path, r
 def test_every_writers_way_of_saying_it_is_recognised(tmp_path):
     from safetensors import SafetensorError
 
-    from sao_online.disk_full import DiskFullError, is_disk_full, reporting_a_full_disk
+    from sao_online.rundir.disk_full import DiskFullError, is_disk_full, reporting_a_full_disk
 
     assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
     assert is_disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))

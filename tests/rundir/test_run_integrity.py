@@ -15,8 +15,9 @@ import torch
 from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.analysis import RunLoadError, load_runs
-from sao_online.runlock import RunDirLockedError
-from sao_online.runlog import RunDirError, RunLog
+from sao_online.rundir.layout import RunDirError
+from sao_online.rundir.lock import RunDirLockedError
+from sao_online.rundir.runlog import RunLog
 
 
 def episodes_of(log: RunLog) -> list[int]:
@@ -198,7 +199,7 @@ def test_checkpoint_state_round_trips_exactly(tmp_path):
 
 LOCK_HOLDER = """
 import sys, time
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 log = RunLog.create(sys.argv[1], {"a": 1}, overwrite=True)
 print("locked", flush=True)
 time.sleep(120)
@@ -308,7 +309,7 @@ def test_a_real_run_without_latest_resumes_from_its_newest_checkpoint(tmp_path, 
 
 
 def test_a_lock_file_that_is_a_link_is_never_followed(tmp_path):
-    from sao_online.runlock import RunLockError
+    from sao_online.rundir.lock import RunLockError
 
     run = tmp_path / "run"
     run.mkdir()

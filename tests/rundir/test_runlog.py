@@ -1,7 +1,8 @@
 import pandas as pd
 import pytest
 
-from sao_online.runlog import RunDirError, RunLog
+from sao_online.rundir.layout import RunDirError
+from sao_online.rundir.runlog import RunLog
 
 
 def test_chunks_are_written_atomically_and_read_back(tmp_path):
@@ -52,7 +53,7 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path):
 def test_a_second_checkpoint_at_the_same_version_never_replaces_the_first_in_place(
     tmp_path, monkeypatch
 ):
-    from sao_online import runlog
+    from sao_online.rundir import runlog
 
     log = RunLog.create(tmp_path / "run", {})
     log.save_checkpoint(2, {"v": "earlier"})

@@ -13,9 +13,14 @@ from tiny_model import model_section
 from sao_online.cli import main
 from sao_online.config import load_config
 from sao_online.models import build_tiny_policy
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
+from sao_online.rundir.tracking import (
+    TranscriptLog,
+    format_transcript,
+    read_transcripts,
+    transcript,
+)
 from sao_online.runtime.launch import run_experiment
-from sao_online.tracking import TranscriptLog, format_transcript, read_transcripts, transcript
 from sao_online.types import Trajectory
 
 
@@ -265,7 +270,7 @@ def test_wandb_logs_the_tensorboard_series_and_the_config_offline(tmp_path, monk
 
 
 def test_wandb_goes_offline_without_a_key_and_respects_wandb_mode(monkeypatch, tmp_path):
-    from sao_online import tracking
+    from sao_online.rundir import tracking
 
     for name in ("WANDB_MODE", "WANDB_API_KEY"):
         monkeypatch.delenv(name, raising=False)

@@ -17,7 +17,7 @@ import pytest
 from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 TINY = tiny_overrides(

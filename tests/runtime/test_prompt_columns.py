@@ -22,15 +22,15 @@ from sao_online.environments.base import (
     prompt_key_value,
 )
 from sao_online.rollout.episode import prompt_info
-from sao_online.runlog import RunLog
-from sao_online.runtime.context import RunContext
-from sao_online.runtime.episode_rows import (
+from sao_online.rundir.episode_rows import (
     dropped_episode_record,
     episode_column_types,
     prompt_columns,
 )
+from sao_online.rundir.runlog import RunLog
+from sao_online.rundir.tracking import read_transcripts
+from sao_online.runtime.context import RunContext
 from sao_online.runtime.launch import run_experiment
-from sao_online.tracking import read_transcripts
 
 TINY = merge_overrides(
     TINY_MODEL,

@@ -14,7 +14,7 @@ from ray.cluster_utils import Cluster
 from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.config import ConfigError, load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime import backends
 from sao_online.runtime.launch import run_experiment
 

@@ -14,7 +14,7 @@ from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
 from sao_online.drift_schedules import Schedule
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
 TINY = tiny_overrides(

@@ -9,7 +9,8 @@ from tiny_model import model_section
 
 from sao_online.analysis import load_runs, recovery_metrics
 from sao_online.config import load_config
-from sao_online.runlog import RunDirError, RunLog
+from sao_online.rundir.layout import RunDirError
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import budget_extension, run_experiment
 
 

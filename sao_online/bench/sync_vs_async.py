@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sao_online.config import RuntimeConfig, load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 
 # Long action caps: an untrained policy rarely emits its stop token, and an action cut at the
 # cap ends the episode without an env step, so short caps would never pay the step latency.

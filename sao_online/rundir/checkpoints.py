@@ -112,7 +112,7 @@ def write_checkpoint(
 
     A full disk fails here as ``OSError`` (the JSON) or ``SafetensorError`` (the tensors); the
     caller, which writes into a temporary folder, turns either into ``DiskFullError``
-    (``sao_online.disk_full.is_disk_full`` knows both).
+    (``sao_online.rundir.disk_full.is_disk_full`` knows both).
     """
     tensors: dict[str, torch.Tensor] = {}
     skeleton = _encode(state, tensors, set(), "")

@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-from sao_online.runtime.pool import worker_slots
-from sao_online.runtime.processes import adopt_environment, process_context, watch_parent
-from sao_online.runtime.rollout_worker import Order, run_rollout_worker
-from sao_online.runtime.weights import SharedWeights
+from sao_online.runtime.host.processes import adopt_environment, process_context, watch_parent
+from sao_online.runtime.workers.pool import worker_slots
+from sao_online.runtime.workers.rollout_worker import Order, run_rollout_worker
+from sao_online.runtime.workers.weights import SharedWeights
 
 _STOP_JOIN_SECONDS = 3.0
 

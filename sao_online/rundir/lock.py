@@ -16,7 +16,7 @@ import os
 import socket
 from pathlib import Path
 
-from sao_online.disk_full import DiskFullError, is_disk_full
+from sao_online.rundir.disk_full import DiskFullError, is_disk_full
 
 LOCK_FILE = ".lock"
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import torch
 
-    from sao_online.runtime.rollout_worker import Order
+    from sao_online.runtime.workers.rollout_worker import Order
 
 
 class WorkerPool(Protocol):

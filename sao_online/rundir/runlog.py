@@ -1,9 +1,9 @@
-"""Run directories: resolved config, append-only parquet tables, checkpoints, resume.
+"""Writing a run directory: resolved config, append-only parquet tables, checkpoints, resume.
 
 Layout of ``runs/<experiment>/<method>/seed-<k>/``::
 
     config.yaml              the resolved config (+ change_points, phase_names)
-    .lock                    held by the process writing the run (see runlock.py)
+    .lock                    held by the process writing the run (see lock.py)
     episodes.parquet/        part-00000.parquet, part-00001.parquet, ... (one chunk each)
     updates.parquet/
     evals.parquet/
@@ -18,7 +18,7 @@ differ in columns (e.g. critic-only warm-up updates have no policy loss), and
 
 Each part file is written to a temporary name and renamed into place, so a reader never sees a
 half-written chunk, and a full disk leaves nothing half-written either (``DiskFullError`` names
-the file; ``sao_online.disk_full``). A checkpoint first flushes every table and records each
+the file; ``sao_online.rundir.disk_full``). A checkpoint first flushes every table and records each
 part's size and hash. Resuming takes the newest checkpoint whose files and covered parts all
 verify (whatever ``latest`` says) and removes the parts written after it (their episodes are run
 again), so no record is lost or duplicated. When it has to fall back past a newer checkpoint
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import re
 import shutil
 from collections.abc import Collection
 from pathlib import Path
@@ -40,55 +39,28 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from sao_online.checkpoint_io import (
+from sao_online.config import short_repr
+from sao_online.rundir.checkpoints import (
     LEGACY_FILE,
     CheckpointError,
     file_digest,
     read_checkpoint,
-    read_manifest,
     write_checkpoint,
 )
-from sao_online.config import SAFE_NAME, short_repr
-from sao_online.disk_full import reporting_a_full_disk
-from sao_online.runlock import RunLock
-from sao_online.safe_yaml import YamlInputError, load_yaml_text
-
-TABLES = ("episodes", "updates", "evals")
-CHECKPOINT_NAME = re.compile(r"^step-(\d{6,})(?:\.(\d+))?$")
-DISCARDED = "discarded"
-
-
-class RunDirError(ValueError):
-    """A run directory that cannot be created or resumed as asked."""
-
-
-def run_directory(root: str | Path, experiment: str, method: str, seed: int) -> Path:
-    """``<root>/<experiment>/<method>/seed-<seed>``, refusing names that would leave ``root``."""
-    for label, name in (("experiment", experiment), ("algorithm.name", method)):
-        if not isinstance(name, str) or not SAFE_NAME.match(name):
-            raise RunDirError(
-                f"{label}: {short_repr(name)} cannot name a folder (use letters, "
-                f"digits, '_', '-' and '.', starting with a letter or digit)"
-            )
-    return Path(root) / experiment / method / f"seed-{seed}"
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """A run directory's ``config.yaml`` as a mapping.
-
-    Raises:
-        RunDirError: naming the file when it is not a YAML mapping.
-    """
-    try:
-        data = load_yaml_text(path.read_text(errors="replace"), str(path))
-    except YamlInputError as error:
-        raise RunDirError(f"{error} (the run directory's config is damaged)") from None
-    if not isinstance(data, dict):
-        raise RunDirError(
-            f"{path}: expected a YAML mapping, got {type(data).__name__} (the "
-            f"run directory's config is damaged)"
-        )
-    return data
+from sao_online.rundir.disk_full import reporting_a_full_disk
+from sao_online.rundir.layout import (
+    CHECKPOINT_NAME,
+    DISCARDED,
+    TABLES,
+    RunDirError,
+    checkpoint_folders,
+    checkpoint_order,
+    read_config_file,
+    read_part,
+    verify_part,
+    write_text_atomically,
+)
+from sao_online.rundir.lock import RunLock
 
 
 class RunLog:
@@ -261,7 +233,7 @@ class RunLog:
         versions. An older one of the same version (a finished run checkpoints at its last
         update even when a periodic checkpoint just did) covers the same parts, so it is not
         what a damaged part needs: the one before it is kept instead, and a finished run can
-        still run its last parts again (``sao_online.run_repair``).
+        still run its last parts again (``sao_online.rundir.repair``).
         """
         self.flush()
         folder = self.path / "checkpoints"
@@ -269,7 +241,7 @@ class RunLog:
         name = f"step-{version:06d}"
         taken = [
             order[1]
-            for order in map(_order, (p.name for p in folder.iterdir()))
+            for order in map(checkpoint_order, (p.name for p in folder.iterdir()))
             if order and order[0] == version
         ]
         if taken:  # never rewrite a checkpoint in place: `latest` may point at it
@@ -282,7 +254,9 @@ class RunLog:
             write_checkpoint(tmp, state, tables)
         os.replace(tmp, folder / name)
         write_text_atomically(folder / "latest", name)
-        earlier = [p for p in checkpoint_folders(self.path) if _order(p.name)[0] < version]
+        earlier = [
+            p for p in checkpoint_folders(self.path) if checkpoint_order(p.name)[0] < version
+        ]
         kept = {name, *(p.name for p in earlier[: max(keep - 1, 0)])}
         for old in checkpoint_folders(self.path):
             if old.name not in kept:
@@ -432,63 +406,8 @@ class RunLog:
         return aside.relative_to(self.path)
 
 
-def read_part(part: Path) -> pd.DataFrame:
-    """One parquet part file.
-
-    Raises:
-        RunDirError: naming the file when it is damaged (with how to repair the run).
-    """
-    try:
-        return pd.read_parquet(part)
-    except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
-        from sao_online.run_repair import repair_advice
-
-        table = part.parent.name.removesuffix(".parquet")
-        raise RunDirError(
-            f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); "
-            + repair_advice(part.parent.parent, table, part.name)
-        ) from None
-
-
-def recorded_parts(run_dir: Path) -> tuple[str, dict[str, dict[str, dict[str, Any]]]] | None:
-    """(checkpoint name, table -> part file -> record) of the newest readable checkpoint manifest.
-
-    Reads ``state.json`` only (no tensors), for readers that check parts against it; None when
-    the run has no readable checkpoint.
-    """
-    for folder in checkpoint_folders(run_dir):
-        try:
-            tables = read_manifest(folder)["tables"]
-        except CheckpointError:
-            continue
-        return folder.name, {
-            table: {record["file"]: record for record in records}
-            for table, records in tables.items()
-        }
-    return None
-
-
-def verify_part(part: Path, record: dict[str, Any]) -> bool:
-    """Whether ``part`` has the size and SHA-256 a checkpoint recorded for it."""
-    return file_digest(part) == (record["bytes"], record["sha256"])
-
-
 def _stamp() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-
-
-def _order(name: str) -> tuple[int, int] | None:
-    match = CHECKPOINT_NAME.match(name)
-    return (int(match.group(1)), int(match.group(2) or 0)) if match else None
-
-
-def checkpoint_folders(run_dir: Path) -> list[Path]:
-    """The run's checkpoint folders (real folders named ``step-<v>[.<n>]``), newest first."""
-    folder = run_dir / "checkpoints"
-    if not folder.is_dir():
-        return []
-    found = [p for p in folder.iterdir() if _order(p.name) and p.is_dir() and not p.is_symlink()]
-    return sorted(found, key=lambda p: _order(p.name), reverse=True)
 
 
 def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -497,15 +416,3 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
         keys = sorted(set(a) | set(b), key=str)
         return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{prefix}{k}.")]
     return [] if a == b else [prefix.rstrip(".")]
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part.
-
-    Raises:
-        DiskFullError: the disk is full (the old file is left as it was).
-    """
-    tmp = path.with_name(f".{path.name}.tmp")
-    with reporting_a_full_disk(path, tmp):
-        tmp.write_text(text)
-    os.replace(tmp, path)

@@ -12,7 +12,7 @@ import os
 import warnings
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig
-from sao_online.runtime.threads import thread_count_problem
+from sao_online.runtime.host.threads import thread_count_problem
 
 # More local rollout workers than this many per core make no progress (each is a process with
 # its own copy of the model, decoding on one thread).
@@ -75,7 +75,7 @@ def check_then_start_workers(config: ExperimentConfig, *, warn: bool = True) -> 
     if config.runtime.backend != "local":
         return
     from sao_online.environments import check_env_id
-    from sao_online.runtime.processes import start_server_early
+    from sao_online.runtime.host.processes import start_server_early
 
     check_env_id(config.env.id)
     start_server_early()

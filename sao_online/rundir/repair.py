@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sao_online.checkpoint_io import TENSORS_FILE, CheckpointError, file_digest, read_manifest
-from sao_online.runlog import DISCARDED, checkpoint_folders, verify_part
+from sao_online.rundir.checkpoints import TENSORS_FILE, CheckpointError, file_digest, read_manifest
+from sao_online.rundir.layout import DISCARDED, checkpoint_folders, verify_part
 
 
 def repair_advice(run_dir: Path, table: str, part: str) -> str:

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 #: Imported once by the server: everything a run or a rollout worker needs at start.
-PRELOAD = ["sao_online.runtime.launch", "sao_online.runtime.local"]
+PRELOAD = ["sao_online.runtime.launch", "sao_online.runtime.workers.local"]
 
 
 def process_context() -> Any:

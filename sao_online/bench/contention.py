@@ -9,7 +9,7 @@ counting on gets busy. This benchmark runs ``bench throughput``'s workload (GRPO
   one) runs for the whole measurement.
 
 Both runs choose their torch threads the way every run does by default
-(``runtime.torch_threads=auto``, see ``sao_online.runtime.threads``), so the contended run sees
+(``runtime.torch_threads=auto``, see ``sao_online.runtime.host.threads``), so the contended run sees
 the busy core and leaves it alone. ``kept_share`` is contended over quiet completions per
 second; the target is at least 0.4. On a machine that other people load as well, "quiet" is
 only as quiet as they leave it: both runs are reported with the threads they chose.
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from sao_online.commands.bench_throughput import WORKLOAD, measure
+from sao_online.bench.throughput import WORKLOAD, measure
 
 TARGET_KEPT_SHARE = 0.4
 _BUSY_LOOP = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"

@@ -43,8 +43,8 @@ import torch
 
 from sao_online.config import ConfigError
 from sao_online.models import resolve_device
-from sao_online.runtime.pool import worker_slots
-from sao_online.runtime.rollout_worker import Order, run_rollout_worker
+from sao_online.runtime.workers.pool import worker_slots
+from sao_online.runtime.workers.rollout_worker import Order, run_rollout_worker
 
 _log = logging.getLogger(__name__)
 _TAKE_SECONDS = 0.5  # how long an actor's take waits for a first message

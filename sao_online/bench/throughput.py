@@ -9,9 +9,9 @@ no KL term. Both backends run the same config and budget in one process, one aft
 - ``local`` runs one rollout-worker process (one torch thread) beside the learner (the free
   cores less the worker's), so generation and training overlap.
 
-Threads follow ``runtime.torch_threads=auto`` (see ``sao_online.runtime.threads``); each side
+Threads follow ``runtime.torch_threads=auto`` (see ``sao_online.runtime.host.threads``); each side
 reports the number it chose. With ``peer="trl"`` the same workload also runs through Hugging
-Face TRL's ``GRPOTrainer`` in the same process (see ``bench_trl``) and the ratios are reported.
+Face TRL's ``GRPOTrainer`` in the same process (see ``trl_peer``) and the ratios are reported.
 
 ``completions_per_second`` is the budget over the seconds ``run_experiment`` reports (from the
 first rollout to the last update, worker start-up included, model construction excluded); the
@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from sao_online.config import load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 
 TARGET_COMPLETIONS_PER_SECOND = 130.0
 """Issue 4's target for this workload on two cores (a widely used CPU trainer does ~65)."""
@@ -157,7 +157,7 @@ def run_throughput_benchmark(
         "local": local,
     }
     if peer == "trl":
-        from sao_online.commands.bench_trl import run_trl_grpo
+        from sao_online.bench.trl_peer import run_trl_grpo
 
         config = load_config(None, config_overrides)
         torch.set_num_threads(sync["threads"])  # the threads our sync side chose

@@ -5,15 +5,17 @@ from __future__ import annotations
 import functools
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 from sao_online.config import ExperimentConfig
 from sao_online.environments.base import PROMPT_KEY_PREFIX, check_prompt_keys, prompt_key_value
-from sao_online.runtime.planner import EpisodePlan
 from sao_online.types import Trajectory
+
+if TYPE_CHECKING:  # the run directory does not depend on the runtime
+    from sao_online.runtime.scheduling.planner import EpisodePlan
 
 
 def oracle_reward(config: ExperimentConfig, theta: dict[str, Any]) -> float:

@@ -41,7 +41,7 @@ from sao_online.pretrain import base_policy
 from sao_online.rollout import EnvError, RolloutEngine
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import plan_to_request
-from sao_online.runtime.planner import EpisodePlan
+from sao_online.runtime.scheduling.planner import EpisodePlan
 
 Task = tuple[int, EpisodePlan, int]
 """(ticket, plan, admitted_version): one episode to run, as the learner admitted it."""

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sao_online.runlog import write_text_atomically
+from sao_online.rundir.layout import write_text_atomically
 from sao_online.types import Trajectory
 
 TENSORBOARD_DIR = "tensorboard"

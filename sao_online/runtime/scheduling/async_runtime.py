@@ -46,18 +46,18 @@ from time import monotonic, perf_counter
 from typing import Any
 
 from sao_online.rollout import EnvError
-from sao_online.runtime.batch_selection import select_batch
-from sao_online.runtime.episode_rows import (
+from sao_online.rundir.episode_rows import (
     DROPPED_STALE,
     DROPPED_WORKER_FAULT,
     dropped_episode_record,
 )
 from sao_online.runtime.loop import RunInterrupted, TrainingLoop
-from sao_online.runtime.planner import EpisodePlan, plan_from_dict, plan_to_dict
-from sao_online.runtime.pool import WorkerPool
-from sao_online.runtime.rollout_worker import Interrupt, Order
-from sao_online.runtime.staleness import StalenessGate
-from sao_online.runtime.stragglers import FinishedEpisode, HeldEpisode, StragglerRules
+from sao_online.runtime.scheduling.batch_selection import select_batch
+from sao_online.runtime.scheduling.planner import EpisodePlan, plan_from_dict, plan_to_dict
+from sao_online.runtime.scheduling.staleness import StalenessGate
+from sao_online.runtime.scheduling.stragglers import FinishedEpisode, HeldEpisode, StragglerRules
+from sao_online.runtime.workers.pool import WorkerPool
+from sao_online.runtime.workers.rollout_worker import Interrupt, Order
 from sao_online.types import Trajectory
 
 POLL_SECONDS = 0.05
