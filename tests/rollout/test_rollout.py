@@ -421,9 +421,11 @@ class BlockingEnv(CountingEnv):
     def __init__(self):
         super().__init__(turns=1)
         self.release = threading.Event()
+        self.entered = threading.Event()
         self.returned = False
 
     def step(self, action):
+        self.entered.set()
         self.release.wait(timeout=300)
         self.returned = True
         return super().step(action)
@@ -437,10 +439,13 @@ def test_interrupt_stops_an_episode_waiting_for_its_environment_and_frees_its_sl
     finished, stopped = [], []
 
     def source():
-        # Episode 1 ran beside the slow one: both sampled their 4 tokens in the same steps, so
-        # when 1 is done the slow one is waiting for its step.
-        if finished and not stopped:
+        # Episode 1 runs beside the slow one. Their resets run in threads, so which one starts
+        # decoding first is up to the machine: once 1 is done, the freed slot is held (None:
+        # ask again) until the slow episode has sampled its 4 tokens and waits in its step.
+        if not stopped and blocked.entered.is_set():
             stopped.append(engine.interrupt("slow"))
+        if finished and not stopped:
+            return None
         return pending.pop(0) if pending else None
 
     for trajectory in engine.run(source):
