@@ -81,7 +81,11 @@ def environment(folder: Path) -> dict[str, str]:
 
 
 def interrupt(config: Path, out: Path, signum: int, tree: dict[int, str]) -> tuple[int, str]:
-    """Start a comparison, send ``signum`` once every run has a checkpoint, wait for it to end.
+    """Start a comparison, send ``signum`` once a run has a checkpoint, wait for it to end.
+
+    The first checkpoint, not every run's: the runs share the cores unevenly (SAO's critic makes
+    its updates dearer), so waiting for the slowest let the fastest finish its whole budget
+    first on a loaded machine, and nothing was left to interrupt.
 
     ``tree`` gets the processes it had when signalled. Returns (exit code, stderr)."""
     stderr = out.parent / f"stderr-{signum}.txt"
@@ -95,7 +99,7 @@ def interrupt(config: Path, out: Path, signum: int, tree: dict[int, str]) -> tup
         )
     latest = [out / "signals" / method / "seed-0" / "checkpoints" / "latest" for method in METHODS]
     try:
-        while not all(path.exists() for path in latest):
+        while not any(path.exists() for path in latest):
             assert process.poll() is None, stderr.read_text()
             time.sleep(0.05)
         tree.update(descendants(process.pid))

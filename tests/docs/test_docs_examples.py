@@ -236,7 +236,11 @@ def test_shell_examples_name_real_commands(page, tmp_path, monkeypatch):
             elif program == "make":
                 targets = [word for word in arguments if "=" not in word and word[0] != "-"]
                 assert set(targets) <= makefile_targets(), f"{where}: no such make target"
-            elif program in ("pip", "python") and arguments[:2] != ["-m", "pytest"]:
+            elif program == "python" and arguments[:2] == ["-m", "pytest"]:
+                paths = [word for word in arguments[2:] if not word.startswith("-")]
+                missing = [path for path in paths if not (ROOT / path.split("::")[0]).exists()]
+                assert not missing, f"{where}: no such test path {missing}"
+            elif program in ("pip", "python"):
                 if program == "pip" or arguments[:2] == ["-m", "pip"]:
                     extras = re.findall(r"\[([\w,-]+)\]", " ".join(arguments))
                     wanted = {extra for group in extras for extra in group.split(",")}
