@@ -1,16 +1,7 @@
 """Writing a run directory: resolved config, append-only parquet tables, checkpoints, resume.
 
-Layout of ``runs/<experiment>/<method>/seed-<k>/``::
-
-    config.yaml              the resolved config (+ change_points, phase_names)
-    .lock                    held by the process writing the run (see lock.py)
-    episodes.parquet/        part-00000.parquet, part-00001.parquet, ... (one chunk each)
-    updates.parquet/
-    evals.parquet/
-    checkpoints/step-<v>/    state.json + tensors.safetensors (learner, optimisers, RNG, clock,
-                             gate; size and SHA-256 of every table part it covers)
-    checkpoints/latest       name of the newest complete checkpoint
-    discarded/<time>/        data a resume set aside instead of deleting (see below)
+The folder's layout (``runs/<experiment>/<method>/seed-<k>/``: config, lock, the three tables,
+checkpoints, ``discarded/``) is described once, in :mod:`sao_online.rundir.layout`.
 
 Read the tables with :func:`sao_online.analysis.load_runs` or :meth:`RunLog.read`: parts may
 differ in columns (e.g. critic-only warm-up updates have no policy loss), and
