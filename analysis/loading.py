@@ -213,8 +213,8 @@ def read_table(run_dir: Path, table: str) -> pd.DataFrame | None:
 
 def _check_recorded_parts(run_dir: Path, table: str, parts: list[Path]) -> None:
     """Parts the newest checkpoint covers must match its recorded size and hash."""
-    from sao_online.run_repair import repair_advice
-    from sao_online.runlog import recorded_parts, verify_part
+    from sao_online.rundir.layout import recorded_parts, verify_part
+    from sao_online.rundir.repair import repair_advice
 
     recorded = recorded_parts(run_dir)
     if recorded is None:
@@ -233,7 +233,7 @@ def _read_part(part: Path) -> pd.DataFrame:
     try:
         return pd.read_parquet(part)
     except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
-        from sao_online.run_repair import repair_advice
+        from sao_online.rundir.repair import repair_advice
 
         first = str(error).strip().splitlines()[0][:80] if str(error).strip() else ""
         table = part.parent.name.removesuffix(".parquet")

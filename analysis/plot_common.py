@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 from sao_online.analysis.aggregate import nan_interquartile_mean
+from sao_online.analysis.curves import RunSeries
 
 GRID_POINTS = 300
 _PALETTE = colormaps["tab10"].colors
@@ -127,3 +128,35 @@ def save_figure(figure: Figure, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})
     return path
+
+
+def legend_outside(ax: Axes, **kwargs) -> None:
+    """The legend right of the axes, where it cannot cover a curve."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, **kwargs)
+
+
+def draw_run_shift_markers(ax: Axes, series: list[RunSeries], colors: dict) -> str | None:
+    """Shift markers for ``series``: one black line per shift where every run has it at the
+    same position, else one set per method.
+
+    Returns the caption for under the axes: ``draw_shift_markers``'s (None when the names fit
+    on the plot), or, with one set of lines per method, what the lines are and the phase names.
+    """
+    counts = {len(s.shifts) for s in series}
+    all_positions = np.array([s.shifts for s in series]) if len(counts) == 1 else None
+    names = series[0].phase_names
+    if all_positions is not None and np.allclose(all_positions, all_positions[0]):
+        return draw_shift_markers(ax, list(all_positions[0]), names)
+    by_method: dict[str, list[list[float]]] = {}
+    for s in series:
+        by_method.setdefault(s.key[1], []).append(s.shifts)
+    # Runs reach the shifts at different x: phase labels on the plot would belong to one
+    # method only, so the phases are named under the axes instead.
+    for method, shifts in sorted(by_method.items()):
+        width = min(map(len, shifts))
+        median = list(np.median([row[:width] for row in shifts], axis=0))
+        draw_shift_markers(ax, median, names, color=colors[method], label_phases=False)
+    phases = phase_caption(names or [])
+    return "dashed lines: each method's shifts (median over its seeds), in its colour" + (
+        f"\n{phases}" if phases else ""
+    )

@@ -1,16 +1,16 @@
 """Recovery curves, behaviour shares, staleness, learner diagnostics and metric intervals.
 
 Every function draws into ``ax`` (or a new figure), saves a PNG when ``path`` is given, and
-returns the Axes (or the Figure when it makes several panels). Curves use the same trailing
-moving average as the recovery metrics (restarted at every shift, see ``smoothing``), so a curve
-crosses rho x its pre-shift level where ``time_to_recovery`` says it does.
+returns the Axes (or the Figure when it makes several panels). The numbers come from ``curves``
+(the same trailing moving average as the recovery metrics, so a curve crosses rho x its
+pre-shift level where ``time_to_recovery`` says it does); shared drawing pieces from
+``plot_common``.
 """
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,34 +19,31 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from sao_online.analysis.plot_common import (
+from sao_online.analysis.curves import (
     GRID_POINTS,
+    curve_grid,
+    default_smooth,
+    run_series,
+    share_curve,
+    shown_labels,
+    single_experiment,
+    smoothed_curve,
+    update_curves,
+    update_window,
+)
+from sao_online.analysis.plot_common import (
+    draw_run_shift_markers,
     draw_shift_markers,
     finish,
     label_colors,
+    legend_outside,
     method_colors,
     new_axes,
-    phase_caption,
     save_figure,
     seed_band,
 )
-from sao_online.analysis.recovery import DEFAULT_SMOOTH_FRACTION
-from sao_online.analysis.smoothing import trailing_mean
-from sao_online.analysis.timeline import (
-    ChangePointsArg,
-    axis_label,
-    axis_unit,
-    change_points_for_run,
-    check_x_axis,
-    iter_runs,
-    phase_names_for_run,
-    shift_positions,
-    shortest_phase_length,
-    x_values,
-)
+from sao_online.analysis.time_axes import ChangePointsArg, axis_label, axis_unit, check_x_axis
 
-# Episodes the environment gave no behaviour label (cut by a token or turn cap first).
-UNLABELLED = "(no label: cut by a cap)"
 # Characters per title line of a learner-metric panel (5 inches wide at 9 pt).
 TITLE_CHARS = 60
 # Readable names of the learner metrics the report draws (others are shown as logged).
@@ -62,140 +59,6 @@ UPDATE_AXES = {
     "episodes_seen": "episodes trained on",
     "wall_time": "wall-clock seconds",
 }
-
-
-@dataclass
-class _RunSeries:
-    key: tuple
-    xs: np.ndarray
-    values: pd.DataFrame  # usable rows of the run (dropped episodes removed), aligned with xs
-    shifts: list[float]  # shift positions on the x-axis (finite only)
-    phase_names: list[str]
-    clock: np.ndarray  # world_time of the usable rows (the axis curves are smoothed on)
-    clock_shifts: list[float]  # the shifts in clock units
-
-
-def _single_experiment(df: pd.DataFrame) -> str:
-    if "experiment" not in df.columns or not len(df):
-        raise ValueError("expected a non-empty frame from load_runs (with an experiment column)")
-    experiments = sorted(map(str, df["experiment"].unique()))
-    if len(experiments) > 1:
-        raise ValueError(
-            f"the frame holds {len(experiments)} experiments ({', '.join(experiments)});"
-            f" plot one at a time, e.g. df[df.experiment == {experiments[0]!r}]"
-        )
-    return experiments[0]
-
-
-def _run_series(
-    df: pd.DataFrame, x: str, change_points: ChangePointsArg, phase_names: Sequence[str] | None
-) -> list[_RunSeries]:
-    series = []
-    for key, run in iter_runs(df):
-        taus = change_points_for_run(df, run, key, change_points)
-        xs = x_values(run, x)
-        positions = shift_positions(run["world_time"].to_numpy(dtype=float), xs, taus, x)
-        usable = np.ones(len(run), dtype=bool)
-        if "dropped" in run:
-            usable &= ~run["dropped"].fillna(False).to_numpy(dtype=bool)
-        names = phase_names_for_run(df, key, len(taus) + 1, phase_names)
-        series.append(
-            _RunSeries(
-                key=key,
-                xs=xs[usable],
-                values=run[usable],
-                shifts=[p for p in positions if np.isfinite(p)],
-                phase_names=names,
-                clock=run["world_time"].to_numpy(dtype=float)[usable],
-                clock_shifts=list(taus),
-            )
-        )
-    return series
-
-
-def _default_smooth(series: list[_RunSeries]) -> float:
-    """A tenth of the shortest phase, in clock units (the axis every curve is smoothed on)."""
-    widths = [
-        DEFAULT_SMOOTH_FRACTION
-        * shortest_phase_length(s.clock.min(), s.clock_shifts, s.clock.max())
-        for s in series
-        if len(s.clock)
-    ]
-    return float(np.median(widths)) if widths else 1.0
-
-
-def _grid(series: list[_RunSeries]) -> np.ndarray:
-    lows = [s.xs.min() for s in series if len(s.xs)]
-    highs = [s.xs.max() for s in series if len(s.xs)]
-    if not lows:
-        raise ValueError("no usable episodes to plot")
-    return np.linspace(min(lows), max(highs), GRID_POINTS)
-
-
-def _curve(
-    run: _RunSeries, values: np.ndarray, grid: np.ndarray, smooth: float, min_window_fraction: float
-) -> np.ndarray:
-    """The run's trailing mean (window ``smooth`` clock units) read at each grid point.
-
-    The mean is taken over episodes in clock order, whatever the x-axis; on the tokens and
-    seconds axes each grid point shows the curve as of the last episode done by then. Episodes
-    reach those axes in bursts (a batch shares one wall time), so a window on them would be
-    empty between bursts and break the curve; this way it is continuous.
-    """
-    if run.xs is run.clock or np.array_equal(run.xs, run.clock):
-        curve = trailing_mean(
-            run.xs,
-            values,
-            smooth,
-            query_times=grid,
-            phase_starts=run.clock_shifts,
-            min_window_fraction=min_window_fraction,
-        )
-    else:
-        per_episode = trailing_mean(
-            run.clock,
-            values,
-            smooth,
-            query_times=run.clock,
-            phase_starts=run.clock_shifts,
-            min_window_fraction=min_window_fraction,
-        )
-        order = np.argsort(run.xs, kind="stable")
-        last_done = np.searchsorted(run.xs[order], grid, side="right") - 1
-        curve = np.where(last_done >= 0, per_episode[order][np.maximum(last_done, 0)], np.nan)
-    curve[grid > run.xs.max()] = np.nan  # a finished run says nothing about later times
-    return curve
-
-
-def _legend_outside(ax: Axes, **kwargs) -> None:
-    """The legend right of the axes, where it cannot cover a curve."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, **kwargs)
-
-
-def _markers(ax: Axes, series: list[_RunSeries], colors: dict) -> str | None:
-    """One black line per shift when every run agrees on its position, else one per method.
-
-    Returns the caption for under the axes: ``draw_shift_markers``'s (None when the names fit
-    on the plot), or, with one set of lines per method, what the lines are and the phase names.
-    """
-    counts = {len(s.shifts) for s in series}
-    all_positions = np.array([s.shifts for s in series]) if len(counts) == 1 else None
-    names = series[0].phase_names
-    if all_positions is not None and np.allclose(all_positions, all_positions[0]):
-        return draw_shift_markers(ax, list(all_positions[0]), names)
-    by_method: dict[str, list[list[float]]] = {}
-    for s in series:
-        by_method.setdefault(s.key[1], []).append(s.shifts)
-    # Runs reach the shifts at different x: phase labels on the plot would belong to one
-    # method only, so the phases are named under the axes instead.
-    for method, shifts in sorted(by_method.items()):
-        width = min(map(len, shifts))
-        median = list(np.median([row[:width] for row in shifts], axis=0))
-        draw_shift_markers(ax, median, names, color=colors[method], label_phases=False)
-    phases = phase_caption(names or [])
-    return "dashed lines: each method's shifts (median over its seeds), in its colour" + (
-        f"\n{phases}" if phases else ""
-    )
 
 
 def plot_recovery(
@@ -237,20 +100,22 @@ def plot_recovery(
     Shift markers are black dashed lines; on the tokens and seconds axes, where runs reach a
     shift at different x, each method gets its own markers (median over its seeds) in its colour.
     """
-    experiment = _single_experiment(df)
+    experiment = single_experiment(df)
     check_x_axis(x, df)
     if metric not in df.columns:
         raise ValueError(f"metric {metric!r} is not an episode column")
-    series = _run_series(df, x, change_points, phase_names)
-    smooth = smooth or _default_smooth(series)
-    grid = _grid(series)
+    series = run_series(df, x, change_points, phase_names)
+    smooth = smooth or default_smooth(series)
+    grid = curve_grid(series)
     colors = method_colors([s.key[1] for s in series])
     ax = new_axes(ax)
     for method in sorted(colors):
         runs = [s for s in series if s.key[1] == method]
         curves = np.array(
             [
-                _curve(s, s.values[metric].to_numpy(dtype=float), grid, smooth, min_window_fraction)
+                smoothed_curve(
+                    s, s.values[metric].to_numpy(dtype=float), grid, smooth, min_window_fraction
+                )
                 for s in runs
             ]
         )
@@ -260,7 +125,7 @@ def plot_recovery(
         if len(runs) > 1:
             ax.fill_between(grid, lower, upper, color=colors[method], alpha=0.2, linewidth=0)
     ax.set_xlim(grid[0], grid[-1])
-    caption = _markers(ax, series, colors)
+    caption = draw_run_shift_markers(ax, series, colors)
     ax.set_xlabel(axis_label(x, df) + (f"\n{caption}" if caption else ""), fontsize=9)
     ax.set_ylabel(f"{metric} (trailing mean)")
     band = f", band: {confidence:.0%} bootstrap CI over seeds" if len(series) > len(colors) else ""
@@ -271,7 +136,7 @@ def plot_recovery(
         f"each shift{band})",
         fontsize=10,
     )
-    _legend_outside(ax)
+    legend_outside(ax)
     ax.grid(alpha=0.3)
     return finish(ax, path)
 
@@ -294,18 +159,16 @@ def plot_behavior_shares(
     t] that carry the label; the ``max_labels - 1`` most frequent labels get their own line and
     the rest are pooled as "other". This shows a policy switching style after a shift.
     """
-    experiment = _single_experiment(df)
+    experiment = single_experiment(df)
     check_x_axis(x, df)
     if "behavior" not in df.columns:
         raise ValueError("plot_behavior_shares needs the episode column 'behavior'")
     if max_labels < 1:
         raise ValueError(f"max_labels must be >= 1, got {max_labels}")
-    series = _run_series(df, x, change_points, phase_names)
-    smooth = smooth or _default_smooth(series)
-    grid = _grid(series)
-    labels_all = df["behavior"].fillna("").astype(str).replace("", UNLABELLED)
-    frequent = list(labels_all.value_counts().index)
-    shown = frequent if len(frequent) <= max_labels else frequent[: max_labels - 1] + ["other"]
+    series = run_series(df, x, change_points, phase_names)
+    smooth = smooth or default_smooth(series)
+    grid = curve_grid(series)
+    shown = shown_labels(df, max_labels)
     colors = label_colors(shown)
     methods = sorted({s.key[1] for s in series})
     figure = Figure(figsize=(9.0, 2.6 * len(methods) + 0.8), layout="constrained")
@@ -313,22 +176,11 @@ def plot_behavior_shares(
     for ax, method in zip(axes, methods):
         runs = [s for s in series if s.key[1] == method]
         for label in shown:
-            curves = []
-            for run in runs:
-                behavior = run.values["behavior"].fillna("").astype(str).replace("", UNLABELLED)
-                match = (
-                    ~behavior.isin(shown[:-1]) if label == "other" else behavior == label
-                ).to_numpy(dtype=float)
-                curves.append(_curve(run, match, grid, smooth, min_window_fraction))
-            stacked = np.array(curves)
-            present = np.isfinite(stacked).sum(axis=0)
-            share = np.where(
-                present > 0, np.nansum(stacked, axis=0) / np.maximum(present, 1), np.nan
-            )
+            share = share_curve(runs, label, shown, grid, smooth, min_window_fraction)
             ax.plot(grid, share, color=colors[label], linewidth=1.6, label=label)
         ax.set_xlim(grid[0], grid[-1])
         ax.set_ylim(-0.02, 1.02)
-        _markers(ax, runs, {method: "black"})
+        draw_run_shift_markers(ax, runs, {method: "black"})
         ax.set_ylabel("share of episodes")
         ax.set_title(f"{method} ({len(runs)} seed{'s' if len(runs) > 1 else ''}, mean)", fontsize=9)
         ax.grid(alpha=0.3)
@@ -390,7 +242,7 @@ def plot_staleness_histogram(
     ax.set_xlabel("staleness (learner version at training - oldest token version)")
     ax.set_ylabel("fraction of trained episodes")
     ax.set_title(title or "Staleness of trained episodes", fontsize=10)
-    _legend_outside(ax)
+    legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     return finish(ax, path)
 
@@ -460,49 +312,21 @@ def plot_update_metric(
         raise ValueError(f"metric {name!r} has no finite value")
     xs_all = data[x].to_numpy(dtype=float)
     grid = np.linspace(xs_all.min(), xs_all.max(), GRID_POINTS)
-    # At least three updates per window: a narrower one is empty between updates.
-    spacing = data.groupby(["method", "seed"])[x].apply(
-        lambda values: (
-            np.median(np.diff(np.sort(values.to_numpy(float)))) if len(values) > 1 else 0.0
-        )
-    )
-    smooth = smooth or max(
-        (xs_all.max() - xs_all.min()) / 30.0,
-        3.0 * float(np.nanmax(spacing.to_numpy(float), initial=0.0)),
-        1e-9,
-    )
+    smooth = smooth or update_window(data, x)
+    curves_by_method = update_curves(data, name, x, grid, smooth)
     colors = method_colors(data["method"].unique())
     ax = new_axes(ax, figsize=(7.5, 4.2))
     for method in sorted(colors):
-        runs = [
-            run
-            for _, run in data[data["method"] == method].groupby(
-                ["experiment", "seed"] if "experiment" in data else ["seed"]
-            )
-        ]
-        curves = []
-        for run in runs:
-            run_x = run[x].to_numpy(dtype=float)
-            curve = trailing_mean(
-                run_x,
-                run[name].to_numpy(dtype=float),
-                smooth,
-                query_times=grid,
-                min_window_fraction=0.0,
-            )
-            curve[grid > run_x.max()] = np.nan
-            curves.append(curve)
-        center, lower, upper = seed_band(
-            np.array(curves), reps=reps, confidence=confidence, seed=seed
-        )
+        curves = curves_by_method[method]
+        center, lower, upper = seed_band(curves, reps=reps, confidence=confidence, seed=seed)
         ax.plot(
             grid,
             center,
             color=colors[method],
             linewidth=1.6,
-            label=f"{method} ({len(runs)} run{'s' if len(runs) > 1 else ''})",
+            label=f"{method} ({len(curves)} run{'s' if len(curves) > 1 else ''})",
         )
-        if len(runs) > 1:
+        if len(curves) > 1:
             ax.fill_between(grid, lower, upper, color=colors[method], alpha=0.2, linewidth=0)
     ax.set_xlim(grid[0], grid[-1])
     if change_points:
@@ -623,6 +447,6 @@ def plot_metric_intervals(
                 label="some seeds censored",
             )
         )
-    _legend_outside(ax, handles=handles)
+    legend_outside(ax, handles=handles)
     ax.grid(axis="y", alpha=0.3)
     return finish(ax, path)

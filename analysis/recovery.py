@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from sao_online.analysis.smoothing import trailing_mean
-from sao_online.analysis.timeline import (
+from sao_online.analysis.time_axes import (
     ChangePointsArg,
     change_points_for_run,
     check_x_axis,
@@ -136,7 +136,8 @@ def recovery_metrics(
         window: clock units before each shift averaged into ``pre_level`` (x-axis units).
         rho: fraction of pre_level the smoothed curve must reach to count as recovered.
         horizon: x-axis units after each shift averaged into ``recovery_auc``.
-        x: ``"world_time"``, ``"tokens"`` or ``"seconds"`` (see ``timeline``).
+        x: ``"world_time"``, ``"tokens"`` or ``"seconds"``
+            (see :mod:`sao_online.analysis.time_axes`).
         smooth: width of the trailing moving average (x-axis units).
         evals: the evals table (from ``load_runs(..., table="evals")``) for ``forgetting``.
         min_pre_level: pre-shift levels at or below this (reward units; the suite's rewards lie

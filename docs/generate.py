@@ -15,7 +15,7 @@ SHIFT`` (the demo's per-seed results, from ``docs/demo_seed_sets.csv``).
     python docs/generate.py            # rewrite the generated parts of every page
     python docs/generate.py --check    # change nothing; exit 1 naming each stale page
 
-``tests/test_docs_pages.py`` runs the check, and the site's build (``make docs``) fails on a
+``tests/docs/test_docs_pages.py`` runs the check, and the site's build (``make docs``) fails on a
 stale page too (``docs/hooks.py``).
 """
 

@@ -9,16 +9,15 @@ Everything here runs without gradient: advantages and returns are targets, not g
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
 __all__ = [
-    "KeyedRunningMeanBaseline",
-    "RunningMeanBaseline",
     "broadcast_to_tokens",
+    "check_episode_rewards",
     "check_token_tensors",
+    "compute_dtype",
     "group_advantages",
     "length_adaptive_lambda",
     "response_span_mask",
@@ -54,7 +53,7 @@ def check_token_tensors(
             raise TypeError(f"{name} must be a floating-point tensor, got {tensor.dtype}")
 
 
-def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
+def compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     """float64 if any input is float64, else float32 (bf16/fp16 are upcast for the recursion)."""
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
@@ -107,7 +106,7 @@ def skip_observation_gae(
     if not 0.0 <= float(gamma) <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     batch_size, _ = action_mask.shape
-    dtype = _compute_dtype(rewards, values)
+    dtype = compute_dtype(rewards, values)
     if isinstance(lam, torch.Tensor) and lam.shape != (batch_size,):
         raise ValueError(f"lam as a tensor must be [batch]=({batch_size},), got {tuple(lam.shape)}")
     lam_per_row = torch.as_tensor(lam, device=rewards.device, dtype=dtype).expand(batch_size)
@@ -185,7 +184,8 @@ def length_adaptive_lambda(
     return (1.0 - 1.0 / (alpha * lengths)).clamp(min=0.0)
 
 
-def _check_episode_rewards(rewards: torch.Tensor) -> None:
+def check_episode_rewards(rewards: torch.Tensor) -> None:
+    """Checks ``rewards`` is a finite 1-D tensor ``[batch]`` (ValueError naming what is wrong)."""
     if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
         raise ValueError("rewards must be a 1-D tensor [batch] of per-episode rewards")
     if not bool(torch.isfinite(rewards).all()):
@@ -193,7 +193,7 @@ def _check_episode_rewards(rewards: torch.Tensor) -> None:
 
 
 def _check_episode_inputs(rewards: torch.Tensor, group_ids: torch.Tensor) -> None:
-    _check_episode_rewards(rewards)
+    check_episode_rewards(rewards)
     if not isinstance(group_ids, torch.Tensor) or group_ids.shape != rewards.shape:
         raise ValueError(
             f"group_ids must be a tensor with the shape of rewards {tuple(rewards.shape)}"
@@ -208,7 +208,7 @@ def _group_statistics(
     """Per-group index, size, mean, population std and a zero-variance flag (all per group)."""
     unique_ids, group_index = torch.unique(group_ids, return_inverse=True)
     num_groups = unique_ids.numel()
-    rewards = rewards.detach().to(_compute_dtype(rewards))
+    rewards = rewards.detach().to(compute_dtype(rewards))
     sizes = torch.zeros(num_groups, dtype=rewards.dtype, device=rewards.device)
     sizes.index_add_(0, group_index, torch.ones_like(rewards))
     sums = torch.zeros_like(sizes).index_add_(0, group_index, rewards)
@@ -288,135 +288,6 @@ def rloo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Ten
     member_sizes = sizes[group_index]
     advantages = member_sizes / (member_sizes - 1) * (rewards.to(means.dtype) - means[group_index])
     return advantages.masked_fill(zero_variance[group_index], 0.0)
-
-
-class RunningMeanBaseline:
-    """Baseline = mean of the last ``window`` rewards seen before the current batch.
-
-    The critic-free SAO ablation (and the paper's online-learning comparison, window 128).
-    Calling it computes advantages against the rewards seen *before* the batch, then adds the
-    batch to the window, so an episode never serves as its own baseline. Before any reward has
-    been seen the baseline is 0.
-
-    Args:
-        window: number of most recent rewards averaged (positive).
-
-    Example:
-        >>> baseline = RunningMeanBaseline(window=2)
-        >>> baseline(torch.tensor([1.0, 3.0])).tolist()
-        [1.0, 3.0]
-        >>> baseline(torch.tensor([5.0])).tolist()
-        [3.0]
-    """
-
-    def __init__(self, window: int = 128) -> None:
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"window must be a positive int, got {window!r}")
-        self.window = window
-        self._recent: deque[float] = deque(maxlen=window)
-
-    @property
-    def baseline(self) -> float:
-        """Mean of the rewards currently in the window (0 when empty)."""
-        return sum(self._recent) / len(self._recent) if self._recent else 0.0
-
-    def __len__(self) -> int:
-        return len(self._recent)
-
-    @torch.no_grad()
-    def __call__(self, rewards: torch.Tensor) -> torch.Tensor:
-        """Returns ``rewards - baseline`` (per-episode ``[batch]``), then updates the window.
-
-        Rewards enter the window in batch order, so with a batch larger than the window only
-        its last ``window`` rewards are kept.
-        """
-        _check_episode_rewards(rewards)
-        rewards = rewards.detach().to(_compute_dtype(rewards))
-        advantages = rewards - self.baseline
-        self._recent.extend(rewards.tolist())
-        return advantages
-
-    def state_dict(self) -> dict[str, Any]:
-        """A JSON-able snapshot for checkpoints."""
-        return {"window": self.window, "rewards": list(self._recent)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores a :meth:`state_dict` snapshot; ValueError if its window differs."""
-        if set(state) != {"window", "rewards"}:
-            raise ValueError(f"state must have keys 'window' and 'rewards', got {sorted(state)}")
-        if state["window"] != self.window:
-            raise ValueError(f"state window {state['window']} != this baseline's {self.window}")
-        self._recent = deque((float(reward) for reward in state["rewards"]), maxlen=self.window)
-
-
-class KeyedRunningMeanBaseline:
-    """One :class:`RunningMeanBaseline` per key: a per-prompt (per task, per level) baseline.
-
-    The paper's per-prompt running-mean ablation, where "prompt" is whatever key the caller
-    groups episodes by (here, entries of the environment's ``info`` such as ``difficulty``).
-    Each episode's advantage is its reward minus the mean of the last ``window`` rewards of its
-    own key seen before the batch; a key not seen before has baseline 0, as an empty
-    :class:`RunningMeanBaseline` does.
-
-    Args:
-        window: rewards kept per key (positive).
-
-    Example:
-        >>> baseline = KeyedRunningMeanBaseline(window=2)
-        >>> baseline(torch.tensor([1.0, 0.0]), ["easy", "hard"]).tolist()
-        [1.0, 0.0]
-        >>> baseline(torch.tensor([0.0, 1.0]), ["easy", "hard"]).tolist()
-        [-1.0, 1.0]
-    """
-
-    def __init__(self, window: int = 32) -> None:
-        RunningMeanBaseline(window)  # validates window
-        self.window = window
-        self._per_key: dict[str, RunningMeanBaseline] = {}
-
-    def baseline(self, key: str) -> float:
-        """Mean of the rewards in ``key``'s window (0 when the key is unseen)."""
-        tracker = self._per_key.get(key)
-        return tracker.baseline if tracker is not None else 0.0
-
-    @torch.no_grad()
-    def __call__(self, rewards: torch.Tensor, keys: list[str] | tuple[str, ...]) -> torch.Tensor:
-        """Returns ``rewards - baseline of each episode's key``, then adds the batch to the windows.
-
-        Raises:
-            ValueError: ``keys`` is not one string per reward.
-        """
-        _check_episode_rewards(rewards)
-        if len(keys) != len(rewards) or not all(isinstance(key, str) for key in keys):
-            raise ValueError(f"keys must be {len(rewards)} strings, one per reward")
-        rewards = rewards.detach().to(_compute_dtype(rewards))
-        advantages = torch.empty_like(rewards)
-        for key in dict.fromkeys(keys):  # each key once, in first-seen order
-            rows = torch.tensor([row for row, row_key in enumerate(keys) if row_key == key])
-            tracker = self._per_key.setdefault(key, RunningMeanBaseline(self.window))
-            advantages[rows] = tracker(rewards[rows])
-        return advantages
-
-    def state_dict(self) -> dict[str, Any]:
-        """A JSON-able snapshot for checkpoints."""
-        return {
-            "window": self.window,
-            "rewards": {
-                key: tracker.state_dict()["rewards"] for key, tracker in self._per_key.items()
-            },
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores a :meth:`state_dict` snapshot; ValueError if its window differs."""
-        if set(state) != {"window", "rewards"}:
-            raise ValueError(f"state must have keys 'window' and 'rewards', got {sorted(state)}")
-        if state["window"] != self.window:
-            raise ValueError(f"state window {state['window']} != this baseline's {self.window}")
-        self._per_key = {}
-        for key, rewards in state["rewards"].items():
-            tracker = RunningMeanBaseline(self.window)
-            tracker.load_state_dict({"window": self.window, "rewards": rewards})
-            self._per_key[key] = tracker
 
 
 def response_span_mask(action_mask: torch.Tensor) -> torch.Tensor:

@@ -208,6 +208,8 @@ def benchmark(
         first_seed: the first seed (default the tier's).
         overrides: ``"section.field=value"`` applied to every task's config.
         resume: continue the benchmark in ``out`` (finished runs are kept and skipped).
+        parallel: cores the local backend's runs and warm starts share (default: every
+            usable core), scheduled by their estimated costs.
 
     Returns:
         The path of ``scorecard.md``.

@@ -14,35 +14,6 @@ from pathlib import Path
 from sao_online.defaults import DEFAULT_ORACLE_FRACTION
 
 
-def _start_worker_server() -> None:
-    """For commands that start child processes: the server that forks them starts importing
-    now, beside this process's own imports, instead of when the first child is asked for."""
-    from sao_online.runtime.processes import start_server_early
-
-    start_server_early()
-
-
-def _cmd_envs(args: argparse.Namespace) -> int:
-    import gymnasium
-
-    from sao_online.environments import import_env_module, list_envs
-
-    before = set(gymnasium.registry)
-    for module in args.imports:
-        import_env_module(module)
-    added = set(gymnasium.registry) - before
-    if args.imports and not list_envs(ids=added):
-        raise ValueError(
-            f"envs --import: {', '.join(args.imports)} registered no drifting task "
-            "(an env class with a drift_space, registered with gymnasium.register)"
-        )
-    for env_id, description, drift_space in list_envs() + list_envs(ids=added):
-        print(f"{env_id}\n    {description}")
-        for name, spec in drift_space.items():
-            print(f"    drift {name}: {spec.describe()}" + (f" — {spec.help}" if spec.help else ""))
-    return 0
-
-
 def _cmd_schedules_show(args: argparse.Namespace) -> int:
     from sao_online.bundled_configs import resolve_config
     from sao_online.drift_schedules import format_timeline, load_schedule, plot_timeline
@@ -75,17 +46,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     path = warm_start(config, force=args.force, progress=True)
     print(f"warm start ready: {path}")
     if args.summary:
-        from sao_online.commands.policy_summary import behavior_summary
-        from sao_online.models import load_policy
-        from sao_online.runtime.envs import resolve_schedule
+        from sao_online.commands.policy_summary import warm_start_summary
 
-        policy, tokenizer = load_policy(str(path))
-        summary = json.loads((path / "warm_start.json").read_text())
-        summary.pop("loss_curve", None)
-        summary["behavior"] = behavior_summary(
-            config, policy, tokenizer, theta=resolve_schedule(config).at(0).theta
-        )
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(warm_start_summary(config, path), indent=2))
     return 0
 
 
@@ -94,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
     config = load_config(_config_path(args), args.set + threads)
-    from sao_online.runtime.machine_fit import check_then_start_workers
+    from sao_online.runtime.host.machine_fit import check_then_start_workers
 
     # Before the heavy imports below, so the server's overlap them (run_experiment repeats it,
     # a no-op then, and warns about workers sharing cores).
@@ -150,82 +113,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_show(args: argparse.Namespace) -> int:
-    from sao_online.tracking import TRANSCRIPTS_FILE, format_transcript, read_transcripts
-
-    root = Path(args.run)
-    if not root.is_dir():
-        raise FileNotFoundError(f"show: no run directory {root}")
-    files = (
-        [root / TRANSCRIPTS_FILE]
-        if (root / TRANSCRIPTS_FILE).exists()
-        else sorted(root.rglob(TRANSCRIPTS_FILE))
-    )
-    if not files:
-        raise FileNotFoundError(
-            f"show: no {TRANSCRIPTS_FILE} under {root} (runs keep one when "
-            "logging.transcripts_every > 0)"
-        )
-    for path in files:
-        records = [
-            r for r in read_transcripts(path) if args.phase is None or r["phase"] == args.phase
-        ]
-        if not records:
-            print(
-                f"== {path.parent}: no transcript"
-                + (f" in phase {args.phase}" if args.phase is not None else "")
-            )
-            continue
-        # Spread over the run (first, last and evenly between) so drift shows.
-        count = min(args.count, len(records))
-        picks = sorted({round(k * (len(records) - 1) / max(count - 1, 1)) for k in range(count)})
-        print(f"== {path.parent} ({len(records)} transcripts, showing {len(picks)})")
-        for index in picks:
-            print(format_transcript(records[index]))
-            print()
-    return 0
-
-
-def _cmd_bench(args: argparse.Namespace) -> int:
-    if args.peer and args.what != "throughput":
-        print(f"bench {args.what}: --peer applies to bench throughput only", file=sys.stderr)
-        return 2
-    if args.model != "tiny" and args.what != "rollout":
-        print(f"bench {args.what}: --model applies to bench rollout only", file=sys.stderr)
-        return 2
-    if args.max_staleness is not None and args.what != "async":
-        print(f"bench {args.what}: --max-staleness applies to bench async only", file=sys.stderr)
-        return 2
-    if args.what == "rollout":
-        from sao_online.commands.bench_rollout import run_rollout_benchmark
-
-        result = run_rollout_benchmark(quick=args.quick, model=args.model)
-    elif args.what == "sandbox":
-        from sao_online.commands.bench_sandbox import run_sandbox_benchmark
-
-        result = run_sandbox_benchmark(quick=args.quick)
-    elif args.what == "throughput":
-        _start_worker_server()  # for its local-backend run
-        from sao_online.commands.bench_throughput import run_throughput_benchmark
-
-        result = run_throughput_benchmark(quick=args.quick, peer=args.peer)
-    elif args.what == "learner":
-        from sao_online.commands.bench_learner import run_learner_benchmark
-
-        result = run_learner_benchmark(quick=args.quick)
-    elif args.what == "contention":
-        from sao_online.commands.bench_contention import run_contention_benchmark
-
-        result = run_contention_benchmark(quick=args.quick)
-    else:
-        _start_worker_server()
-        from sao_online.commands.bench_async import run_async_benchmark
-
-        result = run_async_benchmark(quick=args.quick, max_staleness=args.max_staleness)
-    print(json.dumps(result))
-    return 0
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sao_online.commands.demo import run_demo  # through compare, which starts the server
 
@@ -252,25 +139,6 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_configs(args: argparse.Namespace) -> int:
-    from sao_online.commands.configs import copy_and_describe, format_config_list
-
-    if args.configs_command == "list":
-        print(format_config_list())
-    else:
-        print(copy_and_describe(args.name, args.dest, force=args.force))
-    return 0
-
-
-def _cmd_init_task(args: argparse.Namespace) -> int:
-    from sao_online.commands.init_task import next_steps, write_task
-
-    written = write_task(args.name, args.dir, force=args.force)
-    print("\n".join(f"wrote {path}" for path in written))
-    print(next_steps(args.name, Path(args.dir)))
-    return 0
-
-
 class _MethodNames:
     """The built-in method names, looked up only when ``--help`` is printed (the registry
     imports torch, which would slow every command line down)."""
@@ -292,18 +160,6 @@ def _version() -> str:
         return __version__
 
 
-def _bounds(text: str) -> list[int]:
-    try:
-        bounds = [int(part) for part in text.split(",")]
-    except ValueError:
-        bounds = []
-    if not bounds or min(bounds) < 0:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated ints >= 0 such as 4,8,16, got {text!r}"
-        )
-    return bounds
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sao-online",
@@ -318,18 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    envs = commands.add_parser("envs", help="list environments and their drift parameters")
-    envs.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (a module that calls gymnasium.register) and list "
-        "its drifting tasks too; an experiment names it as env.id: "
-        "MODULE:namespace/Name-v0",
-    )
-    envs.set_defaults(func=_cmd_envs)
+    from sao_online.commands.envs import add_envs_parser
+
+    add_envs_parser(commands)
 
     schedules = commands.add_parser("schedules", help="inspect drift schedules")
     schedule_commands = schedules.add_subparsers(dest="schedules_command", required=True)
@@ -438,45 +285,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=_cmd_report)
 
-    show = commands.add_parser(
-        "show",
-        help="print episode transcripts a run kept (what the "
-        "agent wrote, what the env answered, rewards)",
-    )
-    show.add_argument("run", help="a run directory (or a folder of runs)")
-    show.add_argument(
-        "-n", "--count", type=int, default=3, help="transcripts per run (spread over the run)"
-    )
-    show.add_argument("--phase", type=int, default=None, help="only episodes of this phase")
-    show.set_defaults(func=_cmd_show)
+    from sao_online.commands.show import add_show_parser
 
-    bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
-    bench.add_argument(
-        "what", choices=["rollout", "async", "throughput", "contention", "sandbox", "learner"]
-    )
-    bench.add_argument("--quick", action="store_true", help="a shorter run")
-    bench.add_argument(
-        "--peer",
-        choices=["trl"],
-        default=None,
-        help="throughput: also run TRL's GRPOTrainer on the same workload and "
-        "report the ratio (needs pip install 'sao-online[trl]')",
-    )
-    bench.add_argument(
-        "--max-staleness",
-        type=_bounds,
-        default=None,
-        metavar="N[,N...]",
-        help="async: staleness bounds for the local backend (default 4); the first is used "
-        "for every backend, each further one adds a local run",
-    )
-    bench.add_argument(
-        "--model",
-        default="tiny",
-        help="rollout: the policy (tiny, the default random-init model, or a name load_policy "
-        "takes such as smollm2-135m)",
-    )
-    bench.set_defaults(func=_cmd_bench)
+    add_show_parser(commands)
+
+    from sao_online.bench.cli import add_bench_parser
+
+    add_bench_parser(commands)
 
     from sao_online.commands.benchmark import add_benchmark_parser
 
@@ -506,34 +321,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_cmd_demo)
 
-    configs = commands.add_parser(
-        "configs", help="the bundled experiment configs: list them, copy one to edit"
-    )
-    config_commands = configs.add_subparsers(dest="configs_command", required=True)
-    config_commands.add_parser("list", help="name and description of each bundled config")
-    copy = config_commands.add_parser(
-        "copy", help="copy a bundled config (and its schedule file) to edit it"
-    )
-    copy.add_argument("name", help="a bundled config's name (`sao-online configs list`)")
-    copy.add_argument(
-        "dest", nargs="?", default=".", help="a folder or a .yaml file (default: here)"
-    )
-    copy.add_argument("--force", action="store_true", help="replace files that exist")
-    configs.set_defaults(func=_cmd_configs)
+    from sao_online.commands.configs import add_configs_parser
+    from sao_online.commands.init_task import add_init_parser
 
-    init = commands.add_parser("init", help="start something of your own from a template")
-    init_commands = init.add_subparsers(dest="init_command", required=True)
-    task = init_commands.add_parser(
-        "task",
-        help="write NAME.py (a drifting task) and NAME.yaml (an experiment on it) to edit",
-    )
-    task.add_argument("name", help="the task's module name, e.g. my_task")
-    task.add_argument("--dir", default=".", help="where to write the files (default: here)")
-    task.add_argument("--force", action="store_true", help="replace files that exist")
-    task.set_defaults(func=_cmd_init_task)
+    add_configs_parser(commands)
+    add_init_parser(commands)
 
-    # --verbose after the command too (`sao-online run demo --verbose`).
-    for sub in commands.choices.values():
+    # --verbose after the command too (`sao-online run demo --verbose`), subcommands included.
+    for sub in _all_subparsers(parser):
         sub.add_argument(
             "--verbose",
             action="store_true",
@@ -541,6 +336,16 @@ def build_parser() -> argparse.ArgumentParser:
             help=("also show other libraries' progress bars, log lines and warnings"),
         )
     return parser
+
+
+def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below ``parser``: its commands, their subcommands, and so on."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += [sub, *_all_subparsers(sub)]
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -573,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sao-online {args.command}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:
-        from sao_online.disk_full import DiskFullError, is_disk_full
+        from sao_online.rundir.disk_full import DiskFullError, is_disk_full
 
         if not is_disk_full(error):
             raise

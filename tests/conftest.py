@@ -21,10 +21,10 @@ RUN_TOGETHER = {
     "environments/sandbox/test_sandbox_isolation.py": "sandbox",
     "environments/test_code_shift.py": "sandbox",
     "environments/test_env_contract.py": "sandbox",
-    "test_bench_sandbox.py": "sandbox",
+    "bench/test_bench_sandbox.py": "sandbox",
     # One worker each, so each module builds its reference run once.
-    "test_compare_signals.py": "compare_signals",
-    "test_disk_full.py": "disk_full",
+    "cli/test_compare_signals.py": "compare_signals",
+    "rundir/test_disk_full.py": "disk_full",
 }
 
 
@@ -35,28 +35,79 @@ RUN_TOGETHER = {
 #: busy machine, about 45 s on a worker of a quiet ``make test``), then SmolLM2's (about 45 s).
 START_FIRST = [
     "benchmark/test_benchmark_smoke.py",  # the whole smoke tier: 20 runs, 4 warm starts
-    "test_compare_signals.py",
+    "cli/test_compare_signals.py",
     "benchmark/test_benchmark_signals.py",  # a reference benchmark, one stopped and resumed
-    "test_smollm2.py",
-    "test_user_task_cli.py",
+    "models/test_smollm2.py",
+    "cli/test_user_task_cli.py",
     "test_wheel_install.py",  # builds a wheel, a venv, and runs the installed command line
-    "test_quiet_output.py",
-    "test_compare_summary.py",
-    "runtime/test_bench_async.py",
+    "cli/test_quiet_output.py",
+    "cli/test_compare_summary.py",
+    "bench/test_bench_async.py",
     "test_api.py",
     "runtime/test_async_backends.py",
     "runtime/test_ray_two_nodes.py",
     "benchmark/test_benchmark_ray.py",
     "runtime/test_async_invariants.py",
-    "test_chat_model_rollout.py",
+    "rollout/test_chat_model_rollout.py",
     # 5-10 s each under `make test` (CLI processes, a killed run resumed, forkserver children,
     # full reports): handed out late, one of them ended a run 9 s after the other worker.
-    "test_run_integrity.py",
+    "rundir/test_run_integrity.py",
     "runtime/test_env_failures.py",
     "runtime/test_sync_runtime.py",
     "runtime/test_processes.py",
     "analysis/test_analysis_report.py",
 ]
+
+
+#: What an engine from ``make_engine`` runs unless the test says otherwise: two slots, short
+#: episodes, and a cut action submitted to the env (most tests count env steps per turn).
+ENGINE_DEFAULTS = {
+    "num_slots": 2,
+    "max_turns": 2,
+    "max_action_tokens": 4,
+    "max_episode_tokens": 200,
+    "on_action_cap": "submit",
+}
+
+
+@pytest.fixture
+def tiny_policy():
+    """The tiny policy and its byte tokenizer: two layers 64 wide, seed 0."""
+    from sao_online.models import build_tiny_policy
+
+    return build_tiny_policy(num_layers=2, hidden_size=64, seed=0)
+
+
+@pytest.fixture
+def make_engine(request):
+    """``make_engine(policy=None, **settings)`` builds a ``RolloutEngine``.
+
+    The engine runs ``policy`` (a ``(model, tokenizer)`` pair; the test's ``tiny_policy`` when
+    omitted, built only then) with ``ENGINE_DEFAULTS`` updated by ``settings``. Every engine
+    built is closed when the test ends, so a failing test leaves no env threads behind.
+    """
+    from sao_online.rollout import RolloutEngine
+
+    engines = []
+
+    def make(policy=None, **settings):
+        model, tokenizer = policy or request.getfixturevalue("tiny_policy")
+        engines.append(RolloutEngine(model, tokenizer, **{**ENGINE_DEFAULTS, **settings}))
+        return engines[-1]
+
+    yield make
+    for engine in engines:
+        engine.close()
+
+
+def pytest_configure(config):
+    # A module moved or renamed without its entry here would silently lose its group or its
+    # early start: say so instead.
+    missing = [module for module in (*RUN_TOGETHER, *START_FIRST) if not (TESTS / module).is_file()]
+    if missing:
+        raise pytest.UsageError(
+            f"tests/conftest.py names test modules that do not exist: {', '.join(missing)}"
+        )
 
 
 def _module(item: pytest.Item) -> str | None:

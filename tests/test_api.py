@@ -16,8 +16,8 @@ import pytest
 
 from sao_online.api import as_config
 from sao_online.config import ConfigError, ExperimentConfig
-from sao_online.runtime import main_guard
-from sao_online.runtime.main_guard import MissingMainGuardError, require_main_guard
+from sao_online.runtime.host import main_guard
+from sao_online.runtime.host.main_guard import MissingMainGuardError, require_main_guard
 
 ROOT = Path(__file__).resolve().parent.parent
 

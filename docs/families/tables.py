@@ -101,9 +101,69 @@ def calibration() -> str:
     return markdown(header, rows)
 
 
+def current_margin(module: str) -> float:
+    """The margin the test module asserts today (its ``MARGIN``), not the one a row recorded."""
+    source = (HERE.parent.parent / "tests" / "learning" / f"{module}.py").read_text()
+    found = re.search(r"^MARGIN = ([0-9.]+)$", source, re.M)
+    if found is None:
+        raise SystemExit(f"tests/learning/{module}.py: no MARGIN = <number> line")
+    return float(found[1])
+
+
+def cpu_or_cached(seconds: float) -> str:
+    """A warm start read from the cache took no training: say so rather than print 0."""
+    return "cached" if seconds < 1 else f"{seconds:.0f}"
+
+
+def learning_tests() -> str:
+    """Per learning test and method: the rise per seed, the rise with learning off, the margin."""
+    rows = read_rows("learning_tests.jsonl")
+    tests = list(dict.fromkeys((row["module"], row["method"]) for row in rows))
+    table = []
+    for module, method in tests:
+        mine = [row for row in rows if (row["module"], row["method"]) == (module, method)]
+        on = sorted(
+            (row for row in mine if row["learning_rate_override"] is None),
+            key=lambda row: row["seed"],
+        )
+        off = [row for row in mine if row["learning_rate_override"] is not None]
+        margin = current_margin(module)
+        table.append(
+            [
+                f"`{module}`",
+                method,
+                f"{on[0]['before']:.2f}",
+                ", ".join(f"{row['rise']:+.2f}" for row in on),
+                ", ".join(f"{row['rise']:+.2f} (lr {row['learning_rate_override']})" for row in off)
+                or "-",
+                f"{margin:.2f}",
+                "yes"
+                if min(row["rise"] for row in on)
+                >= margin
+                > max([row["rise"] for row in off], default=float("-inf"))
+                else "no",
+                cpu_or_cached(on[0]["warm_start_cpu_seconds"]),
+                f"{sum(row['run_cpu_seconds'] for row in on) / len(on):.0f}",
+            ]
+        )
+    header = [
+        "test module",
+        "method",
+        "warm start's reward",
+        "rise per seed (0, 1, 2)",
+        "rise with learning off",
+        "margin asserted",
+        "every seed passes, learning off fails",
+        "warm start CPU s",
+        "CPU s per run",
+    ]
+    return markdown(header, table)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "grid-shift-attempts": grid_attempts,
     "calibration": calibration,
+    "learning-tests": learning_tests,
 }
 
 

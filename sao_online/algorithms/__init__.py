@@ -23,6 +23,7 @@ from sao_online.algorithms.base import (
     Method,
     PolicyObjective,
 )
+from sao_online.algorithms.baselines import KeyedRunningMeanBaseline, RunningMeanBaseline
 from sao_online.algorithms.estimators import (
     CriticGAE,
     GroupNormalized,
@@ -51,12 +52,14 @@ __all__ = [
     "DoubleSidedIS",
     "GroupNormalized",
     "KeyedRunningMeanAdvantage",
+    "KeyedRunningMeanBaseline",
     "LeaveOneOut",
     "Method",
     "MethodLoadError",
     "PPOClip",
     "PolicyObjective",
     "RunningMeanAdvantage",
+    "RunningMeanBaseline",
     "SequenceRatio",
     "ZeroAdvantage",
     "build_method",

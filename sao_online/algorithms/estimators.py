@@ -10,8 +10,6 @@ from typing import Any
 import torch
 
 from sao_online.advantages import (
-    KeyedRunningMeanBaseline,
-    RunningMeanBaseline,
     broadcast_to_tokens,
     group_advantages,
     length_adaptive_lambda,
@@ -22,6 +20,7 @@ from sao_online.advantages import (
     zero_variance_group_fraction,
 )
 from sao_online.algorithms.base import AdvantageResult
+from sao_online.algorithms.baselines import KeyedRunningMeanBaseline, RunningMeanBaseline
 from sao_online.batching import Batch
 
 

@@ -9,11 +9,13 @@ starts, as an environment id ``MODULE:ns/Name-v0`` is.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Callable
+from typing import NamedTuple
 
-from sao_online.algorithms.base import Method
+from sao_online.algorithms.base import AdvantageEstimator, Method, PolicyObjective
 from sao_online.algorithms.estimators import (
     CriticGAE,
     GroupNormalized,
@@ -25,7 +27,7 @@ from sao_online.algorithms.estimators import (
 from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
 from sao_online.config import SAFE_NAME, AlgorithmConfig, ConfigError, ExperimentConfig, short_repr
 from sao_online.config.names import check_method_name
-from sao_online.method_names import METHOD_NAMES
+from sao_online.method_names import BUILTIN_METHODS, METHOD_NAMES
 
 DEFAULT_GROUP_SIZE = 8
 
@@ -34,11 +36,29 @@ MethodFactory = Callable[[AlgorithmConfig, int], Method]
 _BUILTIN_FACTORIES: dict[str, MethodFactory] = {}
 
 
-def _builtin(factory: MethodFactory) -> MethodFactory:
-    """Register ``factory`` as the built-in method of its own name (``method_names`` lists it)."""
-    if factory.__name__ not in METHOD_NAMES:
-        raise AssertionError(f"{factory.__name__} is not in sao_online.method_names")
-    _BUILTIN_FACTORIES[factory.__name__] = factory
+class _Parts(NamedTuple):
+    """What a built-in method's factory chooses; its name and group size come from its entry
+    in :data:`sao_online.method_names.BUILTIN_METHODS`, so neither is spelled twice."""
+
+    estimator: AdvantageEstimator
+    objective: PolicyObjective
+    updates_policy: bool = True
+
+
+def _builtin(parts: Callable[[AlgorithmConfig, int], _Parts]) -> MethodFactory:
+    """Register the built-in method named as ``parts`` is (``method_names`` lists it)."""
+    name = parts.__name__
+    if name not in BUILTIN_METHODS:
+        raise AssertionError(f"{name} is not in sao_online.method_names")
+    single_rollout = BUILTIN_METHODS[name]
+
+    @functools.wraps(parts, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+    def factory(cfg: AlgorithmConfig, max_length: int) -> Method:
+        group_size = _single_rollout(cfg) if single_rollout else _group(cfg)
+        estimator, objective, updates_policy = parts(cfg, max_length)
+        return Method(name, group_size, estimator, objective, updates_policy=updates_policy)
+
+    _BUILTIN_FACTORIES[name] = factory
     return factory
 
 
@@ -81,71 +101,59 @@ def _critic_gae(cfg: AlgorithmConfig, **ablation) -> CriticGAE:
 
 
 @_builtin
-def sao(cfg: AlgorithmConfig, max_length: int) -> Method:
-    return Method("sao", _single_rollout(cfg), _critic_gae(cfg), _dis(cfg))
+def sao(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(_critic_gae(cfg), _dis(cfg))
 
 
 @_builtin
-def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> Method:
+def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     # Ablation: policy lambda 1, no length adaptation (the critic enters only as V(t) baseline).
-    return Method(
-        "sao_lambda1", _single_rollout(cfg), _critic_gae(cfg, policy_lambda=1.0), _dis(cfg)
-    )
+    return _Parts(_critic_gae(cfg, policy_lambda=1.0), _dis(cfg))
 
 
 @_builtin
-def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> Method:
+def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     # Ablation: observation tokens are ordinary GAE steps (and critic targets).
-    return Method(
-        "sao_no_skip_obs",
-        _single_rollout(cfg),
-        _critic_gae(cfg, skip_observations=False),
-        _dis(cfg),
-    )
+    return _Parts(_critic_gae(cfg, skip_observations=False), _dis(cfg))
 
 
 @_builtin
-def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
-    return Method(
-        "sao_running_mean",
-        _single_rollout(cfg),
-        RunningMeanAdvantage(window=cfg.baseline_window),
-        _dis(cfg),
-    )
+def sao_running_mean(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(RunningMeanAdvantage(window=cfg.baseline_window), _dis(cfg))
 
 
 @_builtin
-def sao_prompt_mean(cfg: AlgorithmConfig, max_length: int) -> Method:
+def sao_prompt_mean(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     estimator = KeyedRunningMeanAdvantage(
         keys=tuple(cfg.baseline_keys), window=cfg.prompt_baseline_window
     )
-    return Method("sao_prompt_mean", _single_rollout(cfg), estimator, _dis(cfg))
+    return _Parts(estimator, _dis(cfg))
 
 
 @_builtin
-def frozen(cfg: AlgorithmConfig, max_length: int) -> Method:
+def frozen(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     # The warm start, never updated: the floor of the benchmark's normalized score.
-    return Method("frozen", _single_rollout(cfg), ZeroAdvantage(), _dis(cfg), updates_policy=False)
+    return _Parts(ZeroAdvantage(), _dis(cfg), updates_policy=False)
 
 
 @_builtin
-def grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
+def grpo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
         eps_high=_or(cfg.clip_eps_high, 0.2),
         dual_clip=cfg.dual_clip,
         aggregation="sequence_mean",
     )
-    return Method("grpo", _group(cfg), GroupNormalized(normalize_std=True), objective)
+    return _Parts(GroupNormalized(normalize_std=True), objective)
 
 
 @_builtin
-def grpo_dis(cfg: AlgorithmConfig, max_length: int) -> Method:
-    return Method("grpo_dis", _group(cfg), GroupNormalized(normalize_std=True), _dis(cfg))
+def grpo_dis(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(GroupNormalized(normalize_std=True), _dis(cfg))
 
 
 @_builtin
-def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
+def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
         eps_high=_or(cfg.clip_eps_high, 0.2),
@@ -153,11 +161,11 @@ def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> Method:
         aggregation="constant_normalizer",
         max_length=max_length,
     )
-    return Method("dr_grpo", _group(cfg), GroupNormalized(normalize_std=False), objective)
+    return _Parts(GroupNormalized(normalize_std=False), objective)
 
 
 @_builtin
-def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
+def dapo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     # Clip-higher: eps_high 0.28 (DAPO, Yu et al. 2025), token-level mean aggregation.
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
@@ -165,26 +173,26 @@ def dapo(cfg: AlgorithmConfig, max_length: int) -> Method:
         dual_clip=cfg.dual_clip,
         aggregation="token_mean",
     )
-    return Method("dapo", _group(cfg), GroupNormalized(normalize_std=True), objective)
+    return _Parts(GroupNormalized(normalize_std=True), objective)
 
 
 @_builtin
-def gspo(cfg: AlgorithmConfig, max_length: int) -> Method:
+def gspo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     objective = SequenceRatio(
         eps_low=_or(cfg.clip_eps_low, 3e-4), eps_high=_or(cfg.clip_eps_high, 4e-4)
     )
-    return Method("gspo", _group(cfg), GroupNormalized(normalize_std=True), objective)
+    return _Parts(GroupNormalized(normalize_std=True), objective)
 
 
 @_builtin
-def rloo(cfg: AlgorithmConfig, max_length: int) -> Method:
+def rloo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
         eps_high=_or(cfg.clip_eps_high, 0.2),
         dual_clip=cfg.dual_clip,
         aggregation="token_mean",
     )
-    return Method("rloo", _group(cfg), LeaveOneOut(), objective)
+    return _Parts(LeaveOneOut(), objective)
 
 
 #: name -> factory(algorithm config, max action tokens per episode), in the order of

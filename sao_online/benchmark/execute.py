@@ -2,7 +2,8 @@
 
 ``execute_run`` runs one job (one task, method and seed) to its budget through ``compare``'s
 run body and returns the run's small result record, with the provenance of the process that
-ran it. ``execute_warm_start`` builds a task's warm start. Both are module-level functions, so a
+ran it. ``execute_warm_start`` builds a task's warm start. ``execute_job`` runs either (by the
+job's ``kind``) and measures the CPU time it took. All are module-level functions, so a
 forkserver child or a Ray worker imports them by name.
 """
 
@@ -21,7 +22,7 @@ def execute_run(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     ``progress.put(n)`` is called with the episodes each update consumed.
     """
     from sao_online.commands.compare import _run_one
-    from sao_online.runlog import read_config_file
+    from sao_online.rundir.layout import read_config_file
 
     job = {**job, "resume": (Path(job["out"]) / "config.yaml").exists()}
     _run_one(job, progress)
@@ -43,3 +44,19 @@ def execute_warm_start(job: dict[str, Any], progress: Any) -> str:
 
     torch.set_num_threads(1)
     return str(warm_start(load_config(job["config"], job["overrides"])))
+
+
+def execute_job(job: dict[str, Any], progress: Any) -> dict[str, Any]:
+    """Run a benchmark job (``job["kind"]``: ``run`` or ``warm start``) in this fresh child
+    process and measure it: ``{"result": <its result>, "cpu_seconds": <user + system seconds
+    of this process and the children it waited for, such as a sandbox's programs>}``.
+
+    The process must be new for the job (a forkserver child: its counters start at zero)."""
+    from sao_online.benchmark.costs import WARM_START
+    from sao_online.benchmark.local_runner import process_cpu_seconds
+
+    if job["kind"] == WARM_START:
+        result: Any = execute_warm_start(job, progress)
+    else:
+        result = execute_run(job, progress)
+    return {"result": result, "cpu_seconds": process_cpu_seconds()}

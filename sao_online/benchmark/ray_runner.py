@@ -120,7 +120,7 @@ def run_on_ray(
     on_result: Callable[[str, dict[str, Any]], None],
 ) -> list[str]:
     """Run ``jobs`` as Ray tasks; return the failures (``"<name>: <error>"``)."""
-    from sao_online.runtime.ray_backend import import_ray
+    from sao_online.runtime.workers.ray_backend import import_ray
 
     ray = import_ray()
     from ray.util.queue import Empty, Queue

@@ -85,7 +85,7 @@ def summarize_run(run_dir: str | Path) -> dict[str, Any]:
     """
     from sao_online.analysis import load_runs, recovery_metrics
     from sao_online.analysis.loading import read_table
-    from sao_online.runlog import read_config_file
+    from sao_online.rundir.layout import read_config_file
 
     run_dir = Path(run_dir)
     config = read_config_file(run_dir / "config.yaml")

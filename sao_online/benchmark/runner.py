@@ -16,7 +16,6 @@ from its last checkpoint, and the protocol must be the one the folder was starte
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import warnings
@@ -38,6 +37,7 @@ from sao_online.benchmark.results import result_tables, write_json_atomically
 from sao_online.benchmark.suite import TierPlan, plan_tier
 from sao_online.config import ConfigError
 from sao_online.config.names import check_method_name
+from sao_online.runtime.host.threads import usable_cores
 
 BACKENDS = ("local", "ray")
 
@@ -193,12 +193,14 @@ def run_benchmark(
         StopRequested: SIGINT or SIGTERM came (local backend); every run was stopped, the
             results of those that had finished are kept, and ``resume=True`` continues.
     """
-    from sao_online.runtime.main_guard import require_main_guard
+    from sao_online.runtime.host.main_guard import require_main_guard
 
     if backend not in BACKENDS:
         raise ConfigError(f"--backend: must be local or ray, got {backend!r}")
     if address is not None and backend != "ray":
         raise ConfigError("--address: applies to --backend ray only")
+    if parallel is not None and parallel < 1:
+        raise ConfigError(f"--parallel: must be >= 1, got {parallel}")
     if backend == "local":
         require_main_guard("benchmark")
     out = Path(out)
@@ -239,8 +241,10 @@ def run_benchmark(
         if protocol_file.exists():
             saved = json.loads(protocol_file.read_text())["protocol"]
             protocol = check_same_protocol(saved, protocol, str(out), "this command")
-    from sao_online.runtime.processes import start_server_early
+    from sao_online.benchmark.local_runner import CoreUse
+    from sao_online.runtime.host.processes import start_server_early
 
+    started, before = time.time(), CoreUse.now()  # the session: from the process server on
     if backend == "local":
         start_server_early()
     jobs = _plan_jobs(plan, labels, seed_list, out, overrides)
@@ -271,12 +275,15 @@ def run_benchmark(
         else:
             _say(message)
 
-    started = time.time()
-    warm: list[dict[str, Any]] = []
+    cores = max(1, parallel or usable_cores())
+    schedule: dict[str, Any] = {}
     try:
         if pending:
             warm = _warm_start_jobs(plan, overrides)
-            failures = _run(backend, address, parallel, pending, warm, bar, on_result)
+            session_id = datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds")
+            failures, schedule = _run(
+                backend, address, cores, pending, warm, bar, on_result, out, session_id
+            )
         else:
             failures = []
     finally:
@@ -288,52 +295,69 @@ def run_benchmark(
         )
     session = None
     if pending:
-        seconds = time.time() - started
-        _say(f"{len(pending)} runs in {seconds:.0f} s")
+        use = CoreUse.now().since(before)
         session = {
             "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
-            "seconds": round(seconds, 1),
+            "seconds": use["seconds"],
             "runs": len(pending),
-            "warm_starts": len(warm),
+            "warm_starts": schedule.get("warm_starts", 0),
             "backend": backend,
-            "parallel": parallel or os.cpu_count(),
+            "parallel": cores,
             "machine": machine(),
         }
+        if backend == "local":  # Ray's processes are not this command's children
+            session.update(
+                {key: value for key, value in use.items() if key != "seconds"},
+                **{key: value for key, value in schedule.items() if key != "warm_starts"},
+            )
+        _say(session_summary(session))
     from sao_online.benchmark.scorecard import write_scorecard
 
     write_tables(out, read_results(out), protocol, session)
     return write_scorecard(out, reps=reps)
 
 
+def session_summary(session: dict[str, Any]) -> str:
+    """One line: how long a session took and, on the local backend, how busy it kept the cores."""
+    line = f"{session['runs']} runs in {session['seconds']:.0f} s"
+    if session.get("core_share") is not None:
+        line += (
+            f"; the cores {session['core_share']:.0%} busy ({session['cpu_seconds']:.0f} CPU s "
+            f"of {session['cores']} cores x {session['seconds']:.0f} s; the schedule held "
+            f"{session['allotted_share']:.0%} of them, planned {session['planned_share']:.0%})"
+        )
+        if session.get("other_share") is not None:
+            line += f"; other work took {session['other_share']:.0%} of the cores meanwhile"
+    return line
+
+
 def _run(
     backend: str,
     address: str | None,
-    parallel: int | None,
+    cores: int,
     jobs: list[dict[str, Any]],
     warm_jobs: list[dict[str, Any]],
     bar: Any,
     on_result: Callable[[str, dict[str, Any]], None],
-) -> list[str]:
+    out: Path,
+    session_id: str,
+) -> tuple[list[str], dict[str, Any]]:
+    """Run the jobs on ``backend``; return the failures and what the schedule did."""
     if backend == "ray":
         from sao_online.benchmark.ray_runner import run_on_ray
 
-        return run_on_ray(jobs, warm_jobs, address=address, bar=bar, on_result=on_result)
-    from sao_online.benchmark.execute import execute_run, execute_warm_start
-    from sao_online.commands.compare import run_jobs
+        failures = run_on_ray(jobs, warm_jobs, address=address, bar=bar, on_result=on_result)
+        return failures, {"warm_starts": len(warm_jobs)}
+    from sao_online.benchmark.local_runner import run_locally
 
-    parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
-    if warm_jobs:  # each task's warm start once, before its runs share it
-        bar.set_postfix_str("warm starts")
-        failures = run_jobs(
-            warm_jobs,
-            parallel=min(parallel, len(warm_jobs)),
-            bar=bar,
-            target=execute_warm_start,
-            keep_server=True,  # the runs follow at once
-        )
-        bar.set_postfix_str("")
-        if failures:
-            return failures
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return run_jobs(jobs, parallel=parallel, bar=bar, target=execute_run, on_result=on_result)
+        return run_locally(
+            jobs,
+            warm_jobs,
+            out=out,
+            cores=cores,
+            session=session_id,
+            bar=bar,
+            on_result=on_result,
+        )

@@ -20,15 +20,20 @@ from sao_online.analysis.report_render import (
     to_markdown,
     write_csv,
 )
-from sao_online.analysis.suite_metrics import stratified_interval, trimmed_iqm
 from sao_online.benchmark import figures
+from sao_online.benchmark.scorecard_tables import (
+    family_table,
+    leaderboard,
+    provenance_table,
+    session_table,
+    task_tables,
+)
 from sao_online.benchmark.scores import (
     MIN_SEEDS_TO_SEPARATE,
     Aggregates,
     aggregate,
     aggregate_units,
     normalized_scores,
-    separated,
     shift_scores,
 )
 
@@ -51,24 +56,6 @@ def read_tables(folder: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, 
             raise ResultsError(f"{folder}: no {name}.csv")
         tables[name] = pd.read_csv(path, keep_default_na=True)
     return tables, json.loads((folder / "benchmark.json").read_text())
-
-
-def _interval(point: float, lower: float, upper: float, digits: int = 2) -> str:
-    if not np.isfinite(point):
-        return "—"
-    # round first: a tiny negative value would print as "-0.00"
-    point, lower, upper = (round(float(v), digits) + 0.0 for v in (point, lower, upper))
-    if np.isclose(lower, upper) and np.isclose(point, lower):
-        return f"{point:.{digits}f}"
-    return f"{point:.{digits}f} [{lower:.{digits}f}, {upper:.{digits}f}]"
-
-
-def _over_seeds(values: np.ndarray, reps: int, digits: int = 2) -> str:
-    values = values[np.isfinite(values)]
-    if not len(values):
-        return "—"
-    estimate = stratified_interval([values], lambda x: trimmed_iqm(x, axis=-1), reps=reps)
-    return _interval(estimate.point, estimate.lower, estimate.upper, digits)
 
 
 def _method_order(aggregates: Aggregates, methods: list[str]) -> list[str]:
@@ -99,136 +86,6 @@ def compute(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any], reps: in
     }
 
 
-def leaderboard(aggregates: Aggregates) -> pd.DataFrame:
-    """Methods ranked by the aggregate IQM; each says whether it is separated from the next."""
-    rows = []
-    table = aggregates.table
-    for position, row in enumerate(table.itertuples(index=False)):
-        verdict = ""
-        if position + 1 < len(table):
-            below = table.iloc[position + 1]["method"]
-            is_separated, estimate = separated(aggregates.improvement, row.method, below)
-            if estimate is not None:
-                few = estimate["seeds"] < MIN_SEEDS_TO_SEPARATE
-                verdict = (
-                    f"{'separated from' if is_separated else 'not separated from'} {below}: "
-                    f"P(> {below}) = "
-                    f"{_interval(estimate['probability'], estimate['lower'], estimate['upper'])}"
-                    + (f" (fewer than {MIN_SEEDS_TO_SEPARATE} seeds)" if few else "")
-                )
-        rows.append(
-            {
-                "rank": row.rank,
-                "method": row.method,
-                "IQM [95% CI]": _interval(row.iqm, row.iqm_lower, row.iqm_upper),
-                "optimality gap [95% CI]": _interval(
-                    row.optimality_gap, row.gap_lower, row.gap_upper
-                ),
-                "scores": row.scores,
-                "next below": verdict,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def family_table(aggregates: Aggregates, order: list[str]) -> pd.DataFrame:
-    """Methods x families: each family's IQM [CI] and rank, beside the aggregate."""
-    frame = pd.DataFrame({"method": order})
-    overall = aggregates.table.set_index("method")
-    frame["aggregate"] = [
-        _interval(*overall.loc[m, ["iqm", "iqm_lower", "iqm_upper"]]) if m in overall.index else "—"
-        for m in order
-    ]
-    for family, part in aggregates.families.groupby("family", sort=True):
-        cells = part.set_index("method")
-        frame[family] = [
-            f"{_interval(*cells.loc[m, ['iqm', 'iqm_lower', 'iqm_upper']])} "
-            f"(#{int(cells.loc[m, 'rank'])})"
-            if m in cells.index
-            else "—"
-            for m in order
-        ]
-    return frame
-
-
-def task_tables(result: dict, reps: int) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
-    """Per task: (name, per-shift table of methods, phase table of floor and oracle)."""
-    per_shift, scores, order = result["per_shift"], result["scores"], result["methods"]
-    out = []
-    for task in sorted(scores["task"].unique()):
-        shifts = per_shift[per_shift["task"] == task]
-        rows = []
-        for method in order:
-            mine = shifts[shifts["method"] == method]
-            if not len(mine):
-                continue
-            row = {"method": method, "seeds": int(mine["seed"].nunique())}
-            for shift, part in mine.groupby("shift", sort=True):
-                times = part["time_to_half_oracle"].to_numpy(float)
-                censored = int(part["censored"].astype(bool).sum())
-                time_text = _over_seeds(times, reps, digits=0)
-                if censored:
-                    time_text += f" ({censored} of {len(part)} censored)"
-                row[f"shift {shift}: score before"] = _over_seeds(
-                    part["score_before"].to_numpy(float), reps
-                )
-                row[f"shift {shift}: score after"] = _over_seeds(
-                    part["score_after"].to_numpy(float), reps
-                )
-                row[f"shift {shift}: episodes to 0.5 x oracle"] = time_text
-            rows.append(row)
-        phase_rows = (
-            scores[scores["task"] == task]
-            .groupby(["phase", "phase_name"], sort=True)
-            .agg(floor=("floor", "first"), oracle=("oracle", "first"), note=("note", "first"))
-            .reset_index()
-        )
-        phase_rows["floor"] = phase_rows["floor"].map(lambda v: f"{v:.3f}")
-        phase_rows["oracle"] = phase_rows["oracle"].map(lambda v: f"{v:.3f}")
-        out.append((task, pd.DataFrame(rows), phase_rows))
-    return out
-
-
-def provenance_table(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any]) -> pd.DataFrame:
-    records = benchmark.get("provenance", {})
-    counts = tables["runs"]["provenance_id"].value_counts()
-    rows = []
-    for ident, record in records.items():
-        machine, packages = record.get("machine", {}), record.get("packages", {})
-        commit = record.get("commit") or "not a git checkout"
-        rows.append(
-            {
-                "id": ident,
-                "runs": int(counts.get(ident, 0)),
-                "commit": commit[:12] + (" (dirty)" if record.get("dirty") else ""),
-                "sao-online": packages.get("sao-online"),
-                "torch": packages.get("torch"),
-                "cores": f"{machine.get('usable_cores')}/{machine.get('cores')}",
-                "CPU": machine.get("cpu_model"),
-                "GPU": ", ".join(machine.get("gpus") or []) or "none",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
-    """How long each command that ran runs took, and where (``benchmark.json``'s sessions)."""
-    return pd.DataFrame(
-        [
-            {
-                "runs": session["runs"],
-                "warm starts": session.get("warm_starts", 0),
-                "wall seconds": session["seconds"],
-                "backend": session.get("backend", ""),
-                "at once": session.get("parallel", ""),
-                "cores": session.get("machine", {}).get("usable_cores", ""),
-                "CPU": session.get("machine", {}).get("cpu_model", ""),
-            }
-            for session in benchmark.get("sessions") or []
-        ]
-    )
-
-
 def _session_blocks(benchmark: dict[str, Any]) -> list[Block]:
     if not benchmark.get("sessions"):
         return []
@@ -236,7 +93,9 @@ def _session_blocks(benchmark: dict[str, Any]) -> list[Block]:
         Table(
             session_table(benchmark),
             caption="Sessions: each command that ran runs, with its wall time (warm starts "
-            "included; a warm start already cached costs nothing)",
+            "included; a warm start already cached costs nothing), the CPU seconds of the "
+            "command and every process it started, the cores busy (those CPU seconds over wall "
+            "seconds x cores) and the share of the cores other work on the machine took meanwhile",
         )
     ]
 

@@ -186,10 +186,14 @@ def _task_config(value: Any, where: str, folder: Path) -> str | dict[str, Any]:
 
 
 def _default_cpus(config: ExperimentConfig) -> int:
-    """CPUs one run uses: the learner, plus one per rollout worker on the async backends."""
+    """CPUs one run uses: the learner's torch threads (one, as the benchmark runs it, unless
+    ``runtime.torch_threads`` says how many), plus one per rollout worker on the async
+    backends."""
+    threads = config.runtime.torch_threads
+    learner = threads if isinstance(threads, int) else 1
     if config.runtime.backend == "sync":
-        return 1
-    return 1 + config.runtime.num_workers
+        return learner
+    return learner + config.runtime.num_workers
 
 
 def read_suite(suite: str | Path) -> tuple[dict[str, Any], Path]:

@@ -20,13 +20,8 @@ from pathlib import Path
 
 from sao_online.analysis.report_render import Table, to_markdown
 from sao_online.benchmark.merge import replication_table, results_folder
-from sao_online.benchmark.scorecard import (
-    compute,
-    family_table,
-    leaderboard,
-    read_tables,
-    session_table,
-)
+from sao_online.benchmark.scorecard import compute, read_tables
+from sao_online.benchmark.scorecard_tables import family_table, leaderboard, session_table
 
 REPS = 2000
 _BLOCK = re.compile(

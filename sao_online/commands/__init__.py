@@ -1,5 +1,6 @@
 """What the ``sao-online`` commands run beyond a single training run: comparisons of methods
-and seeds (``compare``), the demo, the warm-start summary and the benchmarks (``bench_*``).
+and seeds (``compare``), the demo, the warm-start summary; ``sao-online bench`` is
+:mod:`sao_online.bench`.
 
 The core (models, rollout engine, learner, runtime) never imports from here.
 """

@@ -101,7 +101,10 @@ def add_benchmark_parser(commands: Any) -> None:
         "--address", default=None, help="Ray cluster address (ray only; default: start one here)"
     )
     benchmark.add_argument(
-        "--parallel", type=int, default=None, help="local runs at once (default: cores)"
+        "--parallel",
+        type=int,
+        default=None,
+        help="cores the local backend's runs and warm starts share (default: every usable core)",
     )
     benchmark.add_argument(
         "--set",

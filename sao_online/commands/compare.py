@@ -1,6 +1,6 @@
 """``compare``: methods x seeds at matched budgets, in parallel processes, with one progress bar.
 
-The runs are ``ChildProcesses`` (``sao_online.runtime.processes``): SIGINT or SIGTERM to
+The runs are ``ChildProcesses`` (``sao_online.runtime.host.processes``): SIGINT or SIGTERM to
 ``compare`` is passed on to every run (each stops after its current update and checkpoints on
 SIGINT, at once on SIGTERM), ``compare`` waits for them and exits with ``StopRequested``; a run
 never outlives ``compare``, even one killed with SIGKILL. ``--resume`` continues them exactly.
@@ -14,22 +14,26 @@ import queue
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tqdm import tqdm
 
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.method_names import SINGLE_ROLLOUT_METHODS
-from sao_online.runlog import run_directory
-from sao_online.runtime.machine_fit import check_machine_fit
-from sao_online.runtime.main_guard import require_main_guard
-from sao_online.runtime.processes import (
+from sao_online.rundir.layout import run_directory
+from sao_online.runtime.host.machine_fit import check_machine_fit
+from sao_online.runtime.host.main_guard import require_main_guard
+from sao_online.runtime.host.processes import (
     ChildProcesses,
     adopt_environment,
     process_context,
     start_server_early,
     stop_server,
 )
+
+#: How long to wait for the result of a job whose process has exited cleanly (it is sent
+#: before the process exits, so it is in the pipe already).
+_RESULT_WAIT_SECONDS = 5.0
 
 
 def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
@@ -109,6 +113,46 @@ def method_overrides(method: str) -> list[str]:
     return run_overrides
 
 
+class JobSource(Protocol):
+    """What ``run_scheduled`` asks which job to start next (``InOrder``; the benchmark's
+    ``CoreScheduler`` through ``sao_online.benchmark.local_runner``)."""
+
+    @property
+    def waiting(self) -> bool:
+        """Whether some job is still to start."""
+        ...
+
+    def start_now(self) -> list[dict[str, Any]]:
+        """The jobs to start now (none when every slot is taken)."""
+        ...
+
+    def ended(self, name: str, succeeded: bool) -> list[str]:
+        """``name`` is over; return failure lines (``"<name>: <why>"``) of the jobs that will
+        now never start because of it."""
+        ...
+
+
+class InOrder:
+    """Jobs in their order, ``parallel`` at a time."""
+
+    def __init__(self, jobs: list[dict[str, Any]], parallel: int) -> None:
+        self._pending, self._parallel, self._running = list(jobs), parallel, 0
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._pending)
+
+    def start_now(self) -> list[dict[str, Any]]:
+        count = max(0, min(self._parallel - self._running, len(self._pending)))
+        started, self._pending = self._pending[:count], self._pending[count:]
+        self._running += count
+        return started
+
+    def ended(self, name: str, succeeded: bool) -> list[str]:
+        self._running -= 1
+        return []
+
+
 def run_jobs(
     jobs: list[dict[str, Any]],
     *,
@@ -120,6 +164,29 @@ def run_jobs(
 ) -> list[str]:
     """Run each job in a child process, ``parallel`` at a time, in order; return the failures.
 
+    ``run_scheduled`` with ``InOrder(jobs, parallel)``: see there.
+    """
+    return run_scheduled(
+        InOrder(jobs, parallel),
+        bar=bar,
+        target=target,
+        on_result=on_result,
+        keep_server=keep_server,
+    )
+
+
+def run_scheduled(
+    source: JobSource,
+    *,
+    bar: Any,
+    target: Callable[[dict[str, Any], Any], Any] = _run_one,
+    on_result: Callable[[str, Any], None] | None = None,
+    keep_server: bool = False,
+) -> list[str]:
+    """Run the jobs ``source`` hands out, each in a child process; return the failures.
+
+    Whenever a job ends (its result or error has arrived, or its process died without one),
+    ``source.ended`` hears of it and ``source.start_now`` is asked what to start next.
     ``target(job, progress_queue)`` runs in the child (a module-level function: it is sent by
     reference); it puts episode counts on the queue, which move ``bar``, and its return value
     reaches ``on_result(job["name"], value)`` in this process as each job ends. A failure is
@@ -136,7 +203,7 @@ def run_jobs(
     context = process_context()
     progress_queue, results = context.Queue(), context.Queue()
     children = ChildProcesses(context)
-    pending, running = list(jobs), {}
+    running: dict[str, Any] = {}
     failures: list[str] = []
     reported: set[str] = set()
 
@@ -148,16 +215,19 @@ def run_jobs(
             failures.append(f"{name}: {payload}")
         elif on_result is not None:
             on_result(name, payload)
+        failures.extend(source.ended(name, succeeded=status == "ok"))
 
     with children.forwarding_stop_signals():
-        while running or (pending and children.stop_signal is None):
-            while pending and len(running) < parallel and children.stop_signal is None:
-                job = pending.pop(0)
-                running[job["name"]] = children.start(
-                    _worker,
-                    (target, job, dict(os.environ), progress_queue, results),
-                    name=job["name"],
-                )
+        while running or (source.waiting and children.stop_signal is None):
+            if children.stop_signal is None:
+                for job in source.start_now():
+                    running[job["name"]] = children.start(
+                        _worker,
+                        (target, job, dict(os.environ), progress_queue, results),
+                        name=job["name"],
+                    )
+            if not running:
+                raise RuntimeError("run_scheduled: jobs are waiting but none can start")
             with contextlib.suppress(queue.Empty):
                 bar.update(progress_queue.get(timeout=0.5))
                 while True:  # drain: the bar keeps up with every run
@@ -170,9 +240,14 @@ def run_jobs(
                     continue
                 process.join()
                 del running[name]
-                if name not in reported and process.exitcode != 0:  # killed before reporting
-                    reported.add(name)
-                    failures.append(f"{name}: run process exited with code {process.exitcode}")
+                if name in reported:
+                    continue
+                if process.exitcode == 0:  # its result is in the pipe already: wait for it
+                    with contextlib.suppress(queue.Empty):
+                        while name not in reported:
+                            receive(*results.get(timeout=_RESULT_WAIT_SECONDS))
+                if name not in reported:  # killed, or exited without a word
+                    receive("error", name, f"run process exited with code {process.exitcode}")
             children.kill_if_overdue()
     if (not keep_server or children.stop_signal is not None) and not children.alive():
         stop_server()  # the runs' server: nothing of the caller outlives it
@@ -207,7 +282,7 @@ def compare(
     continue from their last checkpoint (finished ones end at once) and missing ones start.
     The warm start is built once up front (it is shared by every run: same starting checkpoint
     for every method and seed). Runs go in child processes (a preloaded forkserver's, see
-    ``sao_online.runtime.processes``), which import your script again: call this under
+    ``sao_online.runtime.host.processes``), which import your script again: call this under
     ``if __name__ == "__main__":`` in a script.
 
     Args:

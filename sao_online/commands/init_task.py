@@ -15,6 +15,7 @@ Writes two files into a folder (the current one by default):
 
 from __future__ import annotations
 
+import argparse
 import keyword
 import re
 from pathlib import Path
@@ -162,3 +163,23 @@ def write_task(name: str, folder: str | Path = ".", *, force: bool = False) -> l
     for path, text in files.items():
         path.write_text(text)
     return list(files)
+
+
+def add_init_parser(commands: argparse._SubParsersAction) -> None:
+    init = commands.add_parser("init", help="start something of your own from a template")
+    init_commands = init.add_subparsers(dest="init_command", required=True)
+    task = init_commands.add_parser(
+        "task",
+        help="write NAME.py (a drifting task) and NAME.yaml (an experiment on it) to edit",
+    )
+    task.add_argument("name", help="the task's module name, e.g. my_task")
+    task.add_argument("--dir", default=".", help="where to write the files (default: here)")
+    task.add_argument("--force", action="store_true", help="replace files that exist")
+    task.set_defaults(func=_init_task_command)
+
+
+def _init_task_command(args: argparse.Namespace) -> int:
+    written = write_task(args.name, args.dir, force=args.force)
+    print("\n".join(f"wrote {path}" for path in written))
+    print(next_steps(args.name, Path(args.dir)))
+    return 0

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sao_online.config import ExperimentConfig
+from sao_online.models import load_policy
 from sao_online.rollout import EpisodeRequest
 from sao_online.runtime.engines import build_engine
-from sao_online.runtime.envs import make_env
+from sao_online.runtime.envs import make_env, resolve_schedule
 
 
 def behavior_summary(
@@ -81,3 +84,16 @@ def _by_difficulty(trajectories: list[Any]) -> dict[str, Any]:
                 row[f"{flag}_rate"] = float(np.mean(flags))
         table[str(level)] = row
     return {"by_difficulty": table}
+
+
+def warm_start_summary(config: ExperimentConfig, path: Path) -> dict[str, Any]:
+    """The warm start at ``path`` as ``sao-online pretrain --summary`` prints it: how it was
+    trained (its ``warm_start.json`` without the loss curve) and, under ``behavior``, what it
+    does in the schedule's first regime (:func:`behavior_summary`)."""
+    policy, tokenizer = load_policy(str(path))
+    summary = json.loads((path / "warm_start.json").read_text())
+    summary.pop("loss_curve", None)
+    summary["behavior"] = behavior_summary(
+        config, policy, tokenizer, theta=resolve_schedule(config).at(0).theta
+    )
+    return summary

@@ -1,10 +1,10 @@
 """The sections of an experiment config: each field with its type, range, choices and help.
 
-Every numeric field has a range (``tests/test_config_ranges.py`` checks it): a value outside it
-would train wrongly without an error (a negative gradient clip flips the update's sign, an
-infinite KL coefficient skips every update) or fail late with a message that does not name the
-field. Numbers are finite unless the field is a ``NumberOrInfinity`` (where infinity means "no
-bound"); NaN is never allowed.
+Every numeric field has a range (``tests/config/test_config_ranges.py`` checks it): a value
+outside it would train wrongly without an error (a negative gradient clip flips the update's
+sign, an infinite KL coefficient skips every update) or fail late with a message that does not
+name the field. Numbers are finite unless the field is a ``NumberOrInfinity`` (where infinity
+means "no bound"); NaN is never allowed.
 """
 
 from __future__ import annotations

@@ -15,29 +15,17 @@ Token layout, logprobs and caps:
 
 - An episode is one token sequence: the chat-template prompt ``[user: first observation]`` with
   the assistant header, then actions and observation segments (see ``ChatLayout``).
-- An action ends at a stop token (the tokenizer's eos, the end-of-turn token; it is an action
-  token with its own logprob) or when it reaches ``max_action_tokens``.
-- Hitting a cap ends the episode with ``truncated=True``: ``max_action_tokens`` (unless
-  ``on_action_cap="submit"``, which hands the cut action to the environment instead),
-  ``max_turns`` actions without the environment ending the episode, or ``max_episode_tokens``
-  (the next observation segment would not fit, or the episode reached the cap mid-action).
-  An environment's own ``truncated`` also ends the episode with ``truncated=True``. What
-  truncated an episode is recorded in ``trajectory.info[TRUNCATED_BY_KEY]``.
+- The caps (``max_action_tokens``, ``max_turns``, ``max_episode_tokens``) and what each
+  event of a turn does to the episode are ``TurnRules`` (``sao_online.rollout.turns``); a cap
+  or the environment's own ``truncated`` ends the episode with ``truncated=True``, what
+  truncated it recorded in ``trajectory.info[TRUNCATED_BY_KEY]``.
 - Every episode in flight needs its own env instance (the engine steps them independently).
-- Environment calls run in the decoding loop by default (``env_workers=0``): a slow
-  ``env.step`` stalls every slot. With ``env_workers > 0`` each ``env.reset`` / ``env.step`` runs
-  in a thread of its own and its slot waits while the others keep decoding; the result is
-  applied at the next decoding step after it arrives. Episodes are the same as with the
-  synchronous path, but with real latency they complete in a different order and share
-  decoding batches differently (so a sampled run draws different tokens for the same seed).
-- Every environment call can have a deadline (``env_step_timeout``). A step past it ends its
-  episode, truncated by ``"step_timeout"`` with that behaviour label
-  (``on_env_step_timeout="end"``), or stops the run with an ``EnvError`` naming the env and
-  the step (``"stop"``, the default); a reset past it always stops the run. An environment
-  that raises, returns something other than ``(str, dict)`` from ``reset`` or
-  ``(str, number, bool, bool, dict)`` from ``step``, or a reward that is not finite, stops
-  the run with an ``EnvError`` (``sao_online.rollout.env_calls``) naming the env, the call
-  and the field.
+- Environment calls (``sao_online.rollout.env_calls``) run inline in the decoding loop by
+  default (``env_workers=0``: deterministic for a seed, but a slow ``env.step`` stalls every
+  slot), else each in a thread of its own while the other slots keep decoding. A step past
+  ``env_step_timeout`` ends its episode, truncated by ``"step_timeout"``
+  (``on_env_step_timeout="end"``), or stops the run with an ``EnvError`` (``"stop"``); so does
+  an environment that raises or breaks the ``reset`` / ``step`` contract, naming the field.
 - Behavior logprobs are under ``softmax(logits / temperature)`` without top-p truncation (see
   ``sao_online.models.sampling``); the learner must evaluate with the same temperature.
 - ``interrupt(tag)``, called from the request source, stops a running episode at once (its
@@ -61,7 +49,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, get_args
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -71,15 +59,10 @@ from sao_online.models.chat import ChatLayout
 from sao_online.models.sampling import sample_tokens, validate_sampling
 from sao_online.models.slot_decoder import SlotDecoder, text_config
 from sao_online.rollout.env_calls import EnvCalls
-from sao_online.rollout.env_results import STEP_TIMEOUT, checked_reset, checked_step, env_label
-from sao_online.rollout.episode import (
-    INTERRUPTED,
-    EpisodeRequest,
-    EpisodeState,
-    RolloutStats,
-    prompt_info,
-)
+from sao_online.rollout.env_results import env_label
+from sao_online.rollout.episode import INTERRUPTED, EpisodeRequest, EpisodeState, RolloutStats
 from sao_online.rollout.prompt_sharing import step_sharing_prompts
+from sao_online.rollout.turns import ActionEnd, EpisodeEnd, TurnRules, default_stop_token_ids
 from sao_online.types import Trajectory
 
 # How long the loop waits for an environment call when idle slots might get new requests.
@@ -110,17 +93,12 @@ class RolloutEngine:
         stop_token_ids: tokens that end an action; when None, the tokenizer's eos plus the
             model's ``generation_config.eos_token_id`` (instruct models often end a turn with
             a token other than the tokenizer's eos, e.g. Llama 3's ``<|eot_id|>``).
-        fast_attention: run attention with ``slot_attention`` (plain matmuls, 2-3x faster than
-            SDPA on CPU for decoding) during the engine's own forwards; the model's configured
-            implementation is restored after each call. False keeps the model's own.
-        lean_forward: decode with the hand-written ``LeanLlamaForward`` (same logits as the
-            model's own forward, far less Python per step): None uses it where the
-            architecture is supported (Llama, Qwen2) and ``fast_attention`` is on, True requires
-            it, False keeps the Hugging Face forward.
-        banded_cache: keep the key/value cache in bands of similar length, each read only up
-            to its own longest row (see ``BandedKVCache``); None: whenever the lean forward
-            runs. The same tokens as one buffer read up to the longest row, up to float
-            rounding.
+        fast_attention: run attention with plain matmuls during the engine's own forwards (2-3x
+            faster than SDPA on CPU); False keeps the model's own (see ``SlotDecoder``).
+        lean_forward: decode with ``LeanLlamaForward``: None where the architecture is
+            supported and ``fast_attention`` is on, True requires it (see ``SlotDecoder``).
+        banded_cache: the key/value cache in bands of similar length (``BandedKVCache``);
+            None: whenever the lean forward runs.
         env_workers: threads that run ``env.reset`` / ``env.step`` concurrently while the other
             slots keep decoding (worth it when environments are slow, e.g. ``LatencyWrapper``);
             0 calls them inline in the decoding loop (deterministic for a seed).
@@ -172,63 +150,46 @@ class RolloutEngine:
         on_env_step_timeout: str = "stop",
     ) -> None:
         validate_sampling(temperature, top_p)
-        for name, value, lowest in (
-            ("env_workers", env_workers, 0),
-            ("num_slots", num_slots, 1),
-            ("max_turns", max_turns, 1),
-            ("max_action_tokens", max_action_tokens, 1),
-            ("max_episode_tokens", max_episode_tokens, 2),
-        ):
-            if not isinstance(value, int) or value < lowest:
-                raise ValueError(f"RolloutEngine: {name} must be an int >= {lowest}, got {value!r}")
-        if env_step_timeout is not None and not (
-            isinstance(env_step_timeout, int | float) and 0 < env_step_timeout < float("inf")
-        ):
-            raise ValueError(
-                "RolloutEngine: env_step_timeout must be a positive number of seconds or None, "
-                f"got {env_step_timeout!r}"
-            )
+        if not isinstance(num_slots, int) or num_slots < 1:
+            raise ValueError(f"RolloutEngine: num_slots must be an int >= 1, got {num_slots!r}")
         if on_env_step_timeout not in ("stop", "end"):
             raise ValueError(
                 "RolloutEngine: on_env_step_timeout must be 'stop' or 'end', got "
                 f"{on_env_step_timeout!r}"
             )
-        if on_action_cap not in get_args(ActionCapPolicy):
-            raise ValueError(
-                f"RolloutEngine: on_action_cap must be one of {get_args(ActionCapPolicy)}, got "
-                f"{on_action_cap!r}"
-            )
+        if tokenizer.pad_token_id is None and tokenizer.eos_token_id is None:
+            raise ValueError("RolloutEngine: the tokenizer has neither a pad nor an eos token")
+        self.layout = ChatLayout(
+            tokenizer, system_prompt=system_prompt, observation_role=observation_role
+        )
+        self.turns = TurnRules(
+            tokenizer,
+            self.layout,
+            max_turns=max_turns,
+            max_action_tokens=max_action_tokens,
+            max_episode_tokens=max_episode_tokens,
+            on_action_cap=on_action_cap,
+            stop_token_ids=(
+                default_stop_token_ids(tokenizer, model)
+                if stop_token_ids is None
+                else stop_token_ids
+            ),
+        )
         longest = getattr(text_config(model), "max_position_embeddings", None)
         if isinstance(longest, int) and max_episode_tokens > longest:
             raise ValueError(
                 f"RolloutEngine: max_episode_tokens {max_episode_tokens} exceeds the model's "
                 f"max_position_embeddings {longest}"
             )
-        if stop_token_ids is None:
-            if tokenizer.eos_token_id is None:
-                raise ValueError(
-                    "RolloutEngine: the tokenizer has no eos token; pass stop_token_ids"
-                )
-            stop_token_ids = [tokenizer.eos_token_id, *_generation_eos_ids(model)]
-        if tokenizer.pad_token_id is None and tokenizer.eos_token_id is None:
-            raise ValueError("RolloutEngine: the tokenizer has neither a pad nor an eos token")
-
         self.device = (
             torch.device(device) if device is not None else next(model.parameters()).device
         )
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
-        self.layout = ChatLayout(
-            tokenizer, system_prompt=system_prompt, observation_role=observation_role
-        )
         self.num_slots = num_slots
         self.temperature = temperature
         self.top_p = top_p
-        self.max_turns = max_turns
-        self.max_action_tokens = max_action_tokens
-        self.max_episode_tokens = max_episode_tokens
-        self.on_action_cap = on_action_cap
-        self.stop_token_ids = frozenset(int(token) for token in stop_token_ids)
+        self.stop_token_ids = self.turns.stop_token_ids
         self.pad_token_id = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )
@@ -240,9 +201,8 @@ class RolloutEngine:
         self.env_workers = env_workers
         self.share_prompt_prefill = share_prompt_prefill
         self.on_env_step_timeout = on_env_step_timeout
-        self._env = EnvCalls(env_workers, timeout=env_step_timeout)
-
         try:
+            self._env = EnvCalls(env_workers, timeout=env_step_timeout)
             self.decoder = SlotDecoder(
                 self.model,
                 num_slots,
@@ -355,30 +315,17 @@ class RolloutEngine:
         finished: list[Trajectory],
     ) -> None:
         """Lays out the first observation as the prompt of the slot's new episode."""
-        episode = self._episodes[slot]
-        env = episode.request.env
-        observation, info = checked_reset(result, f"{env_label(env)}: reset")
         self.stats.env_seconds += seconds
-        spec = getattr(env, "spec", None)
-        episode.env_id = (
-            spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
-        )
-        # An env that does not report its regime (a plain Gymnasium env) ran the requested one.
-        requested = episode.request.options or {}
-        episode.phase = int(info.get("phase", requested.get("phase", 0)))
-        episode.theta = dict(info.get("theta", requested.get("drift", {})))
-        episode.started_at = time.time()
-        episode.env_seconds = seconds
-        episode.messages = [{"role": "user", "content": str(observation)}]
-        episode.last_info = info
-        episode.prompt_info = prompt_info(env, info)
-        prompt = self.layout.prompt_tokens(str(observation))
-        episode.append_context(prompt)
-        episode.action_start = len(episode.tokens)
-        self._pending[slot] = prompt
-        if len(prompt) >= self.max_episode_tokens:
-            # No room for a single action token: the episode is over before it starts.
-            self._finish(slot, finished, truncated_by="episode_tokens")
+        self._feed_or_finish(slot, self.turns.open(self._episodes[slot], result, seconds), finished)
+
+    def _feed_or_finish(
+        self, slot: int, outcome: list[int] | EpisodeEnd, finished: list[Trajectory]
+    ) -> None:
+        """Queues the tokens a turn event left the slot to feed, or finishes its episode."""
+        if isinstance(outcome, EpisodeEnd):
+            self._finish(slot, finished, outcome)
+        else:
+            self._pending[slot] = outcome
 
     def interrupt(self, tag: Any) -> Trajectory | None:
         """Stops the running episode started with ``tag`` and frees its slot.
@@ -400,9 +347,7 @@ class RolloutEngine:
                 self._env.forget(slot)
                 trajectory = episode.to_trajectory(terminated=False, truncated_by=INTERRUPTED)
                 self.stats.episodes_interrupted += 1
-                self._episodes[slot] = None
-                self._pending[slot] = []
-                self.decoder.restart(slot)
+                self._free(slot)
                 return trajectory
         return None
 
@@ -440,23 +385,16 @@ class RolloutEngine:
         episode = self._episodes[slot]
         episode.append_action_token(token, logprob, version)
         self._pending[slot] = [token]
-        action_length = len(episode.tokens) - episode.action_start
-        if token in self.stop_token_ids:
-            self._end_action(slot, token, finished)
-        elif action_length >= self.max_action_tokens and self.on_action_cap == "truncate":
-            self._finish(slot, finished, truncated_by="action_tokens")
-        elif action_length >= self.max_action_tokens:
-            self._end_action(slot, None, finished)
-        elif len(episode.tokens) >= self.max_episode_tokens:
-            self._finish(slot, finished, truncated_by="episode_tokens")
+        outcome = self.turns.after_token(episode, token)
+        if isinstance(outcome, EpisodeEnd):
+            self._finish(slot, finished, outcome)
+        elif isinstance(outcome, ActionEnd):
+            self._end_action(slot, outcome.stop_token, finished)
 
     def _end_action(self, slot: int, stop_token: int | None, finished: list[Trajectory]) -> None:
         """Hands the finished action to the environment (inline or to the pool)."""
         episode = self._episodes[slot]
-        action_tokens = episode.tokens[episode.action_start :]
-        if stop_token is not None:
-            action_tokens = action_tokens[:-1]
-        action_text = self.tokenizer.decode(action_tokens, skip_special_tokens=True)
+        action_text = self.turns.action_text(episode, stop_token)
         step = functools.partial(episode.request.env.step, action_text)
         # The slot waits for the answer; its last token is fed with the observation.
         self._pending[slot] = []
@@ -481,12 +419,8 @@ class RolloutEngine:
     def _end_timed_out_step(self, slot: int, seconds: float, finished: list[Trajectory]) -> None:
         """Ends the episode whose env step ran past the timeout (its reward stays what the
         earlier steps earned)."""
-        episode = self._episodes[slot]
-        episode.env_seconds += seconds
         self.stats.env_seconds += seconds
-        episode.turn += 1
-        episode.last_info = {**episode.last_info, "behavior": STEP_TIMEOUT}
-        self._finish(slot, finished, truncated_by=STEP_TIMEOUT)
+        self._finish(slot, finished, self.turns.time_out(self._episodes[slot], seconds))
 
     def _apply_step(
         self,
@@ -498,64 +432,20 @@ class RolloutEngine:
         finished: list[Trajectory],
     ) -> None:
         """Records the environment's answer to an action and lays out the next observation."""
-        episode = self._episodes[slot]
-        observation, reward, terminated, truncated, info = checked_step(
-            result, f"{env_label(episode.request.env)}: step {episode.turn + 1}"
-        )
-        episode.env_seconds += seconds
         self.stats.env_seconds += seconds
-        episode.rewards[-1] += float(reward)
-        episode.turn += 1
-        episode.last_info = info
-        episode.messages.append({"role": "assistant", "content": action_text})
-        if terminated or truncated:
-            self._finish(
-                slot,
-                finished,
-                terminated=bool(terminated),
-                truncated_by="env" if truncated else None,
-            )
-            return
-        if episode.turn >= self.max_turns:
-            self._finish(slot, finished, truncated_by="turns")
-            return
-        stop_text = None if stop_token is None else self.tokenizer.decode([stop_token])
-        segment = self.layout.observation_tokens(episode.messages, str(observation), stop_text)
-        # The segment plus at least one action token must fit.
-        if len(episode.tokens) + len(segment) >= self.max_episode_tokens:
-            self._finish(slot, finished, truncated_by="episode_tokens")
-            return
-        # The action's last token was sampled but not fed yet: it goes in before the segment.
-        last_action_token = episode.tokens[-1]
-        episode.append_context(segment)
-        episode.messages.append(self.layout.observation_message(str(observation)))
-        episode.action_start = len(episode.tokens)
-        self._pending[slot] = [last_action_token, *segment]
+        outcome = self.turns.answer(self._episodes[slot], action_text, stop_token, result, seconds)
+        self._feed_or_finish(slot, outcome, finished)
 
-    def _finish(
-        self,
-        slot: int,
-        finished: list[Trajectory],
-        *,
-        terminated: bool = False,
-        truncated_by: str | None = None,
-    ) -> None:
-        """Builds the slot's trajectory, appends it to ``finished`` and frees the slot.
-
-        ``truncated_by`` names what truncated the episode (a cap or the environment); it is
-        recorded in the trajectory's info under ``TRUNCATED_BY_KEY``.
-        """
+    def _finish(self, slot: int, finished: list[Trajectory], end: EpisodeEnd) -> None:
+        """Builds the slot's trajectory, appends it to ``finished`` and frees the slot."""
         episode = self._episodes[slot]
-        finished.append(episode.to_trajectory(terminated=terminated, truncated_by=truncated_by))
+        finished.append(
+            episode.to_trajectory(terminated=end.terminated, truncated_by=end.truncated_by)
+        )
         self.stats.episodes_finished += 1
+        self._free(slot)
+
+    def _free(self, slot: int) -> None:
         self._episodes[slot] = None
         self._pending[slot] = []
         self.decoder.restart(slot)
-
-
-def _generation_eos_ids(model: PreTrainedModel) -> list[int]:
-    """The end tokens the model's generation config names (an int, a list, or none)."""
-    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if eos is None:
-        return []
-    return [int(token) for token in (eos if isinstance(eos, list | tuple) else [eos])]

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
+from math import inf
 from pathlib import Path
 from typing import Any
 
@@ -120,9 +121,18 @@ class EnvCalls:
             that many slots' calls run at once while the engine decodes the others.
         timeout: seconds a call may take (None: no limit, and inline calls run in the caller's
             own thread, as plain function calls).
+
+    Raises:
+        ValueError: ``workers`` is not an int >= 0, or ``timeout`` not a positive number.
     """
 
     def __init__(self, workers: int = 0, timeout: float | None = None) -> None:
+        if not isinstance(workers, int) or workers < 0:
+            raise ValueError(f"env_workers must be an int >= 0, got {workers!r}")
+        if timeout is not None and not (isinstance(timeout, int | float) and 0 < timeout < inf):
+            raise ValueError(
+                f"env_step_timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
         self.workers = workers
         self.timeout = timeout
         self._pending: dict[int, _Pending] = {}

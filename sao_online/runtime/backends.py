@@ -10,10 +10,10 @@ from typing import Any, get_args
 import torch
 
 from sao_online.config import Backend, ConfigError, ExperimentConfig
-from sao_online.runtime.async_runtime import run_async
 from sao_online.runtime.loop import TrainingLoop
-from sao_online.runtime.pool import WorkerPool
-from sao_online.runtime.sync import run_sync
+from sao_online.runtime.scheduling.async_runtime import run_async
+from sao_online.runtime.scheduling.sync import run_sync
+from sao_online.runtime.workers.pool import WorkerPool
 
 #: Every value ``runtime.backend`` may take.
 BACKENDS: tuple[str, ...] = get_args(Backend)
@@ -23,11 +23,11 @@ def make_pool(config: ExperimentConfig, policy: torch.nn.Module, version: int) -
     """The rollout workers of an asynchronous backend (not started: the runtime launches them)."""
     backend = config.runtime.backend
     if backend == "local":
-        from sao_online.runtime.local import ProcessWorkerPool
+        from sao_online.runtime.workers.local import ProcessWorkerPool
 
         return ProcessWorkerPool(config, policy, version)
     if backend == "ray":
-        from sao_online.runtime.ray_backend import RayWorkerPool
+        from sao_online.runtime.workers.ray_backend import RayWorkerPool
 
         return RayWorkerPool(config, policy, version)
     raise ConfigError(

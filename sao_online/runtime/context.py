@@ -20,7 +20,7 @@ from sao_online.rollout import RolloutEngine
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import resolve_schedule
 from sao_online.runtime.frozen import FrozenLearner
-from sao_online.runtime.planner import EpisodePlanner
+from sao_online.runtime.scheduling.planner import EpisodePlanner
 
 
 @dataclass

@@ -12,7 +12,7 @@ from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.drift_schedules import Schedule, ScheduleError, load_schedule
 from sao_online.environments import LatencyWrapper, check_env_id
 from sao_online.rollout import EpisodeRequest
-from sao_online.runtime.planner import EpisodePlan
+from sao_online.runtime.scheduling.planner import EpisodePlan
 
 
 def clock_horizon(config: ExperimentConfig, schedule: Schedule) -> float | None:

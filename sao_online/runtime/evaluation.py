@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from sao_online.rundir.episode_rows import oracle_reward
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
-from sao_online.runtime.episode_rows import oracle_reward
-from sao_online.runtime.planner import EpisodePlan
+from sao_online.runtime.scheduling.planner import EpisodePlan
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes never reuse a training episode's seed
 

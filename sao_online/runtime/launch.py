@@ -18,15 +18,16 @@ from tqdm import tqdm
 from sao_online.algorithms import build_method
 from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
-from sao_online.runlog import RunDirError, RunLog, read_config_file, run_directory
+from sao_online.rundir.episode_rows import episode_column_types
+from sao_online.rundir.layout import RunDirError, read_config_file, run_directory
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import clock_horizon, warn_about_budget
-from sao_online.runtime.episode_rows import episode_column_types
+from sao_online.runtime.host.machine_fit import check_then_start_workers
+from sao_online.runtime.host.main_guard import require_main_guard
+from sao_online.runtime.host.threads import AUTO, census
 from sao_online.runtime.loop import TrainingLoop
-from sao_online.runtime.machine_fit import check_then_start_workers
-from sao_online.runtime.main_guard import require_main_guard
-from sao_online.runtime.threads import AUTO, census
 
 
 def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
@@ -197,7 +198,7 @@ def run_experiment(
         progress: show a progress bar.
         threads: torch threads of the learner; None follows ``runtime.torch_threads``
             (``auto``: one per free core, less one per rollout worker for local and ray; see
-            ``sao_online.runtime.threads``). The caller's setting is restored at the end; the
+            ``sao_online.runtime.host.threads``). The caller's setting is restored at the end; the
             summary's ``threads`` says what the run used.
         progress_callback: called with the number of episodes each update consumed.
     """

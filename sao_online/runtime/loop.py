@@ -13,12 +13,13 @@ import pandas as pd
 from sao_online.drift_schedules import StepClock, VersionClock, WallClock
 from sao_online.rollout import TRUNCATED_BY_KEY
 from sao_online.rollout.env_results import STEP_TIMEOUT
-from sao_online.runlog import RunLog, write_text_atomically
+from sao_online.rundir.episode_rows import episode_record
+from sao_online.rundir.layout import write_text_atomically
+from sao_online.rundir.runlog import RunLog
+from sao_online.rundir.tracking import TensorBoardLog, TranscriptLog, WandbLog
 from sao_online.runtime.context import RunContext
-from sao_online.runtime.episode_rows import episode_record
 from sao_online.runtime.evaluation import BackgroundEvaluator
-from sao_online.runtime.planner import EpisodePlan
-from sao_online.tracking import TensorBoardLog, TranscriptLog, WandbLog
+from sao_online.runtime.scheduling.planner import EpisodePlan
 from sao_online.types import Trajectory
 
 STALENESS_HISTOGRAM_FILE = "staleness_histogram.csv"

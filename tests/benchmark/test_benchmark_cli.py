@@ -16,6 +16,7 @@ from sao_online.cli import main
         (["--methods", "no_such_module:make"], "cannot import module 'no_such_module'"),
         (["--seeds", "0"], "--seeds: must be >= 1, got 0"),
         (["--address", "auto"], "--address: applies to --backend ray only"),
+        (["--parallel", "0"], "--parallel: must be >= 1, got 0"),
         (["--suite", "nightly"], "--suite: 'nightly' is neither a built-in suite"),
         (["--set", "budget.episodes=lots"], "--set: task StyleShift: budget.episodes: expected"),
     ],

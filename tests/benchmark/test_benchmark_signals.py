@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 from process_tree import descendants, kill_leftovers, running, runs_of
+from tiny_model import model_section
 
 TASK = "Styles"
 METHODS = ("frozen", "sao", "grpo")  # frozen, the score's floor, always runs first
@@ -28,7 +29,7 @@ def write_suite(folder: Path) -> Path:
     suite = folder / "suite.yaml"
     # 12 updates at 96 episodes, a checkpoint every 2: the runs are stopped between the two.
     config = {
-        "model": {"warm_start": False, "num_layers": 1, "hidden_size": 32},
+        "model": model_section(),
         "rollout": {
             "batch_size": 8,
             "num_slots": 8,

@@ -70,6 +70,14 @@ def test_the_smoke_tier_with_a_users_method_runs_end_to_end_and_resumes(tmp_path
     assert set(benchmark["protocol"]["tasks"]) == FAMILIES
     [session] = benchmark["sessions"]  # how long this command took, kept with the data
     assert session["runs"] == 20 and session["warm_starts"] == 4 and session["seconds"] > 0
+    # ...and how busy it kept the cores: its CPU time holds what every job measured of itself.
+    assert session["cpu_seconds"] >= session["jobs_cpu_seconds"] - 0.1 > 0
+    assert 0 < session["core_share"] <= 1 and 0 < session["allotted_share"] <= 1
+    assert 0 < session["planned_share"] <= 1 and session["planned_seconds"] > 0
+    costs = pd.read_csv(out / "results" / "costs.csv")  # one measured row per job
+    assert sorted(costs["kind"].value_counts().items()) == [("run", 20), ("warm start", 4)]
+    assert (costs["cpu_seconds"] > 0).all()
+    assert (tmp_path / "cache" / "benchmark-costs.csv").exists()  # the machine's table
     card = (out / "scorecard.md").read_text()
     assert "## Leaderboard" in card and "rloo_dis" in card
     assert all(f"### {family}" in card for family in FAMILIES)

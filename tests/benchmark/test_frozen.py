@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.algorithms import build_method
 from sao_online.config import load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.frozen import FrozenLearner
 from sao_online.runtime.launch import run_experiment
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=1",
-    "model.hidden_size=32",
-    "rollout.max_turns=1",
+TINY = tiny_overrides(
     "rollout.max_action_tokens=8",
     "rollout.max_episode_tokens=96",
-    "rollout.batch_size=8",
     "rollout.num_slots=8",
     "runtime.backend=sync",
     "algorithm.critic_warmup_steps=0",
@@ -28,7 +24,8 @@ TINY = [
     "logging.checkpoint_every=0",
     "budget.episodes=24",
     "schedule={parameters: {preferred: {kind: abrupt, values: [cute, chuunibyou], at: [0, 16]}}}",
-]
+    model=SMALLEST_MODEL,
+)
 
 
 def _sample(ctx):

@@ -9,10 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.algorithms import MethodLoadError, build_method, load_method_factory
 from sao_online.config import ConfigError, load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 
 PLUGINS = textwrap.dedent("""
     import os
@@ -138,21 +139,8 @@ def test_workers_of_the_local_backend_import_the_method_module(
     )
     config = load_config(
         None,
-        [
-            "model.warm_start=false",
-            "model.num_layers=1",
-            "model.hidden_size=32",
-            "rollout.max_turns=1",
-            "rollout.max_action_tokens=6",
-            "rollout.max_episode_tokens=96",
-            "rollout.batch_size=8",
-            "rollout.num_slots=8",
-            "runtime.backend=local",
-            "runtime.num_workers=1",
-            "logging.checkpoint_every=0",
-            "budget.episodes=16",
-            f"algorithm.name={plugin_module}:window_32",
-        ],
+        [*TINY_RUN, "runtime.backend=local", "runtime.num_workers=1"]
+        + [f"algorithm.name={plugin_module}:window_32"],
     )
     summary = run_experiment(config, tmp_path / "run", threads=1)
     assert summary["method"] == "window_32" and summary["episodes"] == 16
@@ -163,19 +151,15 @@ def test_workers_of_the_local_backend_import_the_method_module(
     assert len(saved) == 16
 
 
-TINY_RUN = [
-    "model.warm_start=false",
-    "model.num_layers=1",
-    "model.hidden_size=32",
-    "rollout.max_turns=1",
+TINY_RUN = tiny_overrides(
     "rollout.max_action_tokens=6",
     "rollout.max_episode_tokens=96",
-    "rollout.batch_size=8",
     "rollout.num_slots=8",
     "runtime.backend=sync",
     "logging.checkpoint_every=0",
     "budget.episodes=16",
-]
+    model=SMALLEST_MODEL,
+)
 
 
 def test_a_factory_method_runs_in_the_folder_of_its_methods_name(
@@ -184,7 +168,7 @@ def test_a_factory_method_runs_in_the_folder_of_its_methods_name(
     # A run directory cannot hold ':': compare's runs of MODULE:FACTORY go in the folder of
     # the Method.name the factory returns (checked to name a folder), as a lone run's do.
     from sao_online.commands.compare import compare
-    from sao_online.runlog import read_config_file
+    from sao_online.rundir.layout import read_config_file
     from sao_online.runtime.launch import run_experiment
 
     monkeypatch.setenv(

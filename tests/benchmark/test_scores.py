@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from benchmark_synthetic import protocol, record, write_results
 
-from sao_online.benchmark.scorecard import compute, leaderboard, read_tables, write_scorecard
+from sao_online.benchmark.scorecard import compute, read_tables, write_scorecard
+from sao_online.benchmark.scorecard_tables import leaderboard
 from sao_online.benchmark.scores import normalized_scores
 
 

@@ -89,9 +89,9 @@ def test_a_task_names_a_bundled_config_unless_a_file_beside_the_suite_has_that_n
     suite = {"suite": "s", "tasks": {"Tools": {"config": "tool_shift"}}}
     plan = plan_tier(_write(tmp_path / "s.yaml", suite), "full")
     assert plan.tasks[0].load().env.id == "sao_online/ToolShift-v0"
-    (tmp_path / "tool_shift").write_text(json.dumps({"env": {"id": "sao_online/GridShift-v0"}}))
+    (tmp_path / "tool_shift").write_text(json.dumps({"env": {"id": "sao_online/GridShift-v1"}}))
     plan = plan_tier(_write(tmp_path / "s.yaml", suite), "full")
-    assert plan.tasks[0].load().env.id == "sao_online/GridShift-v0"
+    assert plan.tasks[0].load().env.id == "sao_online/GridShift-v1"
 
 
 def test_unknown_suites_and_tiers_are_refused():

@@ -7,10 +7,12 @@ start (built once per module) and returns a :class:`LearningResult`.
 Each family's test warm-starts the 2-layer, 64-wide tiny model on a few hundred of the env's
 own demonstrations (:func:`sao_online.pretrain.collect_demonstrations` and
 :func:`~sao_online.pretrain.finetune_on_demonstrations`, the pieces of ``sao-online
-pretrain``) in a drift-free regime, trains it with a method for a small budget on the
-``sync`` runtime, and samples the warm start and the trained policy on the same seeded episodes
-with the same sampling seed. The reward difference of those paired samples is what the tests
-assert: it does not depend on which tasks happened to fall into the first or last batches.
+pretrain``) in a drift-free regime or, where that fit takes longer than the runs, uses the
+config's own warm start from the project's warm-start cache (built once per machine). It
+trains it with a method for a small budget on the ``sync`` runtime, and samples the warm start
+and the trained policy on the same seeded episodes with the same sampling seed. The reward
+difference of those paired samples is what the tests assert: it does not depend on which
+tasks happened to fall into the first or last batches.
 
 ``SAO_LEARNING_TESTS_LR`` replaces the runs' learning rate (e.g. ``1e-12``, which freezes the
 policy: the config refuses 0): with it every learning test must fail, which is how they were
@@ -29,11 +31,12 @@ import numpy as np
 import pytest
 import torch
 
-from sao_online.checkpoint_io import read_checkpoint
 from sao_online.commands.policy_summary import behavior_summary
 from sao_online.config import ExperimentConfig, load_config
 from sao_online.models import load_policy
 from sao_online.pretrain import base_policy, collect_demonstrations, finetune_on_demonstrations
+from sao_online.pretrain import warm_start as cached_warm_start
+from sao_online.rundir.checkpoints import read_checkpoint
 from sao_online.runtime.launch import run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,23 +63,35 @@ class LearningSetting:
         overrides: ``--set`` style changes for everything (the drift-free schedule, env kwargs).
         demonstrations: demonstrations the warm start is fitted on.
         sft_steps / sft_lr / sft_batch_size: the warm start's supervised fine-tuning.
+            All four are needed unless ``cached_warm_start``.
         run: ``--set`` style changes for the learning runs only (budget, learning rate, ...).
         warm_start: ``--set`` style changes for the demonstrations only (e.g. a schedule
             that visits every choice the run is about, so the warm start is undecided).
         group_size: rollouts per prompt of the group methods.
         eval_episodes: paired episodes sampled before and after training.
+        cached_warm_start: use the config's own warm start instead (its ``model.warm_start_*``
+            settings and schedule, ``setting.warm_start`` applied but not ``overrides``), from
+            the project's warm-start cache: the one ``sao-online pretrain CONFIG`` builds,
+            built once per machine. For the families whose warm start takes longer than their
+            runs; ``demonstrations`` and ``sft_*`` are then unused.
     """
 
     config: str
     overrides: list[str]
-    demonstrations: int
-    sft_steps: int
-    sft_lr: float
-    sft_batch_size: int
+    demonstrations: int | None = None
+    sft_steps: int | None = None
+    sft_lr: float | None = None
+    sft_batch_size: int | None = None
     run: list[str] = field(default_factory=list)
     warm_start: list[str] = field(default_factory=list)
     group_size: int = 4
     eval_episodes: int = 128
+    cached_warm_start: bool = False
+
+    def __post_init__(self) -> None:
+        fitted = (self.demonstrations, self.sft_steps, self.sft_lr, self.sft_batch_size)
+        if not self.cached_warm_start and None in fitted:
+            raise ValueError("a setting without cached_warm_start needs demonstrations and sft_*")
 
     def experiment(self, extra: list[str] | None = None) -> ExperimentConfig:
         path = ROOT / self.config
@@ -98,7 +113,13 @@ class LearningResult:
 
 
 def build_warm_start(setting: LearningSetting, folder: Path) -> Path:
-    """Fit the tiny model on the setting's demonstrations; save it (``save_pretrained``)."""
+    """Fit the tiny model on the setting's demonstrations; save it (``save_pretrained``).
+
+    With ``cached_warm_start``, the config's own warm start from the cache (``folder`` unused).
+    """
+    if setting.cached_warm_start:
+        config = load_config(ROOT / setting.config, [*TEST_MODEL, *setting.warm_start])
+        return cached_warm_start(config)
     config = setting.experiment(setting.warm_start)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from chat_models import build_chat_policy
+from tiny_model import TINY_MODEL
 
 import sao_online.models.sources as sources
 from sao_online.config import ConfigError, load_config
@@ -20,12 +21,12 @@ from sao_online.models import (
     token_logprobs,
 )
 from sao_online.pretrain import base_policy
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.launch import run_experiment
-from sao_online.runtime.ray_backend import worker_gpu_share
-from sao_online.runtime.weights import SharedWeights
+from sao_online.runtime.workers.ray_backend import worker_gpu_share
+from sao_online.runtime.workers.weights import SharedWeights
 
 
 @pytest.fixture
@@ -172,10 +173,8 @@ def test_bfloat16_policy_samples_and_trains_on_the_cpu():
     config = load_config(
         None,
         [
-            "model.warm_start=false",
+            *TINY_MODEL,
             "model.dtype=bfloat16",
-            "model.num_layers=2",
-            "model.hidden_size=64",
             "runtime.backend=sync",
             "rollout.batch_size=4",
             "rollout.max_action_tokens=12",

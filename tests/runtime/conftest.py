@@ -1,6 +1,6 @@
 import pytest
 
-import sao_online.runtime.async_runtime as async_runtime
+import sao_online.runtime.scheduling.async_runtime as async_runtime
 
 
 @pytest.fixture

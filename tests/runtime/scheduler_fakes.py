@@ -8,9 +8,9 @@ import random
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
-import sao_online.runtime.async_runtime as async_runtime
-from sao_online.runtime.async_runtime import AsyncRuntime
-from sao_online.runtime.rollout_worker import Interrupt
+import sao_online.runtime.scheduling.async_runtime as async_runtime
+from sao_online.runtime.scheduling.async_runtime import AsyncRuntime
+from sao_online.runtime.workers.rollout_worker import Interrupt
 
 
 @dataclass(frozen=True)

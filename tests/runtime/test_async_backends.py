@@ -17,23 +17,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import ray
+from tiny_model import tiny_overrides
 
 from sao_online.config import ConfigError, load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.max_turns=1",
-    "rollout.max_action_tokens=12",
-    "rollout.max_episode_tokens=128",
-    "rollout.batch_size=8",
+TINY = tiny_overrides(
     "runtime.num_workers=2",
     "algorithm.critic_warmup_steps=0",
     "logging.checkpoint_every=0",
-]
+)
 #: The module's Ray tests run on one xdist worker, the one whose Ray instance they use.
 ON_THE_MODULES_RAY = pytest.mark.xdist_group("async-backends-ray")
 BACKENDS = ["local", pytest.param("ray", marks=ON_THE_MODULES_RAY)]
@@ -177,7 +171,7 @@ STRAGGLER_RUN = [
 def first_step_latencies(config) -> dict[tuple[int, int], float]:
     """(plan, attempt) -> the simulated latency of its first env step."""
     from sao_online.runtime.envs import make_env, resolve_schedule
-    from sao_online.runtime.planner import EpisodePlanner
+    from sao_online.runtime.scheduling.planner import EpisodePlanner
 
     planner = EpisodePlanner(resolve_schedule(config), group_size=1, seed=config.seed)
     latencies = {}
@@ -292,7 +286,7 @@ def test_more_ray_workers_than_ray_cpus_is_a_named_error(local_ray, tmp_path):
 def test_ray_actor_the_cluster_cannot_place_stops_the_run_with_a_named_error(
     local_ray, tmp_path, monkeypatch
 ):
-    import sao_online.runtime.ray_backend as ray_backend
+    import sao_online.runtime.workers.ray_backend as ray_backend
 
     monkeypatch.setattr(ray_backend, "_SCHEDULE_SECONDS", 3.0)
 

@@ -14,21 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.max_turns=1",
-    "rollout.max_action_tokens=12",
-    "rollout.max_episode_tokens=128",
-    "rollout.batch_size=8",
+TINY = tiny_overrides(
     "algorithm.critic_warmup_steps=0",
-]
+)
 
 
 def read_table(run_dir: str | Path, table: str) -> pd.DataFrame:

@@ -26,8 +26,8 @@ from scheduler_fakes import (
     waits,
 )
 
-import sao_online.runtime.async_runtime as async_runtime
-from sao_online.runtime.async_runtime import AsyncRuntime
+import sao_online.runtime.scheduling.async_runtime as async_runtime
+from sao_online.runtime.scheduling.async_runtime import AsyncRuntime
 
 pytestmark = pytest.mark.usefixtures("fake_dropped_rows")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sao_online.runtime.batch_selection import select_batch, stragglers_to_drop
+from sao_online.runtime.scheduling.batch_selection import select_batch, stragglers_to_drop
 
 
 def episodes(*pairs):

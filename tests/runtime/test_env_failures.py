@@ -18,6 +18,7 @@ import gymnasium as gym
 import pandas as pd
 import pytest
 import yaml
+from tiny_model import model_section
 
 from sao_online.models import build_tiny_policy
 from sao_online.rollout import TRUNCATED_BY_KEY, EnvError, EpisodeRequest, RolloutEngine
@@ -175,7 +176,7 @@ def cli_run(tmp_path: Path, backend: str, **env: object) -> subprocess.Completed
     config = tmp_path / "c.yaml"
     settings = {
         "env": {"id": "faulty_tasks:faulty_tasks/Faulty-v0", "step_timeout": 2, **env},
-        "model": {"warm_start": False, "num_layers": 1, "hidden_size": 32},
+        "model": model_section(),
         "rollout": {
             "batch_size": 4,
             "max_turns": 1,

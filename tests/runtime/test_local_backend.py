@@ -11,26 +11,20 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
 from sao_online.rollout import TRUNCATED_BY_KEY, EpisodeRequest
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import make_env
-from sao_online.runtime.weights import SharedWeights
+from sao_online.runtime.workers.weights import SharedWeights
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.max_turns=1",
-    "rollout.max_action_tokens=12",
-    "rollout.max_episode_tokens=128",
-    "rollout.batch_size=8",
+TINY = tiny_overrides(
     "runtime.backend=local",
     "runtime.num_workers=2",
     "algorithm.critic_warmup_steps=0",
-]
+)
 
 
 def test_shared_weights_round_trip_and_refuse_going_back():
@@ -95,8 +89,8 @@ def test_engines_step_environments_in_threads_only_under_simulated_latency():
 def test_worker_pairs_each_trajectory_with_its_own_ticket_when_group_members_finish_out_of_order():
     # One group of four, each member with its own env seed (so a trajectory tells whose it is)
     # and env latency, so members finish in an order unrelated to their tickets.
-    from sao_online.runtime.planner import EpisodePlan
-    from sao_online.runtime.rollout_worker import run_rollout_worker
+    from sao_online.runtime.scheduling.planner import EpisodePlan
+    from sao_online.runtime.workers.rollout_worker import run_rollout_worker
 
     config = load_config(
         None,
@@ -140,8 +134,8 @@ def test_worker_pairs_each_trajectory_with_its_own_ticket_when_group_members_fin
 def test_worker_stops_a_queued_and_a_running_episode_when_told_to_and_reports_what_they_spent():
     # Every env step sleeps 600 s (sigma 0), so the running episode can only end by its
     # interrupt; ticket 12 waits for weights of version 5 that never come, so it stays queued.
-    from sao_online.runtime.planner import EpisodePlan
-    from sao_online.runtime.rollout_worker import Interrupt, run_rollout_worker
+    from sao_online.runtime.scheduling.planner import EpisodePlan
+    from sao_online.runtime.workers.rollout_worker import Interrupt, run_rollout_worker
 
     config = load_config(
         None,

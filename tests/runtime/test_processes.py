@@ -1,4 +1,4 @@
-"""Children from the preloaded forkserver (``sao_online.runtime.processes``) start as spawned
+"""Children from the preloaded forkserver (``sao_online.runtime.host.processes``) start as spawned
 ones would: the heavy imports done, the parent's environment as it is at their start."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from sao_online.runtime.processes import adopt_environment, process_context, start_server_early
+from sao_online.runtime.host.processes import adopt_environment, process_context, start_server_early
 
 VARIABLE = "SAO_ONLINE_TEST_PROCESSES"
 
@@ -62,7 +62,7 @@ def test_the_server_starts_before_any_child_is_asked_for():
     # open (and a core busy) until its own imports finish.
     probe = (
         "import multiprocessing.forkserver as forkserver, os, signal\n"
-        "from sao_online.runtime.processes import start_server_early\n"
+        "from sao_online.runtime.host.processes import start_server_early\n"
         "assert forkserver._forkserver._forkserver_pid is None\n"
         "start_server_early()\n"
         "server = forkserver._forkserver._forkserver_pid\n"

@@ -9,6 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tiny_model import TINY_MODEL, merge_overrides
 
 from sao_online.analysis import load_runs
 from sao_online.analysis.loading import PROMPT_COLUMN_PREFIX
@@ -21,26 +22,26 @@ from sao_online.environments.base import (
     prompt_key_value,
 )
 from sao_online.rollout.episode import prompt_info
-from sao_online.runlog import RunLog
-from sao_online.runtime.context import RunContext
-from sao_online.runtime.episode_rows import (
+from sao_online.rundir.episode_rows import (
     dropped_episode_record,
     episode_column_types,
     prompt_columns,
 )
+from sao_online.rundir.runlog import RunLog
+from sao_online.rundir.tracking import read_transcripts
+from sao_online.runtime.context import RunContext
 from sao_online.runtime.launch import run_experiment
-from sao_online.tracking import read_transcripts
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.batch_size=8",
-    "rollout.num_slots=8",
-    "runtime.backend=sync",
-    "algorithm.critic_warmup_steps=0",
-    "logging.checkpoint_every=100",
-]
+TINY = merge_overrides(
+    TINY_MODEL,
+    [
+        "rollout.batch_size=8",
+        "rollout.num_slots=8",
+        "runtime.backend=sync",
+        "algorithm.critic_warmup_steps=0",
+        "logging.checkpoint_every=100",
+    ],
+)
 _PROMPT = re.compile(r"Level (\d)\. (Reverse|Sort the digits|Add|Count)")
 _TASK_OF_VERB = {"Reverse": "reverse", "Sort the digits": "sort", "Add": "add", "Count": "count"}
 

@@ -11,19 +11,15 @@ from __future__ import annotations
 import pytest
 import ray
 from ray.cluster_utils import Cluster
+from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.config import ConfigError, load_config
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime import backends
 from sao_online.runtime.launch import run_experiment
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=1",
-    "model.hidden_size=32",
-    "rollout.max_turns=1",
+TINY = tiny_overrides(
     "rollout.max_action_tokens=6",
-    "rollout.max_episode_tokens=128",
     "rollout.batch_size=4",
     "rollout.num_slots=4",
     "runtime.backend=ray",
@@ -33,7 +29,8 @@ TINY = [
     "eval.every_updates=0",
     "budget.episodes=8",
     "runtime.max_staleness=0",
-]
+    model=SMALLEST_MODEL,
+)
 _SMALL_STORE = 80 * 1024 * 1024
 # Both tests on one xdist worker: the cluster (two raylets, about 10 s to start) is started once.
 pytestmark = pytest.mark.xdist_group("ray-two-nodes")

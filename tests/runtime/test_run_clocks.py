@@ -10,23 +10,18 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
 from sao_online.drift_schedules import Schedule
-from sao_online.runlog import RunLog
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.max_turns=1",
+TINY = tiny_overrides(
     "rollout.max_action_tokens=8",
-    "rollout.max_episode_tokens=128",
-    "rollout.batch_size=8",
     "algorithm.critic_warmup_steps=0",
     "logging.checkpoint_every=0",
-]
+)
 
 
 def schedule_on(clock: str, shift_at: float) -> dict:

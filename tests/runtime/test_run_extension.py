@@ -5,10 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import yaml
+from tiny_model import model_section
 
 from sao_online.analysis import load_runs, recovery_metrics
 from sao_online.config import load_config
-from sao_online.runlog import RunDirError, RunLog
+from sao_online.rundir.layout import RunDirError
+from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import budget_extension, run_experiment
 
 
@@ -21,7 +23,7 @@ def extension_config(episodes: int, **model):
                     "preferred": {"kind": "abrupt", "values": ["cute", "classical"], "at": [0, 24]}
                 }
             },
-            "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False, **model},
+            "model": {**model_section(), **model},
             "algorithm": {"name": "sao_running_mean"},
             "rollout": {
                 "batch_size": 8,

@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from sao_online.runtime.staleness import StalenessGate
+from sao_online.runtime.scheduling.staleness import StalenessGate
 
 
 def test_capacity_matches_formula_by_hand():

@@ -19,8 +19,8 @@ from scheduler_fakes import (
     waits,
 )
 
-from sao_online.runtime import stragglers
-from sao_online.runtime.async_runtime import AsyncRuntime
+from sao_online.runtime.scheduling import stragglers
+from sao_online.runtime.scheduling.async_runtime import AsyncRuntime
 
 pytestmark = pytest.mark.usefixtures("fake_dropped_rows")
 

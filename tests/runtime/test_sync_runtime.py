@@ -6,23 +6,17 @@ import time
 
 import pandas as pd
 import pytest
+from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
 from sao_online.runtime.launch import run_experiment
 
-TINY = [
-    "model.warm_start=false",
-    "model.num_layers=2",
-    "model.hidden_size=64",
-    "rollout.max_turns=1",
-    "rollout.max_action_tokens=12",
-    "rollout.max_episode_tokens=128",
-    "rollout.batch_size=8",
+TINY = tiny_overrides(
     "rollout.num_slots=8",
     "runtime.backend=sync",
     "algorithm.critic_warmup_steps=1",
     "logging.checkpoint_every=2",
-]
+)
 SCHEDULE = [
     "schedule={parameters: {preferred: {kind: abrupt, values: [cute, chuunibyou], at: [0, 24]}}}"
 ]

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from sao_online.config import ConfigError, load_config
+from sao_online.runtime.host.threads import CoreCensus, busy_shares, census, resolve_threads
 from sao_online.runtime.launch import learner_threads
-from sao_online.runtime.threads import CoreCensus, busy_shares, census, resolve_threads
 
 BUSY_LOOP = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
 
@@ -58,8 +58,8 @@ def test_the_knob_is_validated_and_a_number_is_used_as_given():
 
 def test_threads_far_above_the_cores_are_refused_and_above_them_warned(recwarn):
     from sao_online.config import ConfigWarning
-    from sao_online.runtime.machine_fit import check_machine_fit
-    from sao_online.runtime.threads import (
+    from sao_online.runtime.host.machine_fit import check_machine_fit
+    from sao_online.runtime.host.threads import (
         THREADS_PER_CORE_LIMIT,
         thread_count_problem,
         usable_cores,

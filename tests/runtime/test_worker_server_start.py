@@ -11,7 +11,8 @@ import pytest
 from sao_online import cli
 from sao_online.commands import compare as compare_command
 from sao_online.config import ConfigError, load_config
-from sao_online.runtime import launch, processes
+from sao_online.runtime import launch
+from sao_online.runtime.host import processes
 
 
 @pytest.fixture
