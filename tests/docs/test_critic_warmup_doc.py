@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-DATA = Path(__file__).resolve().parents[1] / "docs" / "data" / "critic_warmup"
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "critic_warmup"
 
 
 def table_module():
