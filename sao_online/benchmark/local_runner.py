@@ -77,7 +77,9 @@ class CoreUse:
     def since(self, earlier: CoreUse) -> dict[str, Any]:
         """Wall seconds, this command's CPU seconds (its children's counted once they were
         waited for), ``core_share`` = CPU / (wall x cores), and ``other_share``: the share of
-        the cores' time that other work on the machine took meanwhile."""
+        the cores' time that other work on the machine took meanwhile. A child's CPU time
+        counts when it is waited for, all of it, so work it did before ``earlier`` (a process
+        server started beforehand) can lift a short window's share a little above 1."""
         seconds = self.wall - earlier.wall
         cpu = self.cpu - earlier.cpu
         capacity = seconds * len(self.cores)

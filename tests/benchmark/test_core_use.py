@@ -46,7 +46,9 @@ def test_the_session_counts_the_cpu_time_of_the_jobs_and_of_what_they_waited_for
     # the loop stopped and waited for at its end, so their time reached this process.
     assert use["cpu_seconds"] >= sum(measured.values()) - 0.1  # the snapshot rounds to 0.1 s
     assert use["cores"] >= 1 and use["seconds"] > 0
-    assert 0 < use["core_share"] <= 1
+    # Not <= 1: a child's CPU time is counted when it is reaped, including what it burned
+    # before the window opened (the process server's start-up), which a 2 s window can show.
+    assert use["core_share"] > 0
     assert use["other_share"] is None or 0 <= use["other_share"] <= 1
 
 
