@@ -3,20 +3,17 @@ what the page says they are (both warm-up settings, the same seeds, every shift)
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from docs_scripts import docs_script
 
 DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "critic_warmup"
 
 
 def table_module():
-    spec = importlib.util.spec_from_file_location("critic_warmup_table", DATA / "table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_script("data/critic_warmup/table")
 
 
 def test_the_page_tables_are_generated_from_the_kept_runs():

@@ -3,26 +3,18 @@ docs/hooks.py): the pages match the code, and the generators say what the code s
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from docs_scripts import docs_script
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 
-def docs_module(name: str):
-    module_name = "docs_" + name.replace("/", "_")
-    spec = importlib.util.spec_from_file_location(module_name, ROOT / "docs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-generate = docs_module("generate")
+generate = docs_script("generate")
 
 
 def test_every_generated_part_matches_the_code():
@@ -31,7 +23,7 @@ def test_every_generated_part_matches_the_code():
 
 
 def test_the_family_pages_measurement_tables_are_their_data():
-    tables = docs_module("families/tables")
+    tables = docs_script("families/tables")
     page = (ROOT / "docs/families/grid_shift.md").read_text()
     assert "<!-- table: grid-shift-attempts -->" in page
     assert tables.main(["--check"]) == 0, "run: python docs/families/tables.py"
@@ -114,7 +106,7 @@ def test_unknown_parts_are_named():
 
 def test_the_api_reference_sees_the_package_as_installed(tmp_path):
     pytest.importorskip("mkdocs")
-    hooks = docs_module("hooks")
+    hooks = docs_script("hooks")
     package = hooks.lay_out_package(tmp_path / "api")
     for name in ("environments", "drift_schedules", "analysis", "api.py", "config"):
         assert (package / name).exists(), name

@@ -3,11 +3,11 @@ preset in the code is the setting those runs show re-adapting."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pandas as pd
+from docs_scripts import docs_script
 
 from sao_online.model_presets import MODEL_PRESETS
 
@@ -15,10 +15,7 @@ DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "tiny_model_prese
 
 
 def table_module():
-    spec = importlib.util.spec_from_file_location("tiny_preset_table", DATA / "table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_script("data/tiny_model_preset/table")
 
 
 def test_the_page_table_is_generated_from_the_kept_runs():
