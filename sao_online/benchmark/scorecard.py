@@ -20,7 +20,7 @@ from sao_online.analysis.report_render import (
     to_markdown,
     write_csv,
 )
-from sao_online.benchmark import figures
+from sao_online.benchmark import calibration, figures
 from sao_online.benchmark.scorecard_tables import (
     family_table,
     leaderboard,
@@ -230,6 +230,16 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
         ),
         Image(relative["profiles"], "Performance profiles: fraction of scores above tau"),
         Image(relative["matrix"], "Probability of improvement for every pair of methods"),
+        Heading("Calibration"),
+        Paragraph(
+            "Does each task measure adaptation? Learnable: some method's mean score reaches "
+            f"{calibration.LEARNABLE:g} on the first scored phase. The shift costs: the floor "
+            f"falls short of the oracle by {calibration.SHIFT_COST:g} or more further after the "
+            "first shift than before it, in every seed. Per phase: the floor's and the "
+            "oracle's reward, and each method's score, mean [lowest seed, highest seed]."
+        ),
+        Table(calibration.checks(result["scores"], floor)),
+        Table(calibration.phase_table(result["scores"], order, floor)),
         Heading("Per task and shift"),
         Paragraph(
             "Per shift: the score of the phase before it and of the phase after it, and the "

@@ -7,7 +7,8 @@ A block names its kind and its data, relative to the Markdown file::
     <!-- /benchmark-table -->
 
 Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
-``replication DIR DIR...`` (which pairwise conclusions every folder reaches on its own) and
+``replication DIR DIR...`` (which pairwise conclusions every folder reaches on its own),
+``calibration DIR`` (per task: learnable, and does the shift cost; then per phase) and
 ``sessions DIR`` (how long each command that ran the folder's runs took, and where).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
@@ -19,6 +20,7 @@ import re
 from pathlib import Path
 
 from sao_online.analysis.report_render import Table, to_markdown
+from sao_online.benchmark import calibration
 from sao_online.benchmark.merge import replication_table, results_folder
 from sao_online.benchmark.scorecard import compute, read_tables
 from sao_online.benchmark.scorecard_tables import family_table, leaderboard, session_table
@@ -28,7 +30,7 @@ _BLOCK = re.compile(
     r"(<!-- benchmark-table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /benchmark-table -->)",
     re.S,
 )
-KINDS = ("leaderboard", "families", "replication", "sessions")
+KINDS = ("leaderboard", "families", "replication", "calibration", "sessions")
 
 
 class TableSpecError(ValueError):
@@ -56,6 +58,14 @@ def render_block(spec: str, base: Path) -> str:
     else:
         tables, benchmark = loaded[0][1]
         result = compute(tables, benchmark, REPS)
+        if kind == "calibration":
+            floor = benchmark["protocol"]["score"]["floor"]
+            return to_markdown(
+                [
+                    Table(calibration.checks(result["scores"], floor)),
+                    Table(calibration.phase_table(result["scores"], result["methods"], floor)),
+                ]
+            )
         frame = (
             leaderboard(result["aggregates"])
             if kind == "leaderboard"
