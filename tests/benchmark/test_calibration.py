@@ -38,8 +38,8 @@ def _records():
         record("Flat", "F", "a", 0, [0.625, 0.6], [1.0, 1.0]),
         record("Flat", "F", "a", 1, [0.625, 0.6], [1.0, 1.0]),
         # Solved: the warm start is at the oracle in phase 0 (not scored), so learnability is
-        # judged on phase 1: (0.75 - 0.2) / (0.9 - 0.2) = 0.786. The oracle drops to 0.9 after the shift
-        # and frozen to 0.2: the shortfall goes 0.0 -> 0.7.
+        # judged on phase 1: (0.75 - 0.2) / (0.9 - 0.2) = 0.786. The oracle drops to 0.9
+        # after the shift and frozen to 0.2: the shortfall goes 0.0 -> 0.7.
         record("Solved", "S", "frozen", 0, [1.0, 0.2], [1.0, 0.9]),
         record("Solved", "S", "a", 0, [1.0, 0.75], [1.0, 0.9]),
     ]
