@@ -8,7 +8,8 @@ A block names its kind and its data, relative to the Markdown file::
 
 Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
 ``replication DIR DIR...`` (which pairwise conclusions every folder reaches on its own),
-``calibration DIR`` (per task: learnable, and does the shift cost; then per phase) and
+``calibration DIR`` (per task: learnable, and does the shift cost; then per phase),
+``versus DIR BASE OTHER,... [FAMILY,...]`` (one method against others, per family) and
 ``sessions DIR`` (how long each command that ran the folder's runs took, and where).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
@@ -24,17 +25,29 @@ from sao_online.benchmark import calibration
 from sao_online.benchmark.merge import replication_table, results_folder
 from sao_online.benchmark.scorecard import compute, read_tables
 from sao_online.benchmark.scorecard_tables import family_table, leaderboard, session_table
+from sao_online.benchmark.versus import versus_table
 
 REPS = 2000
 _BLOCK = re.compile(
     r"(<!-- benchmark-table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /benchmark-table -->)",
     re.S,
 )
-KINDS = ("leaderboard", "families", "replication", "calibration", "sessions")
+KINDS = ("leaderboard", "families", "replication", "calibration", "versus", "sessions")
 
 
 class TableSpecError(ValueError):
     """A benchmark-table block whose kind or data folder is wrong (the file and block named)."""
+
+
+def _versus(words: list[str], base: Path) -> str:
+    if len(words) not in (3, 4):
+        raise TableSpecError("versus: expected DIR BASE OTHER,... [FAMILY,...]")
+    folder, method, others = words[:3]
+    families = words[3].split(",") if len(words) == 4 else None
+    tables, benchmark = read_tables(results_folder(base / folder))
+    scores = compute(tables, benchmark, REPS)["scores"]
+    frame = versus_table(scores, method, others.split(","), families=families, reps=REPS)
+    return to_markdown([Table(frame)])
 
 
 def render_block(spec: str, base: Path) -> str:
@@ -42,6 +55,8 @@ def render_block(spec: str, base: Path) -> str:
     kind, *folders = spec.split()
     if kind not in KINDS:
         raise TableSpecError(f"unknown table kind {kind!r}; kinds: {', '.join(KINDS)}")
+    if kind == "versus":
+        return _versus(folders, base)
     if not folders or (kind != "replication" and len(folders) != 1):
         raise TableSpecError(
             f"{kind}: expected {'folders' if kind == 'replication' else 'one folder'}"

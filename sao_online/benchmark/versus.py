@@ -1,0 +1,112 @@
+"""One method against others, family by family: is it better, worse, or within a stated size?
+
+For an ablation (``sao`` against ``sao_running_mean``, ...) the aggregate over the suite is not
+the question: the question is, on each family, whether the difference is real, and if it is not,
+how large it could still be. Per family and in all families together (families as strata):
+
+- P(base > other) with its 95% bootstrap interval, as the leaderboard computes it;
+- the mean paired score difference, base - other, over the (task, shift, seed) units both have
+  (the same seed is the same prompts in the same order for both), with its 95% bootstrap
+  interval;
+- a verdict: ``base better`` or ``other better`` when the P interval excludes 1/2, otherwise
+  ``not separated: |difference| < x``, where x is the larger end of the difference's interval
+  in size, the largest effect the runs leave possible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from sao_online.analysis.suite_metrics import improvement_interval, stratified_interval
+from sao_online.benchmark.scores import aggregate_units
+
+ALL = "all (families as strata)"
+
+
+def _fixed(value: float, digits: int = 2) -> str:
+    return f"{round(float(value), digits) + 0.0:.{digits}f}"
+
+
+def _paired(units: pd.DataFrame, base: str, other: str) -> pd.DataFrame:
+    """Per (family, task, phase, seed) both methods scored: their scores and base - other."""
+    keys = ["family", "task", "phase", "seed"]
+    mine = units[units["method"] == base].set_index(keys)["score"].rename("base")
+    theirs = units[units["method"] == other].set_index(keys)["score"].rename("other")
+    both = pd.concat([mine, theirs], axis=1, join="inner").dropna().reset_index()
+    return both.assign(difference=both["base"] - both["other"])
+
+
+def _row(pairs: pd.DataFrame, families: list[str], reps: int, seed: int) -> dict:
+    strata = [pairs[pairs["family"] == f] for f in families]
+    strata = [s for s in strata if len(s)]
+    win = improvement_interval(
+        [s["base"].to_numpy() for s in strata],
+        [s["other"].to_numpy() for s in strata],
+        reps=reps,
+        seed=seed,
+    )
+    mean = stratified_interval(
+        [s["difference"].to_numpy() for s in strata],
+        lambda x: np.mean(x, axis=-1),
+        reps=reps,
+        seed=seed,
+    )
+    if win.lower > 0.5:
+        verdict = "base better"
+    elif win.upper < 0.5:
+        verdict = "other better"
+    else:
+        verdict = f"not separated: |difference| < {_fixed(max(abs(mean.lower), abs(mean.upper)))}"
+    return {
+        "pairs": len(pairs),
+        "P(base > other) [95% CI]": (
+            f"{_fixed(win.point)} [{_fixed(win.lower)}, {_fixed(win.upper)}]"
+        ),
+        "score difference [95% CI]": (
+            f"{_fixed(mean.point)} [{_fixed(mean.lower)}, {_fixed(mean.upper)}]"
+        ),
+        "verdict": verdict,
+    }
+
+
+def versus_table(
+    scores: pd.DataFrame,
+    base: str,
+    others: Sequence[str],
+    *,
+    families: Sequence[str] | None = None,
+    reps: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per other method, per family (``families``, default all) and in all of them: ``base``
+    against it on the scores of the phases after a shift.
+
+    ``scores`` is :func:`~sao_online.benchmark.scores.normalized_scores`' frame.
+
+    Raises:
+        ValueError: a method or family named that the scores do not have.
+    """
+    units = aggregate_units(scores)
+    present = set(units["method"])
+    for method in (base, *others):
+        if method not in present:
+            raise ValueError(
+                f"versus: no scores of method {method!r} ({', '.join(sorted(present))})"
+            )
+    chosen = sorted(units["family"].unique()) if families is None else list(families)
+    missing = sorted(set(chosen) - set(units["family"]))
+    if missing:
+        raise ValueError(f"versus: no scores of family {', '.join(missing)}")
+    rows = []
+    for other in others:
+        pairs = _paired(units[units["family"].isin(chosen)], base, other)
+        for family in chosen:
+            mine = pairs[pairs["family"] == family]
+            if len(mine):
+                rows.append({"other": other, "family": family, **_row(mine, [family], reps, seed)})
+        if len(chosen) > 1 and len(pairs):
+            rows.append({"other": other, "family": ALL, **_row(pairs, chosen, reps, seed)})
+    return pd.DataFrame(rows)
