@@ -235,10 +235,14 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             "Does each task measure adaptation? Learnable: some method's mean score reaches "
             f"{calibration.LEARNABLE:g} on the first scored phase. The shift costs: the floor "
             f"falls short of the oracle by {calibration.SHIFT_COST:g} or more further after the "
-            "first shift than before it, in every seed. Per phase: the floor's and the "
-            "oracle's reward, and each method's score, mean [lowest seed, highest seed]."
+            "first shift than before it (on average; further in every seed). Beside them, what "
+            "the first shift costs an adapted policy: the reward over the last quarter of the "
+            "phase before it minus the reward over the first quarter after it, for the method "
+            f"that drops most ({calibration.SHIFT_COST:g} or more on average, a drop in every "
+            "seed). Per phase: the floor's and the oracle's reward, and each method's score, "
+            "mean [lowest seed, highest seed]."
         ),
-        Table(calibration.checks(result["scores"], floor)),
+        Table(calibration.checks(result["scores"], floor, tables["curves"], tables["shifts"])),
         Table(calibration.phase_table(result["scores"], order, floor)),
         Heading("Per task and shift"),
         Paragraph(

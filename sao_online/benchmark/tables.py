@@ -77,7 +77,11 @@ def render_block(spec: str, base: Path) -> str:
             floor = benchmark["protocol"]["score"]["floor"]
             return to_markdown(
                 [
-                    Table(calibration.checks(result["scores"], floor)),
+                    Table(
+                        calibration.checks(
+                            result["scores"], floor, tables["curves"], tables["shifts"]
+                        )
+                    ),
                     Table(calibration.phase_table(result["scores"], result["methods"], floor)),
                 ]
             )

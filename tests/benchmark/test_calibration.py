@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from benchmark_synthetic import protocol, record, write_results
 
 from sao_online.benchmark import calibration
@@ -96,3 +97,51 @@ def test_the_scorecard_and_a_generated_table_carry_the_calibration(tmp_path):
     filled = refresh(block, tmp_path, str(page))
     assert "| Good | yes | a 0.60 (phase 0) | yes |" in filled
     assert "| Solved | 1: regime 1 | 0.200 | 0.900 | 0.79 [0.79, 0.79] |" in filled
+
+
+def _curve(task, method, seed, rewards, width=10):
+    return [
+        {
+            "task": task,
+            "method": method,
+            "seed": seed,
+            "start": float(i * width),
+            "end": float((i + 1) * width),
+            "episodes": width,
+            "reward_mean": r,
+        }
+        for i, r in enumerate(rewards)
+    ]
+
+
+def test_the_drop_at_the_first_shift_compares_the_quarters_around_it():
+    # shift at 80 of 160 (8 bins of 10 each side): last quarter before = bins 60-79, first
+    # quarter after = bins 80-99. a: (0.8 + 0.6) / 2 - (0.1 + 0.3) / 2 = 0.5 on seed 0,
+    # 0.7 - 0.6 = 0.1 on seed 1: mean 0.3. b never drops.
+    curves = pd.DataFrame(
+        _curve("T", "a", 0, [0.0] * 6 + [0.8, 0.6] + [0.1, 0.3] + [0.5] * 6)
+        + _curve("T", "a", 1, [0.0] * 6 + [0.7, 0.7] + [0.6, 0.6] + [0.5] * 6)
+        + _curve("T", "b", 0, [0.2] * 16)
+        + _curve("T", "frozen", 0, [0.9] * 8 + [0.0] * 8)
+    )
+    shifts = pd.DataFrame(
+        [
+            {"task": "T", "method": m, "seed": s, "shift": 1, "tau": 80.0}
+            for m, s in [("a", 0), ("a", 1), ("b", 0), ("frozen", 0)]
+        ]
+    )
+    drops = calibration.shift_drops(curves, shifts).set_index(["method", "seed"])["drop"]
+    assert drops[("a", 0)] == pytest.approx(0.5)
+    assert drops[("a", 1)] == pytest.approx(0.1)
+    assert drops[("b", 0)] == pytest.approx(0.0)
+    largest = calibration._largest_drop(calibration.shift_drops(curves, shifts), "frozen")
+    assert largest == {  # frozen drops 0.9 but is not an adapted method
+        "costs an adapted method": "yes",
+        "largest drop at shift 1": "a 0.30 (seeds 0.10 to 0.50)",
+    }
+    # a second shift ends the window after the first: shift 2 at 120 -> quarter 80-89
+    second = pd.concat(
+        [shifts, pd.DataFrame([{"task": "T", "method": "a", "seed": 0, "shift": 2, "tau": 120.0}])]
+    )
+    drops = calibration.shift_drops(curves, second).set_index(["method", "seed"])["drop"]
+    assert drops[("a", 0)] == pytest.approx(0.7 - 0.1)
