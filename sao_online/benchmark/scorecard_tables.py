@@ -168,3 +168,29 @@ def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
             for session in benchmark.get("sessions") or []
         ]
     )
+
+
+def _seed_cell(scores: pd.Series, seed: int) -> str:
+    if seed not in scores.index:
+        return "—"
+    value = float(scores[seed])
+    return f"{round(value, 2) + 0.0:.2f}" if np.isfinite(value) else "not scored"
+
+
+def per_seed_table(scores: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Every score the aggregate pools, one column per seed: rows (task, phase after a shift,
+    method); ``not scored`` where the phase has no score, ``—`` where the seed has no run."""
+    after = scores[scores["phase"] >= 1]
+    seeds = sorted(int(s) for s in after["seed"].unique())
+    rows = []
+    for (task, phase), part in after.groupby(["task", "phase"], sort=True):
+        for method in order:
+            mine = part[part["method"] == method].set_index("seed")["score"]
+            if len(mine):
+                row = {
+                    "task": task,
+                    "phase": f"{int(phase)}: {part['phase_name'].iloc[0]}",
+                    "method": method,
+                }
+                rows.append(row | {f"seed {seed}": _seed_cell(mine, seed) for seed in seeds})
+    return pd.DataFrame(rows)

@@ -9,7 +9,8 @@ A block names its kind and its data, relative to the Markdown file::
 Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
 ``replication DIR DIR...`` (which pairwise conclusions every folder reaches on its own),
 ``calibration DIR`` (per task: learnable, and does the shift cost; then per phase),
-``versus DIR BASE OTHER,... [FAMILY,...]`` (one method against others, per family) and
+``versus DIR BASE OTHER,... [FAMILY,...]`` (one method against others, per family),
+``seeds DIR`` (every pooled score, a column per seed) and
 ``sessions DIR`` (how long each command that ran the folder's runs took, and where).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
@@ -24,7 +25,12 @@ from sao_online.analysis.report_render import Table, to_markdown
 from sao_online.benchmark import calibration
 from sao_online.benchmark.merge import replication_table, results_folder
 from sao_online.benchmark.scorecard import compute, read_tables
-from sao_online.benchmark.scorecard_tables import family_table, leaderboard, session_table
+from sao_online.benchmark.scorecard_tables import (
+    family_table,
+    leaderboard,
+    per_seed_table,
+    session_table,
+)
 from sao_online.benchmark.versus import versus_table
 
 REPS = 2000
@@ -32,7 +38,7 @@ _BLOCK = re.compile(
     r"(<!-- benchmark-table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /benchmark-table -->)",
     re.S,
 )
-KINDS = ("leaderboard", "families", "replication", "calibration", "versus", "sessions")
+KINDS = ("leaderboard", "families", "replication", "calibration", "versus", "seeds", "sessions")
 
 
 class TableSpecError(ValueError):
@@ -85,6 +91,8 @@ def render_block(spec: str, base: Path) -> str:
                     Table(calibration.phase_table(result["scores"], result["methods"], floor)),
                 ]
             )
+        if kind == "seeds":
+            return to_markdown([Table(per_seed_table(result["scores"], result["methods"]))])
         frame = (
             leaderboard(result["aggregates"])
             if kind == "leaderboard"

@@ -130,3 +130,15 @@ def test_a_sessions_table_is_what_the_benchmark_recorded_of_its_commands(tmp_pat
         "| 15 | 4 | 146.4 | local |  | 2 | Some CPU |  |  |  |",
         "| 2 | 4 | 31 | local |  | 2 | Some CPU | 55.2 | 89% | 4% |",
     ]
+
+
+def test_a_per_seed_table_shows_every_pooled_score(tmp_path):
+    _seed_set(tmp_path / "one", [0, 1])
+    page = tmp_path / "page.md"
+    page.write_text("<!-- benchmark-table: seeds one -->\n<!-- /benchmark-table -->\n")
+    update_tables([page])
+    text = page.read_text()
+    # a's phase-1 reward 0.7 + 0.01 seed over a floor of 0.2 and an oracle of 1.0
+    assert "| T | 1: regime 1 | a | 0.62 | 0.64 |" in text
+    assert "| U | 1: regime 1 | frozen | 0.00 | 0.00 |" in text
+    assert "0: regime 0" not in text  # phase 0 is not pooled
