@@ -6,10 +6,13 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from sao_online.benchmark.protocol import FLOOR_METHOD, MIN_GAP, PROTOCOL_FORMAT
 from sao_online.benchmark.provenance import stable_hash
 from sao_online.benchmark.results import CURVE_BINS, HALF_ORACLE
 from sao_online.benchmark.runner import write_tables
+from sao_online.benchmark.scores import normalized_scores
 
 PROVENANCE = {
     "commit": "0" * 40,
@@ -118,3 +121,21 @@ def protocol(tasks: dict[str, str], methods: list[str], budget: int = 20) -> dic
 def write_results(out: Path, records: list[dict[str, Any]], proto: dict[str, Any]) -> Path:
     write_tables(out, records, proto)
     return out
+
+
+def tables_of(records: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The (phases, runs) tables of ``records``, as a results folder holds them."""
+    runs = pd.DataFrame([{**r["key"]} for r in records])
+    phases = pd.DataFrame(
+        [
+            {**{k: r["key"][k] for k in ("task", "method", "seed")}, **p}
+            for r in records
+            for p in r["phases"]
+        ]
+    )
+    return phases, runs
+
+
+def scores_of(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """The normalized scores of ``records`` under the protocol's floor and gap."""
+    return normalized_scores(*tables_of(records), floor_method=FLOOR_METHOD, min_gap=MIN_GAP)

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from benchmark_synthetic import protocol, record, write_results
+from benchmark_synthetic import protocol, record, scores_of, write_results
 
 from sao_online.benchmark import calibration
 from sao_online.benchmark.scorecard import write_scorecard
-from sao_online.benchmark.scores import normalized_scores
 from sao_online.benchmark.tables import refresh
-
-
-def _scores(records):
-    runs = pd.DataFrame([{**r["key"]} for r in records])
-    phases = pd.DataFrame(
-        [
-            {**{k: r["key"][k] for k in ("task", "method", "seed")}, **p}
-            for r in records
-            for p in r["phases"]
-        ]
-    )
-    return normalized_scores(phases, runs, floor_method="frozen", min_gap=0.05)
 
 
 def _records():
@@ -47,7 +34,7 @@ def _records():
 
 
 def test_each_check_is_decided_on_hand_computed_numbers():
-    table = calibration.checks(_scores(_records()), "frozen").set_index("task")
+    table = calibration.checks(scores_of(_records()), "frozen").set_index("task")
     assert table.loc["Good", "learnable"] == "yes"
     assert table.loc["Good", "best score (phase)"] == "a 0.60 (phase 0)"
     assert table.loc["Good", "shift costs"] == "yes"
@@ -71,11 +58,11 @@ def test_a_shift_that_costs_on_average_but_not_in_every_seed_does_not_count():
         record("T", "F", "frozen", 1, [0.5, 0.55], [1.0, 1.0]),  # -0.05: mean +0.225
         record("T", "F", "a", 0, [0.9, 0.9], [1.0, 1.0]),
     ]
-    assert calibration.checks(_scores(records), "frozen").loc[0, "shift costs"] == "no"
+    assert calibration.checks(scores_of(records), "frozen").loc[0, "shift costs"] == "no"
 
 
 def test_the_phase_table_shows_floor_oracle_and_each_method_over_seeds():
-    table = calibration.phase_table(_scores(_records()), ["a", "frozen"], "frozen")
+    table = calibration.phase_table(scores_of(_records()), ["a", "frozen"], "frozen")
     good = table[table["task"] == "Good"].set_index("phase")
     assert list(table.columns) == ["task", "phase", "frozen reward", "oracle", "a"]
     assert good.loc["0: regime 0", "a"] == "0.60 [0.45, 0.75]"

@@ -4,25 +4,12 @@ tables built by hand."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
-from benchmark_synthetic import protocol, record, write_results
+from benchmark_synthetic import protocol, record, tables_of, write_results
 
 from sao_online.benchmark.scorecard import compute, read_tables, write_scorecard
 from sao_online.benchmark.scorecard_tables import leaderboard
 from sao_online.benchmark.scores import normalized_scores
-
-
-def _tables(records):
-    runs = pd.DataFrame([{**r["key"]} for r in records])
-    phases = pd.DataFrame(
-        [
-            {**{k: r["key"][k] for k in ("task", "method", "seed")}, **p}
-            for r in records
-            for p in r["phases"]
-        ]
-    )
-    return phases, runs
 
 
 def test_the_score_is_measured_against_the_frozen_mean_and_the_oracle():
@@ -33,7 +20,7 @@ def test_the_score_is_measured_against_the_frozen_mean_and_the_oracle():
         record("T", "F", "a", 1, [0.5, 0.1], [0.9, 0.9]),
         record("T", "F", "b", 0, [0.5, 1.2], [0.9, 0.9]),
     ]
-    scores = normalized_scores(*_tables(records), floor_method="frozen", min_gap=0.05)
+    scores = normalized_scores(*tables_of(records), floor_method="frozen", min_gap=0.05)
     after = scores[scores["phase"] == 1].set_index(["method", "seed"])["score"]
     assert after[("a", 0)] == pytest.approx((0.6 - 0.3) / (0.9 - 0.3))  # 0.5
     assert after[("a", 1)] == pytest.approx((0.1 - 0.3) / 0.6)  # negative: worse than frozen
@@ -49,7 +36,7 @@ def test_a_phase_whose_floor_reaches_the_oracle_is_not_scored():
         record("T", "F", "a", 0, [0.99, 0.6], [1.0, 1.0]),
         record("U", "G", "a", 0, [0.5, 0.5], [1.0, 1.0]),  # no frozen run on task U
     ]
-    scores = normalized_scores(*_tables(records), floor_method="frozen", min_gap=0.05)
+    scores = normalized_scores(*tables_of(records), floor_method="frozen", min_gap=0.05)
     by_key = scores.set_index(["task", "method", "phase"])
     assert np.isnan(by_key.loc[("T", "a", 0), "score"])
     assert by_key.loc[("T", "a", 0), "note"] == "oracle - floor < 0.05: not scored"

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
-from benchmark_synthetic import protocol, record, write_results
+from benchmark_synthetic import protocol, record, scores_of, write_results
 
-from sao_online.benchmark.scores import normalized_scores
 from sao_online.benchmark.tables import TableSpecError, refresh
 from sao_online.benchmark.versus import ALL, versus_table
 
@@ -28,20 +26,8 @@ def _records():
     return out
 
 
-def _scores(records):
-    runs = pd.DataFrame([{**r["key"]} for r in records])
-    phases = pd.DataFrame(
-        [
-            {**{k: r["key"][k] for k in ("task", "method", "seed")}, **p}
-            for r in records
-            for p in r["phases"]
-        ]
-    )
-    return normalized_scores(phases, runs, floor_method="frozen", min_gap=0.05)
-
-
 def test_a_clear_win_and_a_tie_per_family_and_pooled():
-    table = versus_table(_scores(_records()), "base", ["other"], reps=500).set_index("family")
+    table = versus_table(scores_of(_records()), "base", ["other"], reps=500).set_index("family")
     assert table.loc["A", "pairs"] == 3
     assert table.loc["A", "P(base > other) [95% CI]"] == "1.00 [1.00, 1.00]"
     assert table.loc["A", "score difference [95% CI]"].startswith("0.50 [")
@@ -58,7 +44,7 @@ def test_a_clear_win_and_a_tie_per_family_and_pooled():
 
 
 def test_the_families_can_be_chosen_and_a_wrong_name_is_named():
-    scores = _scores(_records())
+    scores = scores_of(_records())
     table = versus_table(scores, "base", ["other"], families=["B"], reps=100)
     assert list(table["family"]) == ["B"]  # one family: no pooled row
     with pytest.raises(ValueError, match="method 'nope'"):
