@@ -8,9 +8,9 @@ how large it could still be. Per family and in all families together (families a
 - the mean paired score difference, base - other, over the (task, shift, seed) units both have
   (the same seed is the same prompts in the same order for both), with its 95% bootstrap
   interval;
-- a verdict: ``base better`` or ``other better`` when the P interval excludes 1/2, otherwise
-  ``not separated: |difference| < x``, where x is the larger end of the difference's interval
-  in size, the largest effect the runs leave possible.
+- a verdict: ``<base> better`` or ``<other> better`` when the P interval excludes 1/2,
+  otherwise ``not separated; the difference is within ±x``, where x is the end of the
+  difference's interval farthest from 0, the largest effect the runs leave possible.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ def _paired(units: pd.DataFrame, base: str, other: str) -> pd.DataFrame:
     return both.assign(difference=both["base"] - both["other"])
 
 
-def _row(pairs: pd.DataFrame, families: list[str], reps: int, seed: int) -> dict:
+def _row(
+    pairs: pd.DataFrame, families: list[str], names: tuple[str, str], reps: int, seed: int
+) -> dict:
     strata = [pairs[pairs["family"] == f] for f in families]
     strata = [s for s in strata if len(s)]
     win = improvement_interval(
@@ -54,18 +56,20 @@ def _row(pairs: pd.DataFrame, families: list[str], reps: int, seed: int) -> dict
         reps=reps,
         seed=seed,
     )
+    base, other = names
     if win.lower > 0.5:
-        verdict = "base better"
+        verdict = f"{base} better"
     elif win.upper < 0.5:
-        verdict = "other better"
+        verdict = f"{other} better"
     else:
-        verdict = f"not separated: |difference| < {_fixed(max(abs(mean.lower), abs(mean.upper)))}"
+        bound = _fixed(max(abs(mean.lower), abs(mean.upper)))
+        verdict = f"not separated; the difference is within ±{bound}"
     return {
         "pairs": len(pairs),
-        "P(base > other) [95% CI]": (
+        f"P({base} > other) [95% CI]": (
             f"{_fixed(win.point)} [{_fixed(win.lower)}, {_fixed(win.upper)}]"
         ),
-        "score difference [95% CI]": (
+        f"score difference, {base} - other [95% CI]": (
             f"{_fixed(mean.point)} [{_fixed(mean.lower)}, {_fixed(mean.upper)}]"
         ),
         "verdict": verdict,
@@ -106,7 +110,9 @@ def versus_table(
         for family in chosen:
             mine = pairs[pairs["family"] == family]
             if len(mine):
-                rows.append({"other": other, "family": family, **_row(mine, [family], reps, seed)})
+                row = _row(mine, [family], (base, other), reps, seed)
+                rows.append({"other": other, "family": family, **row})
         if len(chosen) > 1 and len(pairs):
-            rows.append({"other": other, "family": ALL, **_row(pairs, chosen, reps, seed)})
+            row = _row(pairs, chosen, (base, other), reps, seed)
+            rows.append({"other": other, "family": ALL, **row})
     return pd.DataFrame(rows)

@@ -30,16 +30,16 @@ def test_a_clear_win_and_a_tie_per_family_and_pooled():
     table = versus_table(scores_of(_records()), "base", ["other"], reps=500).set_index("family")
     assert table.loc["A", "pairs"] == 3
     assert table.loc["A", "P(base > other) [95% CI]"] == "1.00 [1.00, 1.00]"
-    assert table.loc["A", "score difference [95% CI]"].startswith("0.50 [")
+    assert table.loc["A", "score difference, base - other [95% CI]"].startswith("0.50 [")
     assert table.loc["A", "verdict"] == "base better"
     # equal scores: P = 1/2 (ties count one half), its unpaired interval wide on 3 seeds; the
     # paired difference is exactly 0, so the effect can be no larger than 0
     assert table.loc["B", "P(base > other) [95% CI]"].startswith("0.50 [")
-    assert table.loc["B", "score difference [95% CI]"] == "0.00 [0.00, 0.00]"
-    assert table.loc["B", "verdict"] == "not separated: |difference| < 0.00"
+    assert table.loc["B", "score difference, base - other [95% CI]"] == "0.00 [0.00, 0.00]"
+    assert table.loc["B", "verdict"] == "not separated; the difference is within ±0.00"
     # pooled: P = mean of the families' (1 + 0.5) / 2; the mean difference over 6 pairs 0.25
     assert table.loc[ALL, "P(base > other) [95% CI]"].startswith("0.75 [")
-    assert table.loc[ALL, "score difference [95% CI]"].startswith("0.25 [")
+    assert table.loc[ALL, "score difference, base - other [95% CI]"].startswith("0.25 [")
     assert table.loc[ALL, "pairs"] == 6
 
 

@@ -1,0 +1,47 @@
+"""docs/critic_vs_running_mean.md: what the prose says of the two seed sets is what the kept lite
+results give (its tables are checked with every other benchmark table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sao_online.benchmark.scorecard import compute, read_tables
+from sao_online.benchmark.versus import versus_table
+
+LITE = Path(__file__).resolve().parents[2] / "benchmarks" / "lite"
+FAMILIES = ["ReasonShift", "GridShift", "ToolShift", "CodeShift"]
+
+
+def verdicts(folder: str) -> dict[str, str]:
+    tables, benchmark = read_tables(LITE / folder / "results")
+    scores = compute(tables, benchmark, 200)["scores"]
+    table = versus_table(scores, "sao", ["sao_running_mean"], families=FAMILIES, reps=2000)
+    return dict(zip(table["family"], table["verdict"]))
+
+
+@pytest.fixture(scope="module")
+def kept():
+    return {folder: verdicts(folder) for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5")}
+
+
+def test_the_sets_disagree_on_reason_shift_and_pooled_it_is_not_separated(kept):
+    directions = {kept["seeds-0-2"]["ReasonShift"], kept["seeds-3-5"]["ReasonShift"]}
+    assert directions == {"sao better", "sao_running_mean better"}
+    assert kept["seeds-0-5"]["ReasonShift"].startswith("not separated")
+
+
+def test_grid_and_tool_shift_are_not_separated_pooled_nor_by_both_sets_alike(kept):
+    for family in ("GridShift", "ToolShift"):
+        assert kept["seeds-0-5"][family].startswith("not separated")
+        first, second = kept["seeds-0-2"][family], kept["seeds-3-5"][family]
+        assert not (first == second and first.endswith("better"))
+
+
+def test_code_shift_favours_sao_pooled_and_in_one_set_only(kept):
+    assert kept["seeds-0-5"]["CodeShift"] == "sao better"
+    per_set = sorted(
+        kept[s]["CodeShift"].startswith("not separated") for s in ("seeds-0-2", "seeds-3-5")
+    )
+    assert per_set == [False, True]
