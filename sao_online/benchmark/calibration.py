@@ -24,15 +24,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sao_online.benchmark.scorecard_tables import fixed
+
 #: A task is learnable when some method's mean score reaches this on its first scored phase.
 LEARNABLE = 0.5
 #: A shift costs when the floor's shortfall from the oracle grows by at least this (reward units).
 SHIFT_COST = 0.1
-
-
-def _fixed(value: float, digits: int = 2) -> str:
-    """``value`` to ``digits`` places, never as "-0.00"."""
-    return f"{round(float(value), digits) + 0.0:.{digits}f}"
 
 
 def _shortfalls(scores: pd.DataFrame, floor_method: str) -> pd.DataFrame:
@@ -66,7 +63,7 @@ def phase_table(scores: pd.DataFrame, order: list[str], floor_method: str) -> pd
             if first["note"]:
                 row[method] = "not scored"
             elif len(values):
-                low, mean, high = (_fixed(v) for v in (values.min(), values.mean(), values.max()))
+                low, mean, high = (fixed(v) for v in (values.min(), values.mean(), values.max()))
                 row[method] = f"{mean} [{low}, {high}]"
             else:
                 row[method] = "—"
@@ -122,7 +119,7 @@ def checks(
             means = mine[mine["phase"] == phase].groupby("method")["score"].mean()
             best = means.idxmax()
             row["learnable"] = "yes" if means[best] >= LEARNABLE else "no"
-            row["best score (phase)"] = f"{best} {_fixed(means[best])} (phase {phase})"
+            row["best score (phase)"] = f"{best} {fixed(means[best])} (phase {phase})"
         else:
             row["learnable"] = "no"
             row["best score (phase)"] = "no scored phase"
@@ -159,6 +156,16 @@ def _largest_drop(drops: pd.DataFrame, floor_method: str) -> dict[str, str]:
     return {
         "costs an adapted method": "yes" if costs else "no",
         "largest drop at shift 1": (
-            f"{method} {_fixed(own.mean())} (seeds {_fixed(own.min())} to {_fixed(own.max())})"
+            f"{method} {fixed(own.mean())} (seeds {fixed(own.min())} to {fixed(own.max())})"
         ),
     }
+
+
+def tables(result: dict, tables: dict[str, pd.DataFrame], floor_method: str) -> list[pd.DataFrame]:
+    """The checks per task and the per-phase table of a scorecard's ``result`` (from
+    :func:`~sao_online.benchmark.scorecard.compute`) and its results ``tables``."""
+    scores = result["scores"]
+    return [
+        checks(scores, floor_method, tables["curves"], tables["shifts"]),
+        phase_table(scores, result["methods"], floor_method),
+    ]

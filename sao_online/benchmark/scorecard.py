@@ -242,8 +242,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             "seed). Per phase: the floor's and the oracle's reward, and each method's score, "
             "mean [lowest seed, highest seed]."
         ),
-        Table(calibration.checks(result["scores"], floor, tables["curves"], tables["shifts"])),
-        Table(calibration.phase_table(result["scores"], order, floor)),
+        *(Table(frame) for frame in calibration.tables(result, tables, floor)),
         Heading("Per task and shift"),
         Paragraph(
             "Per shift: the score of the phase before it and of the phase after it, and the "

@@ -13,14 +13,18 @@ from sao_online.analysis.suite_metrics import stratified_interval, trimmed_iqm
 from sao_online.benchmark.scores import MIN_SEEDS_TO_SEPARATE, Aggregates, separated
 
 
+def fixed(value: float, digits: int = 2) -> str:
+    """``value`` to ``digits`` places, rounded first so a tiny negative never prints "-0.00"."""
+    return f"{round(float(value), digits) + 0.0:.{digits}f}"
+
+
 def _interval(point: float, lower: float, upper: float, digits: int = 2) -> str:
     if not np.isfinite(point):
         return "—"
-    # round first: a tiny negative value would print as "-0.00"
     point, lower, upper = (round(float(v), digits) + 0.0 for v in (point, lower, upper))
     if np.isclose(lower, upper) and np.isclose(point, lower):
-        return f"{point:.{digits}f}"
-    return f"{point:.{digits}f} [{lower:.{digits}f}, {upper:.{digits}f}]"
+        return fixed(point, digits)
+    return f"{fixed(point, digits)} [{fixed(lower, digits)}, {fixed(upper, digits)}]"
 
 
 def _over_seeds(values: np.ndarray, reps: int, digits: int = 2) -> str:
@@ -174,7 +178,7 @@ def _seed_cell(scores: pd.Series, seed: int) -> str:
     if seed not in scores.index:
         return "—"
     value = float(scores[seed])
-    return f"{round(value, 2) + 0.0:.2f}" if np.isfinite(value) else "not scored"
+    return fixed(value) if np.isfinite(value) else "not scored"
 
 
 def per_seed_table(scores: pd.DataFrame, order: list[str]) -> pd.DataFrame:

@@ -81,16 +81,8 @@ def render_block(spec: str, base: Path) -> str:
         result = compute(tables, benchmark, REPS)
         if kind == "calibration":
             floor = benchmark["protocol"]["score"]["floor"]
-            return to_markdown(
-                [
-                    Table(
-                        calibration.checks(
-                            result["scores"], floor, tables["curves"], tables["shifts"]
-                        )
-                    ),
-                    Table(calibration.phase_table(result["scores"], result["methods"], floor)),
-                ]
-            )
+            frames = calibration.tables(result, tables, floor)
+            return to_markdown([Table(frame) for frame in frames])
         if kind == "seeds":
             return to_markdown([Table(per_seed_table(result["scores"], result["methods"]))])
         frame = (

@@ -21,13 +21,10 @@ import numpy as np
 import pandas as pd
 
 from sao_online.analysis.suite_metrics import improvement_interval, stratified_interval
+from sao_online.benchmark.scorecard_tables import fixed
 from sao_online.benchmark.scores import aggregate_units
 
 ALL = "all (families as strata)"
-
-
-def _fixed(value: float, digits: int = 2) -> str:
-    return f"{round(float(value), digits) + 0.0:.{digits}f}"
 
 
 def _paired(units: pd.DataFrame, base: str, other: str) -> pd.DataFrame:
@@ -62,15 +59,15 @@ def _row(
     elif win.upper < 0.5:
         verdict = f"{other} better"
     else:
-        bound = _fixed(max(abs(mean.lower), abs(mean.upper)))
+        bound = fixed(max(abs(mean.lower), abs(mean.upper)))
         verdict = f"not separated; the difference is within ±{bound}"
     return {
         "pairs": len(pairs),
         f"P({base} > other) [95% CI]": (
-            f"{_fixed(win.point)} [{_fixed(win.lower)}, {_fixed(win.upper)}]"
+            f"{fixed(win.point)} [{fixed(win.lower)}, {fixed(win.upper)}]"
         ),
         f"score difference, {base} - other [95% CI]": (
-            f"{_fixed(mean.point)} [{_fixed(mean.lower)}, {_fixed(mean.upper)}]"
+            f"{fixed(mean.point)} [{fixed(mean.lower)}, {fixed(mean.upper)}]"
         ),
         "verdict": verdict,
     }
