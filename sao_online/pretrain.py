@@ -110,14 +110,35 @@ def schedule_phases(config: ExperimentConfig) -> list[tuple[float, float]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def phase_shares(config: ExperimentConfig, phases: int) -> np.ndarray:
+    """The share of warm-start demonstrations drawn from each of the schedule's ``phases``.
+
+    Raises:
+        ConfigError: ``model.warm_start_phase_weights`` does not give one weight per phase.
+    """
+    weights = config.model.warm_start_phase_weights
+    if weights is None:
+        return np.full(phases, 1.0 / phases)
+    if len(weights) != phases:
+        raise ConfigError(
+            f"model.warm_start_phase_weights: one weight per phase of the schedule within the "
+            f"budget ({phases}), got {len(weights)}: {weights}"
+        )
+    return np.asarray(weights, dtype=float) / float(sum(weights))
+
+
 def regime_sampler(
     config: ExperimentConfig, env: Any
 ) -> Callable[[np.random.Generator], dict[str, Any]]:
     """How the warm start draws the regime of each demonstration (``model.warm_start_regimes``).
 
     ``space``: every parameter uniformly from the env's drift space. ``schedule``: a phase of
-    the run's schedule uniformly, then a clock reading uniformly inside it, and the schedule's
-    theta there; so the policy learns the choices the experiment is about and nothing else.
+    the run's schedule (uniformly, or by ``model.warm_start_phase_weights``), then a clock
+    reading uniformly inside it, and the schedule's theta there; so the policy learns the
+    choices the experiment is about and nothing else.
+
+    Raises:
+        ConfigError: the phase weights are not one per phase of the schedule.
     """
     if config.model.warm_start_regimes == "space":
         drift_space = normalize_space(env.unwrapped.drift_space)
@@ -126,9 +147,12 @@ def regime_sampler(
 
     schedule = resolve_schedule(config)
     phases = schedule_phases(config)
+    shares = phase_shares(config, len(phases))
+    uniform = config.model.warm_start_phase_weights is None
 
     def sample(rng: np.random.Generator) -> dict[str, Any]:
-        start, end = phases[int(rng.integers(len(phases)))]
+        pick = rng.integers(len(phases)) if uniform else rng.choice(len(phases), p=shares)
+        start, end = phases[int(pick)]
         return dict(schedule.at(float(rng.uniform(start, end))).theta)
 
     return sample
@@ -141,10 +165,13 @@ def demonstration_episode(
     rng: np.random.Generator,
     max_turns: int,
     theta: dict[str, Any] | None = None,
+    follow_regime: bool = False,
 ) -> tuple[list[int], list[bool], str]:
     """One demonstration as (tokens, action_mask, behavior) in the rollout engine's layout.
 
-    ``theta`` is the regime; None draws one uniformly from the env's drift space.
+    ``theta`` is the regime; None draws one uniformly from the env's drift space. The actions
+    are the env's ``demonstration_action`` (competent, not told the regime), or with
+    ``follow_regime`` its ``oracle_action`` (the regime's own choice).
     """
     tokenizer = layout.tokenizer
     end_token = tokenizer.eos_token
@@ -156,7 +183,8 @@ def demonstration_episode(
     history = [{"role": "user", "content": observation}]
     behavior = ""
     for _ in range(max_turns):
-        action = env.unwrapped.demonstration_action(observation, info)
+        act = env.unwrapped.oracle_action if follow_regime else env.unwrapped.demonstration_action
+        action = act(observation, info)
         action_tokens = layout.encode(action) + [tokenizer.eos_token_id]
         tokens += action_tokens
         mask += [True] * len(action_tokens)
@@ -178,7 +206,12 @@ def _regimes_key(config: ExperimentConfig) -> Any:
         return "space"
     from sao_online.runtime.envs import resolve_schedule
 
-    return {"schedule": resolve_schedule(config).to_dict(), "phases": schedule_phases(config)}
+    phases = schedule_phases(config)
+    return {
+        "schedule": resolve_schedule(config).to_dict(),
+        "phases": phases,
+        "shares": phase_shares(config, len(phases)).tolist(),
+    }
 
 
 def _module_source(name: str) -> str:
@@ -215,6 +248,7 @@ def _cache_key(config: ExperimentConfig) -> str:
                 "warm_start_steps",
                 "warm_start_lr",
                 "warm_start_batch_size",
+                "warm_start_oracle_share",
                 "system_prompt",
                 "observation_role",
             )
@@ -259,22 +293,21 @@ def collect_demonstrations(
     config: ExperimentConfig, tokenizer: Any, count: int, rng: np.random.Generator
 ) -> list[tuple[list[int], list[bool], str]]:
     """``count`` demonstrations as (tokens, action_mask, behavior), regimes drawn as the
-    warm start draws them (``model.warm_start_regimes``), in the config's episode layout."""
+    warm start draws them (``model.warm_start_regimes``), in the config's episode layout; a
+    ``model.warm_start_oracle_share`` of them act as the oracle of their regime."""
     layout = chat_layout(config, tokenizer)
     env = gymnasium.make(config.env.id, **config.env.kwargs)
     draw_regime = regime_sampler(config, env)
+    share = config.model.warm_start_oracle_share
+
+    def one() -> tuple[list[int], list[bool], str]:
+        seed, theta = int(rng.integers(2**31 - 1)), draw_regime(rng)
+        follow = share > 0 and bool(rng.random() < share)  # at 0 no draw: the same demos
+        turns = config.rollout.max_turns
+        return demonstration_episode(env, layout, seed, rng, turns, theta, follow_regime=follow)
+
     try:
-        return [
-            demonstration_episode(
-                env,
-                layout,
-                int(rng.integers(2**31 - 1)),
-                rng,
-                config.rollout.max_turns,
-                theta=draw_regime(rng),
-            )
-            for _ in range(count)
-        ]
+        return [one() for _ in range(count)]
     finally:
         env.close()
 

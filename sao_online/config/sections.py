@@ -20,6 +20,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    model_validator,
 )
 from pydantic.types import AllowInfNan
 from pydantic_core import PydanticCustomError
@@ -174,6 +175,40 @@ class ModelConfig(Section):
         "from the env's drift space, 'schedule' from the phases the run's schedule visits "
         "within the budget.",
     )
+    warm_start_phase_weights: list[number(ge=0, le=1e6)] | None = Field(
+        None,
+        min_length=1,
+        description="With warm_start_regimes 'schedule': the share of demonstrations drawn from "
+        "each phase, in the schedule's order (one weight per phase, normalized; null: every "
+        "phase alike). Weighting the first phase makes a warm start that knows the first regime "
+        "best, so the shift costs it, while keeping the others within reach of exploration.",
+    )
+
+    warm_start_oracle_share: Number = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of warm-start demonstrations that act as the oracle of their regime "
+        "(the env's oracle_action) instead of the competent but undecided "
+        "demonstration_action. Above 0, the warm start leans to the regimes its demonstrations "
+        "are drawn from (see warm_start_phase_weights), so a shift away from them costs it.",
+    )
+
+    @model_validator(mode="after")
+    def _check_phase_weights(self) -> ModelConfig:
+        weights = self.warm_start_phase_weights
+        if weights is None:
+            return self
+        if self.warm_start_regimes != "schedule":
+            raise ValueError(
+                "warm_start_phase_weights weights the phases of the run's schedule: it needs "
+                f"warm_start_regimes 'schedule', got {self.warm_start_regimes!r}"
+            )
+        if not sum(weights) > 0:
+            raise ValueError(
+                f"warm_start_phase_weights: at least one must be positive, got {weights}"
+            )
+        return self
 
 
 def _method_names_schema(schema: dict[str, Any]) -> None:
