@@ -182,8 +182,8 @@ def demonstration_episode(
     mask = [False] * len(tokens)
     history = [{"role": "user", "content": observation}]
     behavior = ""
+    act = env.unwrapped.oracle_action if follow_regime else env.unwrapped.demonstration_action
     for _ in range(max_turns):
-        act = env.unwrapped.oracle_action if follow_regime else env.unwrapped.demonstration_action
         action = act(observation, info)
         action_tokens = layout.encode(action) + [tokenizer.eos_token_id]
         tokens += action_tokens
@@ -298,12 +298,11 @@ def collect_demonstrations(
     layout = chat_layout(config, tokenizer)
     env = gymnasium.make(config.env.id, **config.env.kwargs)
     draw_regime = regime_sampler(config, env)
-    share = config.model.warm_start_oracle_share
+    share, turns = config.model.warm_start_oracle_share, config.rollout.max_turns
 
     def one() -> tuple[list[int], list[bool], str]:
         seed, theta = int(rng.integers(2**31 - 1)), draw_regime(rng)
         follow = share > 0 and bool(rng.random() < share)  # at 0 no draw: the same demos
-        turns = config.rollout.max_turns
         return demonstration_episode(env, layout, seed, rng, turns, theta, follow_regime=follow)
 
     try:

@@ -183,7 +183,6 @@ class ModelConfig(Section):
         "phase alike). Weighting the first phase makes a warm start that knows the first regime "
         "best, so the shift costs it, while keeping the others within reach of exploration.",
     )
-
     warm_start_oracle_share: Number = Field(
         0.0,
         ge=0,
