@@ -1,0 +1,82 @@
+"""The table of what the calibration probes' policies did, generated from ``runs.csv``.
+
+Usage: python table.py          # rewrites the table between the marker pair in docs/benchmark.md
+
+Per task, phase and method, over the last quarter of the phase and the seeds: the two most
+common first actions with their share (mean over seeds, [lowest, highest]) and their episodes'
+mean reward, and the mean reward and turns of all episodes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+PAGE = HERE.parents[1] / "benchmark.md"
+OPEN = "<!-- probe-behavior table -->\n"
+END = "<!-- end probe-behavior table -->"
+MARKER = re.compile(re.escape(OPEN) + r".*?" + re.escape(END), re.DOTALL)
+METHOD_ORDER = {"frozen": 0}
+
+
+def _behavior_cell(part: pd.DataFrame, seeds: int) -> tuple[str, str]:
+    shares = part.groupby("seed")["share"].sum().reindex(range(seeds), fill_value=0.0)
+    label = part["behavior"].iloc[0]
+    reward = (part["reward_mean"] * part["episodes"]).sum() / part["episodes"].sum()
+    return (
+        f"{label} {shares.mean():.2f} [{shares.min():.2f}, {shares.max():.2f}]",
+        f"{reward:.2f}",
+    )
+
+
+def summary(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    keys = ["task", "phase", "method"]
+    for (task, phase, method), part in runs.groupby(keys, sort=False):
+        seeds = sorted(part["seed"].unique())
+        part = part.assign(seed=part["seed"].map({s: k for k, s in enumerate(seeds)}))
+        ranked = part.groupby("behavior")["share"].sum().sort_values(ascending=False, kind="stable")
+        cells = [_behavior_cell(part[part["behavior"] == b], len(seeds)) for b in ranked.index]
+        cells += [("—", "—")] * (2 - len(cells))
+        weights = part["episodes"]
+        rows.append(
+            {
+                "task": task,
+                "phase": int(phase),
+                "method": method,
+                "seeds": len(seeds),
+                "most common first action: share": cells[0][0],
+                "its reward": cells[0][1],
+                "next: share": cells[1][0],
+                "its reward ": cells[1][1],
+                "reward, all": f"{(part['reward_mean'] * weights).sum() / weights.sum():.2f}",
+                "turns": f"{(part['turns_mean'] * weights).sum() / weights.sum():.2f}",
+            }
+        )
+    frame = pd.DataFrame(rows)
+    order = frame["method"].map(lambda m: (METHOD_ORDER.get(m, 1), m))
+    return (
+        frame.assign(_order=order)
+        .sort_values(["task", "phase", "_order"], kind="stable")
+        .drop(columns="_order")
+    )
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    header = [c.strip() for c in frame.columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(False)]
+    return "\n".join(lines) + "\n"
+
+
+def render(page: str, runs: pd.DataFrame) -> str:
+    if not MARKER.search(page):
+        raise SystemExit(f"table.py: {PAGE} has no {OPEN.strip()} ... {END} pair")
+    return MARKER.sub(lambda _: OPEN + markdown(summary(runs)) + END, page)
+
+
+if __name__ == "__main__":
+    PAGE.write_text(render(PAGE.read_text(), pd.read_csv(HERE / "runs.csv")))

@@ -1,0 +1,60 @@
+"""docs/benchmark.md's table of what the calibration probes' policies did is generated from the
+kept rows, and the rows say what the page says of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from docs_scripts import docs_script
+
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "probe_behavior"
+LEARNERS = ["sao", "sao_running_mean"]
+
+
+@pytest.fixture(scope="module")
+def runs() -> pd.DataFrame:
+    return pd.read_csv(DATA / "runs.csv")
+
+
+def _share(rows: pd.DataFrame, behavior: str) -> float:
+    """Mean over seeds of the share of ``behavior`` (0 where a seed never did it)."""
+    shares = rows[rows["behavior"] == behavior].groupby("seed")["share"].sum()
+    return float(shares.reindex(rows["seed"].unique(), fill_value=0.0).mean())
+
+
+def _reward(rows: pd.DataFrame, behavior: str | None = None) -> float:
+    if behavior is not None:
+        rows = rows[rows["behavior"] == behavior]
+    return float((rows["reward_mean"] * rows["episodes"]).sum() / rows["episodes"].sum())
+
+
+def test_the_table_is_generated_from_the_kept_rows(runs):
+    table = docs_script("data/probe_behavior/table")
+    page = table.PAGE.read_text()
+    assert table.render(page, runs) == page, "run docs/data/probe_behavior/table.py"
+
+
+def test_the_shares_of_each_run_and_phase_add_up_to_one(runs):
+    totals = runs.groupby(["probe", "task", "method", "seed", "phase"])["share"].sum()
+    assert totals.between(0.999, 1.001).all()
+
+
+def test_tool_shift_learners_choose_calc_but_miscopy_more_than_the_warm_start(runs):
+    first = runs[(runs["task"] == "ToolShift-long") & (runs["phase"] == 0)]
+    frozen = first[first["method"] == "frozen"]
+    for method in LEARNERS:
+        rows = first[first["method"] == method]
+        assert _share(rows, "calc/v1") > 0.9 > _share(frozen, "calc/v1")
+        assert _reward(rows, "calc/v1") < _reward(frozen, "calc/v1") - 0.05
+
+
+def test_reason_shift_learners_keep_the_first_format_and_earn_nothing_after_the_shift(runs):
+    for task in ("ReasonShift-s20-r0", "ReasonShift-s25-r25"):
+        after = runs[(runs["task"] == task) & (runs["phase"] == 1)]
+        assert _reward(after[after["method"] == "frozen"]) > 0.1
+        for method in LEARNERS:
+            rows = after[after["method"] == method]
+            assert _share(rows, "answer") > 0.9
+            assert _reward(rows) < 0.05
