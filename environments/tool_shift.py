@@ -110,6 +110,9 @@ class ToolShiftEnv(DriftingTextEnv):
         max_turns: actions before truncation (at least 2: one call and one answer).
         call_cost: reward subtracted per CALL.
         malformed_penalty: reward subtracted per malformed action.
+        operand_digits: digits of each operand, 2 to 4 (3: ``347*281``). Fewer digits make
+            the call and the answer shorter to copy, for a small model; the product stays too
+            large to guess.
     """
 
     description: ClassVar[str] = (
@@ -123,17 +126,28 @@ class ToolShiftEnv(DriftingTextEnv):
     max_action_length: ClassVar[int] = 128
 
     def __init__(
-        self, max_turns: int = 4, call_cost: float = 0.05, malformed_penalty: float = 0.1
+        self,
+        max_turns: int = 4,
+        call_cost: float = 0.05,
+        malformed_penalty: float = 0.1,
+        operand_digits: int = 3,
     ) -> None:
         super().__init__()
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 2:
             raise ValueError(f"max_turns: expected an int >= 2, got {max_turns!r}")
+        if (
+            isinstance(operand_digits, bool)
+            or not isinstance(operand_digits, int)
+            or not 2 <= operand_digits <= 4
+        ):
+            raise ValueError(f"operand_digits: expected an int from 2 to 4, got {operand_digits!r}")
         for name, value in (("call_cost", call_cost), ("malformed_penalty", malformed_penalty)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
                 raise ValueError(f"{name}: expected a number in [0, 1), got {value!r}")
         self.max_turns = max_turns
         self.call_cost = float(call_cost)
         self.malformed_penalty = float(malformed_penalty)
+        self.operand_digits = operand_digits
         self._operands = (100, "*", 100)
         self._first_call: str | None = None
         self._saw_malformed = False
@@ -149,7 +163,8 @@ class ToolShiftEnv(DriftingTextEnv):
         return OPERATIONS[op](a, b)
 
     def _begin_episode(self) -> tuple[str, dict[str, Any]]:
-        a, b = (int(value) for value in self.np_random.integers(100, 1000, size=2))
+        low, high = 10 ** (self.operand_digits - 1), 10**self.operand_digits
+        a, b = (int(value) for value in self.np_random.integers(low, high, size=2))
         self._operands = (a, "*", b)
         self._first_call = None
         self._saw_malformed = False

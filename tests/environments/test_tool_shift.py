@@ -77,6 +77,14 @@ def test_prompt_documents_the_original_api_whatever_the_drift():
         assert 100 <= a <= 999 and 100 <= b <= 999
 
 
+@pytest.mark.parametrize("digits", [2, 4])
+def test_operand_digits_sets_the_operands_length(digits):
+    for seed in range(20):
+        _, observation, _, a, b = start(seed=seed, operand_digits=digits)
+        assert 10 ** (digits - 1) <= min(a, b) and max(a, b) < 10**digits
+        assert f"Compute {a}*{b}." in observation
+
+
 def test_questions_vary_with_the_seed_and_are_not_guessable():
     questions = {start(seed=seed)[2]["question"] for seed in range(100)}
     assert len(questions) == 100
@@ -202,6 +210,8 @@ def test_format_call_round_trips_through_the_parsers():
         ({"max_turns": 2.0}, "max_turns"),
         ({"call_cost": -0.1}, "call_cost"),
         ({"malformed_penalty": "big"}, "malformed_penalty"),
+        ({"operand_digits": 1}, "operand_digits"),
+        ({"operand_digits": 3.0}, "operand_digits"),
     ],
 )
 def test_constructor_arguments_are_validated(kwargs, named):
