@@ -151,10 +151,11 @@ class CodeShiftEnv(DriftingTextEnv):
         reset: ``task`` (the function name), ``sandbox`` (the backend that will run the code),
         ``turns_left``. step: also ``tests_passed``, ``tests_total``, ``status`` (the run's
         status, see :data:`~sao_online.environments.sandbox.RUN_STATUSES`), ``helper_calls``,
-        ``submitted`` (``{"api": v1|v2|mixed|none, "boundary": inclusive|exclusive|unknown}``
-        of this submission). End of episode: ``solved`` and ``behavior``: ``"<api>/<boundary>"``
-        of the first submission, or ``"invalid"`` when it did not run (syntax error, no such
-        function, empty or too long).
+        ``submitted`` (this submission's ``{"api": v1|v2|mixed|none, "boundary": ...}``, the
+        boundary ``inclusive``, ``exclusive``, ``other`` when the bounds seen match neither
+        reading or both, ``unknown`` when none was seen). End of episode: ``solved`` and
+        ``behavior``: ``"<api>/<boundary>"`` of the first submission, or ``"invalid"`` when
+        it did not run (syntax error, no such function, empty or too long).
 
     Args:
         sandbox: ``auto`` (the strongest backend available), ``docker``, ``bubblewrap`` or

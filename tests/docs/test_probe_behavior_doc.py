@@ -58,3 +58,21 @@ def test_reason_shift_learners_keep_the_first_format_and_earn_nothing_after_the_
             rows = after[after["method"] == method]
             assert _share(rows, "answer") > 0.9
             assert _reward(rows) < 0.05
+
+
+def test_code_shift_learners_keep_calling_the_removed_helper_after_the_shift(runs):
+    code = runs[runs["task"] == "CodeShift-one"]
+    first = code[code["phase"] == 0]
+    for method in LEARNERS:
+        rows = first[first["method"] == method]
+        assert _share(rows, "v1/inclusive") > _share(
+            first[first["method"] == "frozen"], "v1/inclusive"
+        )
+        assert _reward(rows, "v1/inclusive") > 0.9
+    for phase in (1, 2):
+        after = code[code["phase"] == phase]
+        assert _reward(after[after["method"] == "frozen"]) > 0.1
+        for method in LEARNERS:
+            rows = after[after["method"] == method]
+            assert _share(rows, "v1/unknown") > 0.8
+            assert _reward(rows) < 0.05
