@@ -45,3 +45,37 @@ def test_code_shift_favours_sao_pooled_and_in_one_set_only(kept):
         kept[s]["CodeShift"].startswith("not separated") for s in ("seeds-0-2", "seeds-3-5")
     )
     assert per_set == [False, True]
+
+
+CRITIC = Path(__file__).resolve().parents[2] / "benchmarks" / "critic" / "gridshift"
+ABLATIONS = ["sao_running_mean", "sao_prompt_mean", "sao_lambda1", "sao_no_skip_obs"]
+
+
+@pytest.fixture(scope="module")
+def gridshift():
+    verdicts = {}
+    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
+        tables, benchmark = read_tables(CRITIC / folder / "results")
+        scores = compute(tables, benchmark, 200)["scores"]
+        table = versus_table(scores, "sao", ABLATIONS, families=["GridShift-long"], reps=2000)
+        table = table[table["family"] == "GridShift-long"]
+        verdicts[folder] = dict(zip(table["other"], table["verdict"]))
+    return verdicts
+
+
+def test_gridshift_sao_leads_the_per_distance_mean_in_one_set_and_pooled(gridshift):
+    assert gridshift["seeds-0-2"]["sao_prompt_mean"] == "sao better"
+    assert gridshift["seeds-3-5"]["sao_prompt_mean"].startswith("not separated")
+    assert gridshift["seeds-0-5"]["sao_prompt_mean"] == "sao better"
+
+
+def test_gridshift_the_running_mean_verdict_does_not_replicate(gridshift):
+    assert gridshift["seeds-0-2"]["sao_running_mean"] == "sao better"
+    assert gridshift["seeds-3-5"]["sao_running_mean"].startswith("not separated")
+    assert gridshift["seeds-0-5"]["sao_running_mean"].startswith("not separated")
+
+
+def test_gridshift_the_critic_ablations_are_not_separated_anywhere(gridshift):
+    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
+        for other in ("sao_lambda1", "sao_no_skip_obs"):
+            assert gridshift[folder][other].startswith("not separated"), (folder, other)
