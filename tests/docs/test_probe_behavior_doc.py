@@ -76,3 +76,16 @@ def test_code_shift_learners_keep_calling_the_removed_helper_after_the_shift(run
             rows = after[after["method"] == method]
             assert _share(rows, "v1/unknown") > 0.8
             assert _reward(rows) < 0.05
+
+
+def test_a_stronger_kl_keeps_other_formats_sampled_and_reward_comes_back(runs):
+    weak = runs[runs["task"] == "ReasonShift-s20-r0"]
+    strong = runs[runs["task"] == "ReasonShift-s20-r0-kl03"]
+    for method in LEARNERS:
+        before = strong[(strong["phase"] == 0) & (strong["method"] == method)]
+        weak_before = weak[(weak["phase"] == 0) & (weak["method"] == method)]
+        assert 1 - _share(before, "answer") > 0.05 > 1 - _share(weak_before, "answer")
+        after = strong[(strong["phase"] == 1) & (strong["method"] == method)]
+        assert _share(after, "tags") > 0.7
+        frozen = strong[(strong["phase"] == 1) & (strong["method"] == "frozen")]
+        assert _reward(after) > _reward(frozen) + 0.2
