@@ -41,8 +41,9 @@ def test_the_shares_of_each_run_and_phase_add_up_to_one(runs):
     assert totals.between(0.999, 1.001).all()
 
 
-def test_tool_shift_learners_choose_calc_but_miscopy_more_than_the_warm_start(runs):
-    first = runs[(runs["task"] == "ToolShift-long") & (runs["phase"] == 0)]
+@pytest.mark.parametrize("task", ["ToolShift-long", "ToolShift-d2"])
+def test_tool_shift_learners_choose_calc_but_miscopy_more_than_the_warm_start(runs, task):
+    first = runs[(runs["task"] == task) & (runs["phase"] == 0)]
     frozen = first[first["method"] == "frozen"]
     for method in LEARNERS:
         rows = first[first["method"] == method]
