@@ -5,16 +5,18 @@ Usage: python table.py          # rewrites the table between the marker pair in 
 
 from __future__ import annotations
 
-import re
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from marked_table import markdown, replace_marked  # noqa: E402  (docs/data is not a package)
+
 PAGE = HERE.parents[1] / "benchmark.md"
 OPEN = "<!-- lite-exercised table -->\n"
 END = "<!-- end lite-exercised table -->"
-MARKER = re.compile(re.escape(OPEN) + r".*?" + re.escape(END), re.DOTALL)
 
 
 def _largest(values: pd.Series, digits: int) -> str:
@@ -46,16 +48,8 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def markdown(frame: pd.DataFrame) -> str:
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(False)]
-    return "\n".join(lines) + "\n"
-
-
 def render(page: str, runs: pd.DataFrame) -> str:
-    if not MARKER.search(page):
-        raise SystemExit(f"table.py: {PAGE} has no {OPEN.strip()} ... {END} pair")
-    return MARKER.sub(lambda _: OPEN + markdown(summary(runs)) + END, page)
+    return replace_marked(page, PAGE, OPEN, END, markdown(summary(runs)))
 
 
 if __name__ == "__main__":

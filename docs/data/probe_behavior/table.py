@@ -9,16 +9,18 @@ mean reward, and the mean reward and turns of all episodes.
 
 from __future__ import annotations
 
-import re
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from marked_table import markdown, replace_marked  # noqa: E402  (docs/data is not a package)
+
 PAGE = HERE.parents[1] / "benchmark.md"
 OPEN = "<!-- probe-behavior table -->\n"
 END = "<!-- end probe-behavior table -->"
-MARKER = re.compile(re.escape(OPEN) + r".*?" + re.escape(END), re.DOTALL)
 METHOD_ORDER = {"frozen": 0}
 
 
@@ -65,17 +67,8 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def markdown(frame: pd.DataFrame) -> str:
-    header = [c.strip() for c in frame.columns]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(False)]
-    return "\n".join(lines) + "\n"
-
-
 def render(page: str, runs: pd.DataFrame) -> str:
-    if not MARKER.search(page):
-        raise SystemExit(f"table.py: {PAGE} has no {OPEN.strip()} ... {END} pair")
-    return MARKER.sub(lambda _: OPEN + markdown(summary(runs)) + END, page)
+    return replace_marked(page, PAGE, OPEN, END, markdown(summary(runs)))
 
 
 if __name__ == "__main__":
