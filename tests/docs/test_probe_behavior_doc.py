@@ -41,7 +41,7 @@ def test_the_shares_of_each_run_and_phase_add_up_to_one(runs):
     assert totals.between(0.999, 1.001).all()
 
 
-@pytest.mark.parametrize("task", ["ToolShift-long", "ToolShift-d2"])
+@pytest.mark.parametrize("task", ["ToolShift-long", "ToolShift-d2", "ToolShift-h128-long"])
 def test_tool_shift_learners_choose_calc_but_miscopy_more_than_the_warm_start(runs, task):
     first = runs[(runs["task"] == task) & (runs["phase"] == 0)]
     frozen = first[first["method"] == "frozen"]
@@ -90,3 +90,10 @@ def test_a_stronger_kl_keeps_other_formats_sampled_and_reward_comes_back(runs):
         assert _share(after, "tags") > 0.7
         frozen = strong[(strong["phase"] == 1) & (strong["method"] == "frozen")]
         assert _reward(after) > _reward(frozen) + 0.2
+
+
+def test_the_wider_tool_shift_warm_start_copies_about_as_well_as_the_oracle(runs):
+    first = runs[(runs["task"] == "ToolShift-h128-long") & (runs["phase"] == 0)]
+    assert _reward(first[first["method"] == "frozen"], "calc/v1") > 0.9
+    for method in LEARNERS:
+        assert _reward(first[first["method"] == method], "calc/v1") < 0.8
