@@ -97,3 +97,12 @@ def test_the_wider_tool_shift_warm_start_copies_about_as_well_as_the_oracle(runs
     assert _reward(first[first["method"] == "frozen"], "calc/v1") > 0.9
     for method in LEARNERS:
         assert _reward(first[first["method"] == method], "calc/v1") < 0.8
+
+
+def test_with_a_stronger_kl_code_shift_learners_move_to_kit_2_by_the_third_phase(runs):
+    third = runs[(runs["task"] == "CodeShift-one-kl") & (runs["phase"] == 2)]
+    for method in LEARNERS:
+        rows = third[third["method"] == method]
+        for _, seed in rows.groupby("seed"):
+            assert seed.loc[seed["behavior"].str.startswith("v2/"), "share"].sum() > 0.5
+        assert _reward(rows) > _reward(third[third["method"] == "frozen"]) + 0.3
