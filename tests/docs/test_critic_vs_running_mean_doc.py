@@ -79,3 +79,26 @@ def test_gridshift_the_critic_ablations_are_not_separated_anywhere(gridshift):
     for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
         for other in ("sao_lambda1", "sao_no_skip_obs"):
             assert gridshift[folder][other].startswith("not separated"), (folder, other)
+
+
+@pytest.fixture(scope="module")
+def reasonshift():
+    folder_verdicts = {}
+    task = "ReasonShift-s20-r0-kl03"
+    root = CRITIC.parent / "reasonshift"
+    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
+        tables, benchmark = read_tables(root / folder / "results")
+        scores = compute(tables, benchmark, 200)["scores"]
+        table = versus_table(scores, "sao", ABLATIONS, families=[task], reps=2000)
+        table = table[table["family"] == task]
+        folder_verdicts[folder] = dict(zip(table["other"], table["verdict"]))
+    return folder_verdicts
+
+
+def test_reasonshift_only_one_set_separates_a_pair_and_it_favours_the_running_mean(reasonshift):
+    assert reasonshift["seeds-0-2"]["sao_running_mean"] == "sao_running_mean better"
+    for folder in ("seeds-3-5", "seeds-0-5"):
+        for other in ABLATIONS:
+            assert reasonshift[folder][other].startswith("not separated"), (folder, other)
+    for other in ABLATIONS[1:]:
+        assert reasonshift["seeds-0-2"][other].startswith("not separated"), other
