@@ -47,20 +47,25 @@ def test_code_shift_favours_sao_pooled_and_in_one_set_only(kept):
     assert per_set == [False, True]
 
 
-CRITIC = Path(__file__).resolve().parents[2] / "benchmarks" / "critic" / "gridshift"
+CRITIC = Path(__file__).resolve().parents[2] / "benchmarks" / "critic"
 ABLATIONS = ["sao_running_mean", "sao_prompt_mean", "sao_lambda1", "sao_no_skip_obs"]
+
+
+def ablation_verdicts(family: str, task: str) -> dict[str, dict[str, str]]:
+    """Per seed set kept in ``benchmarks/critic/<family>``: sao's verdict against each ablation."""
+    verdicts = {}
+    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
+        tables, benchmark = read_tables(CRITIC / family / folder / "results")
+        scores = compute(tables, benchmark, 200)["scores"]
+        table = versus_table(scores, "sao", ABLATIONS, families=[task], reps=2000)
+        table = table[table["family"] == task]
+        verdicts[folder] = dict(zip(table["other"], table["verdict"]))
+    return verdicts
 
 
 @pytest.fixture(scope="module")
 def gridshift():
-    verdicts = {}
-    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
-        tables, benchmark = read_tables(CRITIC / folder / "results")
-        scores = compute(tables, benchmark, 200)["scores"]
-        table = versus_table(scores, "sao", ABLATIONS, families=["GridShift-long"], reps=2000)
-        table = table[table["family"] == "GridShift-long"]
-        verdicts[folder] = dict(zip(table["other"], table["verdict"]))
-    return verdicts
+    return ablation_verdicts("gridshift", "GridShift-long")
 
 
 def test_gridshift_sao_leads_the_per_distance_mean_in_one_set_and_pooled(gridshift):
@@ -83,16 +88,7 @@ def test_gridshift_the_critic_ablations_are_not_separated_anywhere(gridshift):
 
 @pytest.fixture(scope="module")
 def reasonshift():
-    folder_verdicts = {}
-    task = "ReasonShift-s20-r0-kl03"
-    root = CRITIC.parent / "reasonshift"
-    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
-        tables, benchmark = read_tables(root / folder / "results")
-        scores = compute(tables, benchmark, 200)["scores"]
-        table = versus_table(scores, "sao", ABLATIONS, families=[task], reps=2000)
-        table = table[table["family"] == task]
-        folder_verdicts[folder] = dict(zip(table["other"], table["verdict"]))
-    return folder_verdicts
+    return ablation_verdicts("reasonshift", "ReasonShift-s20-r0-kl03")
 
 
 def test_reasonshift_only_one_set_separates_a_pair_and_it_favours_the_running_mean(reasonshift):
