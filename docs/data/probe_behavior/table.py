@@ -24,13 +24,17 @@ END = "<!-- end probe-behavior table -->"
 METHOD_ORDER = {"frozen": 0}
 
 
-def _behavior_cell(part: pd.DataFrame, seeds: int) -> tuple[str, str]:
-    shares = part.groupby("seed")["share"].sum().reindex(range(seeds), fill_value=0.0)
+def _weighted(part: pd.DataFrame, column: str) -> float:
+    """``column``'s mean over the episodes behind ``part``'s rows."""
+    return float((part[column] * part["episodes"]).sum() / part["episodes"].sum())
+
+
+def _behavior_cell(part: pd.DataFrame, seeds: list[int]) -> tuple[str, str]:
+    shares = part.groupby("seed")["share"].sum().reindex(seeds, fill_value=0.0)
     label = part["behavior"].iloc[0]
-    reward = (part["reward_mean"] * part["episodes"]).sum() / part["episodes"].sum()
     return (
         f"{label} {shares.mean():.2f} [{shares.min():.2f}, {shares.max():.2f}]",
-        f"{reward:.2f}",
+        f"{_weighted(part, 'reward_mean'):.2f}",
     )
 
 
@@ -39,11 +43,9 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     keys = ["task", "phase", "method"]
     for (task, phase, method), part in runs.groupby(keys, sort=False):
         seeds = sorted(part["seed"].unique())
-        part = part.assign(seed=part["seed"].map({s: k for k, s in enumerate(seeds)}))
         ranked = part.groupby("behavior")["share"].sum().sort_values(ascending=False, kind="stable")
-        cells = [_behavior_cell(part[part["behavior"] == b], len(seeds)) for b in ranked.index]
+        cells = [_behavior_cell(part[part["behavior"] == b], seeds) for b in ranked.index]
         cells += [("—", "—")] * (2 - len(cells))
-        weights = part["episodes"]
         rows.append(
             {
                 "task": task,
@@ -54,8 +56,8 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
                 "its reward": cells[0][1],
                 "next: share": cells[1][0],
                 "its reward ": cells[1][1],
-                "reward, all": f"{(part['reward_mean'] * weights).sum() / weights.sum():.2f}",
-                "turns": f"{(part['turns_mean'] * weights).sum() / weights.sum():.2f}",
+                "reward, all": f"{_weighted(part, 'reward_mean'):.2f}",
+                "turns": f"{_weighted(part, 'turns_mean'):.2f}",
             }
         )
     frame = pd.DataFrame(rows)
