@@ -49,3 +49,10 @@ def test_the_group_methods_fall_below_the_floor_after_the_shifts_where_the_page_
     for task in ("ReasonShift", "ToolShift"):
         rows = after[(after["task"] == task) & (after["method"] == "grpo_dis")]
         assert len(rows) == 3 and (rows["score"] < 0).all()
+
+
+def test_no_method_comes_back_within_style_shift_s_second_phase(kept):
+    _, scores = kept
+    second = scores[(scores["task"] == "StyleShift") & (scores["phase"] == 1)]
+    learners = second[second["method"] != "frozen"]
+    assert len(learners) == 12 and (learners["score"] < 0).all()
