@@ -106,3 +106,25 @@ def test_with_a_stronger_kl_code_shift_learners_move_to_kit_2_by_the_third_phase
         for _, seed in rows.groupby("seed"):
             assert seed.loc[seed["behavior"].str.startswith("v2/"), "share"].sum() > 0.5
         assert _reward(rows) > _reward(third[third["method"] == "frozen"]) + 0.3
+
+
+def test_tool_shift_learners_at_the_gentler_rate_keep_the_copying_and_move_to_compute(runs):
+    tool = runs[runs["task"] == "ToolShift-h128-lr2.5e-4"]
+    first, after = tool[tool["phase"] == 0], tool[tool["phase"] == 1]
+    frozen = first[first["method"] == "frozen"]
+    for method in LEARNERS:
+        rows = first[first["method"] == method]
+        assert _share(rows, "calc/v1") > 0.9 > _share(frozen, "calc/v1")
+        assert abs(_reward(rows, "calc/v1") - _reward(frozen, "calc/v1")) < 0.05
+        renamed = after[after["method"] == method]
+        assert _share(renamed, "compute/v1") > 0.5
+        assert abs(_reward(renamed, "compute/v1") - _reward(rows, "calc/v1")) < 0.05
+
+
+def test_style_shift_with_every_phase_in_its_warm_start_writes_the_third_style(runs):
+    style = runs[runs["task"] == "StyleShift-lean-all"]
+    second, third = style[style["phase"] == 1], style[style["phase"] == 2]
+    assert _reward(third[third["method"] == "frozen"]) > 0.1
+    for method in LEARNERS:
+        assert _share(third[third["method"] == method], "classical") > 0.5
+        assert _share(second[second["method"] == method], "cute") > 0.5

@@ -1,0 +1,58 @@
+"""docs/benchmark.md's run of every family at its passing setting: what the prose says of it is
+what the kept results give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sao_online.benchmark.calibration import checks
+from sao_online.benchmark.scorecard import compute, read_tables
+
+RESULTS = (
+    Path(__file__).resolve().parents[2]
+    / "benchmarks"
+    / "calibration"
+    / "every-family-passing"
+    / "results"
+)
+FAMILIES = ["CodeShift", "GridShift", "ReasonShift", "StyleShift", "ToolShift"]
+
+
+@pytest.fixture(scope="module")
+def kept():
+    tables, benchmark = read_tables(RESULTS)
+    return tables, compute(tables, benchmark, reps=200)["scores"]
+
+
+def test_every_family_is_learnable_and_its_shift_costs_the_floor(kept):
+    tables, scores = kept
+    found = checks(scores, "frozen", tables["curves"], tables["shifts"]).set_index("task")
+    assert sorted(found.index) == FAMILIES
+    assert (found["learnable"] == "yes").all()
+    assert (found["shift costs"] == "yes").all()
+    assert (found["costs an adapted method"] == "yes").all()
+    drops = found["largest drop at shift 1"].str.split().str[1].astype(float)
+    assert (drops >= 0.7).all()
+
+
+def test_the_group_methods_fall_below_the_floor_after_the_shifts_where_the_page_says(kept):
+    _, scores = kept
+    first = scores[scores["phase"] == 0].groupby(["task", "method"])["score"].mean()
+    after = scores[scores["phase"] > 0]
+    for method in ("grpo", "grpo_dis"):
+        assert all(first[(task, method)] > 0 for task in FAMILIES)
+        assert (
+            after[(after["task"] == "CodeShift") & (after["method"] == method)]["score"] < 0
+        ).all()
+    for task in ("ReasonShift", "ToolShift"):
+        rows = after[(after["task"] == task) & (after["method"] == "grpo_dis")]
+        assert len(rows) == 3 and (rows["score"] < 0).all()
+
+
+def test_no_method_comes_back_within_style_shift_s_second_phase(kept):
+    _, scores = kept
+    second = scores[(scores["task"] == "StyleShift") & (scores["phase"] == 1)]
+    learners = second[second["method"] != "frozen"]
+    assert len(learners) == 12 and (learners["score"] < 0).all()
