@@ -56,3 +56,16 @@ def test_no_method_comes_back_within_style_shift_s_second_phase(kept):
     second = scores[(scores["task"] == "StyleShift") & (scores["phase"] == 1)]
     learners = second[second["method"] != "frozen"]
     assert len(learners) == 12 and (learners["score"] < 0).all()
+
+
+def test_seeds_3_5_replicate_every_check_but_code_shift_s_learnable_mark():
+    tables, benchmark = read_tables(
+        RESULTS.parents[1] / "every-family-passing-seeds-3-5" / "results"
+    )
+    assert set(tables["runs"]["seed"]) == {3, 4, 5}
+    scores = compute(tables, benchmark, reps=200)["scores"]
+    found = checks(scores, "frozen", tables["curves"], tables["shifts"]).set_index("task")
+    assert (found["shift costs"] == "yes").all()
+    assert found["learnable"].to_dict() == {
+        task: ("no" if task == "CodeShift" else "yes") for task in FAMILIES
+    }
