@@ -10,25 +10,25 @@ import pytest
 from sao_online.benchmark.calibration import checks
 from sao_online.benchmark.scorecard import compute, read_tables
 
-RESULTS = (
-    Path(__file__).resolve().parents[2]
-    / "benchmarks"
-    / "calibration"
-    / "every-family-passing"
-    / "results"
-)
+CALIBRATION = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration"
 FAMILIES = ["CodeShift", "GridShift", "ReasonShift", "StyleShift", "ToolShift"]
+
+
+def scores_and_checks(folder: str):
+    """A kept seed set's normalized scores and its per-task calibration checks."""
+    tables, benchmark = read_tables(CALIBRATION / folder / "results")
+    scores = compute(tables, benchmark, reps=200)["scores"]
+    found = checks(scores, "frozen", tables["curves"], tables["shifts"]).set_index("task")
+    return scores, found
 
 
 @pytest.fixture(scope="module")
 def kept():
-    tables, benchmark = read_tables(RESULTS)
-    return tables, compute(tables, benchmark, reps=200)["scores"]
+    return scores_and_checks("every-family-passing")
 
 
 def test_every_family_is_learnable_and_its_shift_costs_the_floor(kept):
-    tables, scores = kept
-    found = checks(scores, "frozen", tables["curves"], tables["shifts"]).set_index("task")
+    _, found = kept
     assert sorted(found.index) == FAMILIES
     assert (found["learnable"] == "yes").all()
     assert (found["shift costs"] == "yes").all()
@@ -38,7 +38,7 @@ def test_every_family_is_learnable_and_its_shift_costs_the_floor(kept):
 
 
 def test_the_group_methods_fall_below_the_floor_after_the_shifts_where_the_page_says(kept):
-    _, scores = kept
+    scores, _ = kept
     first = scores[scores["phase"] == 0].groupby(["task", "method"])["score"].mean()
     after = scores[scores["phase"] > 0]
     for method in ("grpo", "grpo_dis"):
@@ -52,19 +52,15 @@ def test_the_group_methods_fall_below_the_floor_after_the_shifts_where_the_page_
 
 
 def test_no_method_comes_back_within_style_shift_s_second_phase(kept):
-    _, scores = kept
+    scores, _ = kept
     second = scores[(scores["task"] == "StyleShift") & (scores["phase"] == 1)]
     learners = second[second["method"] != "frozen"]
     assert len(learners) == 12 and (learners["score"] < 0).all()
 
 
 def test_seeds_3_5_replicate_every_check_but_code_shift_s_learnable_mark():
-    tables, benchmark = read_tables(
-        RESULTS.parents[1] / "every-family-passing-seeds-3-5" / "results"
-    )
-    assert set(tables["runs"]["seed"]) == {3, 4, 5}
-    scores = compute(tables, benchmark, reps=200)["scores"]
-    found = checks(scores, "frozen", tables["curves"], tables["shifts"]).set_index("task")
+    scores, found = scores_and_checks("every-family-passing-seeds-3-5")
+    assert set(scores["seed"]) == {3, 4, 5}
     assert (found["shift costs"] == "yes").all()
     assert found["learnable"].to_dict() == {
         task: ("no" if task == "CodeShift" else "yes") for task in FAMILIES
