@@ -132,3 +132,49 @@ def test_a_warm_start_leaning_less_lowers_the_floor_and_the_learners_more():
     rows = first_phase_end("codeshift-leaning-less")
     assert (shares(rows, lambda b: b.startswith("v1/")) > 0.8).all()
     assert (shares(rows, lambda b: b == "v1/inclusive") < 0.5).all()
+
+
+def test_all_or_nothing_scoring_lowers_the_floor_and_the_learners_a_little_more():
+    before_scores, before = scores_and_checks("every-family-passing")
+    after_scores, after = scores_and_checks("codeshift-all-tests")
+    assert after.loc["CodeShift", "learnable"] == "no"
+    assert after.loc["CodeShift", "shift costs"] == "yes"
+
+    def first_phase_reward(scores, method):
+        rows = scores[(scores["task"] == "CodeShift") & (scores["phase"] == 0)]
+        return rows[rows["method"] == method]["reward_mean"].mean()
+
+    floor_fall = first_phase_reward(before_scores, "frozen") - first_phase_reward(
+        after_scores, "frozen"
+    )
+    assert floor_fall > 0
+    for method in ("sao", "sao_running_mean"):
+        fall = first_phase_reward(before_scores, method) - first_phase_reward(after_scores, method)
+        assert floor_fall < fall < floor_fall + 0.1
+    rows = first_phase_end("codeshift-all-tests")
+    wrong = shares(rows, lambda b: b in ("v1/exclusive", "v1/other"))
+    assert wrong.between(0.2, 0.35).all()  # about a quarter, as with partial credit
+    assert (rows[rows["behavior"].isin(["v1/exclusive", "v1/other"])]["reward_mean"] == 0).all()
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "codeshift-all-tests",
+        "codeshift-leaning-less",
+        "every-family-passing",
+        "every-family-passing-seeds-3-5",
+    ],
+)
+def test_code_shift_s_learners_stop_rising_a_third_into_the_first_phase(folder):
+    curves = pd.read_csv(CALIBRATION / folder / "results" / "curves.csv")
+    curves = curves[
+        (curves["task"] == "CodeShift") & curves["method"].isin(["sao", "sao_running_mean"])
+    ]
+
+    def third(start, end):
+        part = curves[(curves["start"] >= start) & (curves["end"] <= end)]
+        return part.groupby(["method", "seed"])["reward_mean"].mean()
+
+    change = third(800, 1200) - third(400, 800)
+    assert len(change) == 6 and (change.abs() < 0.1).all()
