@@ -285,10 +285,10 @@ def test_the_benchmark_pages_tier_budgets_and_sao_warm_up_are_the_suites():
     assert ", ".join(budgets) in page
     said = dict(
         StyleShift="320 episodes into StyleShift's 600-episode first phase",
-        ToolShift="32 into ToolShift's 500",
+        ToolShift="32 into ToolShift's 1,500",
         ReasonShift="80 into ReasonShift's 1,000",
-        GridShift="80 into ReasonShift's 1,000, GridShift's 600",
-        CodeShift="80 into ReasonShift's 1,000, GridShift's 600 and CodeShift's 200",
+        GridShift="80 into ReasonShift's 1,000, GridShift's 1,000",
+        CodeShift="80 into ReasonShift's 1,000, GridShift's 1,000 and CodeShift's 1,200",
     )
     for name, warm_up, first_shift in warm_ups:
         assert said[name] in page

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from sao_online.benchmark.calibration import checks
@@ -65,3 +66,115 @@ def test_seeds_3_5_replicate_every_check_but_code_shift_s_learnable_mark():
     assert found["learnable"].to_dict() == {
         task: ("no" if task == "CodeShift" else "yes") for task in FAMILIES
     }
+
+
+BEHAVIOR = Path(__file__).resolve().parents[2] / "docs" / "data" / "probe_behavior" / "runs.csv"
+
+
+def first_phase_end(probe: str) -> pd.DataFrame:
+    """Per learner run of ``probe``: each first-submission label's share over the last quarter
+    of the first phase, and its episodes' mean reward."""
+    rows = pd.read_csv(BEHAVIOR)
+    rows = rows[(rows["probe"] == probe) & (rows["phase"] == 0) & (rows["method"] != "frozen")]
+    assert len(rows)
+    return rows
+
+
+def shares(rows: pd.DataFrame, pick) -> pd.Series:
+    """Per (method, seed): the summed share of the labels ``pick`` keeps."""
+    runs = rows.groupby(["method", "seed"])["share"].sum() * 0
+    return runs.add(
+        rows[rows["behavior"].map(pick)].groupby(["method", "seed"])["share"].sum(), fill_value=0
+    )
+
+
+def test_code_shift_s_learners_end_their_first_phase_on_kit_1_with_the_bound_unsettled():
+    rows = first_phase_end("codeshift-stronger-kl")
+    assert (shares(rows, lambda b: b.startswith("v1/")) > 0.9).all()
+    wrong = shares(rows, lambda b: b in ("v1/exclusive", "v1/other"))
+    assert (wrong > 0.2).all()
+    missed = rows[rows["behavior"].isin(["v1/exclusive", "v1/other"])]
+    assert missed["reward_mean"].between(0.4, 0.6).all()  # about half the tests pass
+
+
+def test_a_warm_start_leaning_less_lowers_the_floor_and_the_learners_more():
+    before_scores, before = scores_and_checks("every-family-passing")
+    after_scores, after = scores_and_checks("codeshift-leaning-less")
+    assert after.loc["CodeShift", "learnable"] == "no"
+    assert after.loc["CodeShift", "shift costs"] == "yes"
+
+    def first_phase(scores, method):
+        rows = scores[(scores["task"] == "CodeShift") & (scores["phase"] == 0)]
+        rows = rows[rows["seed"].isin([0, 1, 2])]
+        return rows[rows["method"] == method]
+
+    def growth(found):
+        return float(
+            found.loc["CodeShift", "frozen shortfall: phase 0 -> 1"].split("(")[1].split(";")[0]
+        )
+
+    floor_fall = (
+        first_phase(before_scores, "frozen")["reward_mean"].mean()
+        - first_phase(after_scores, "frozen")["reward_mean"].mean()
+    )
+    assert floor_fall > 0
+    for method in ("sao", "sao_running_mean"):
+        learner_fall = (
+            first_phase(before_scores, method)["reward_mean"].mean()
+            - first_phase(after_scores, method)["reward_mean"].mean()
+        )
+        assert learner_fall > floor_fall
+        assert (
+            first_phase(after_scores, method)["score"].mean()
+            < first_phase(before_scores, method)["score"].mean()
+        )
+    assert growth(after) < growth(before)
+    rows = first_phase_end("codeshift-leaning-less")
+    assert (shares(rows, lambda b: b.startswith("v1/")) > 0.8).all()
+    assert (shares(rows, lambda b: b == "v1/inclusive") < 0.5).all()
+
+
+def test_all_or_nothing_scoring_lowers_the_floor_and_the_learners_a_little_more():
+    before_scores, before = scores_and_checks("every-family-passing")
+    after_scores, after = scores_and_checks("codeshift-all-tests")
+    assert after.loc["CodeShift", "learnable"] == "no"
+    assert after.loc["CodeShift", "shift costs"] == "yes"
+
+    def first_phase_reward(scores, method):
+        rows = scores[(scores["task"] == "CodeShift") & (scores["phase"] == 0)]
+        return rows[rows["method"] == method]["reward_mean"].mean()
+
+    floor_fall = first_phase_reward(before_scores, "frozen") - first_phase_reward(
+        after_scores, "frozen"
+    )
+    assert floor_fall > 0
+    for method in ("sao", "sao_running_mean"):
+        fall = first_phase_reward(before_scores, method) - first_phase_reward(after_scores, method)
+        assert floor_fall < fall < floor_fall + 0.1
+    rows = first_phase_end("codeshift-all-tests")
+    wrong = shares(rows, lambda b: b in ("v1/exclusive", "v1/other"))
+    assert wrong.between(0.2, 0.35).all()  # about a quarter, as with partial credit
+    assert (rows[rows["behavior"].isin(["v1/exclusive", "v1/other"])]["reward_mean"] == 0).all()
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "codeshift-all-tests",
+        "codeshift-leaning-less",
+        "every-family-passing",
+        "every-family-passing-seeds-3-5",
+    ],
+)
+def test_code_shift_s_learners_stop_rising_a_third_into_the_first_phase(folder):
+    curves = pd.read_csv(CALIBRATION / folder / "results" / "curves.csv")
+    curves = curves[
+        (curves["task"] == "CodeShift") & curves["method"].isin(["sao", "sao_running_mean"])
+    ]
+
+    def third(start, end):
+        part = curves[(curves["start"] >= start) & (curves["end"] <= end)]
+        return part.groupby(["method", "seed"])["reward_mean"].mean()
+
+    change = third(800, 1200) - third(400, 800)
+    assert len(change) == 6 and (change.abs() < 0.1).all()
