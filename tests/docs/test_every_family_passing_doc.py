@@ -97,36 +97,36 @@ def test_code_shift_s_learners_end_their_first_phase_on_kit_1_with_the_bound_uns
     assert missed["reward_mean"].between(0.4, 0.6).all()  # about half the tests pass
 
 
+def code_shift_first_phase(scores, method: str, column: str) -> float:
+    """``method``'s mean ``column`` over CodeShift's first phase, over the seeds."""
+    rows = scores[(scores["task"] == "CodeShift") & (scores["phase"] == 0)]
+    return float(rows[rows["method"] == method][column].mean())
+
+
+def fall(before, after, method: str) -> float:
+    """How much ``method``'s first-phase CodeShift reward fell from ``before`` to ``after``."""
+    return code_shift_first_phase(before, method, "reward_mean") - code_shift_first_phase(
+        after, method, "reward_mean"
+    )
+
+
 def test_a_warm_start_leaning_less_lowers_the_floor_and_the_learners_more():
     before_scores, before = scores_and_checks("every-family-passing")
     after_scores, after = scores_and_checks("codeshift-leaning-less")
     assert after.loc["CodeShift", "learnable"] == "no"
     assert after.loc["CodeShift", "shift costs"] == "yes"
 
-    def first_phase(scores, method):
-        rows = scores[(scores["task"] == "CodeShift") & (scores["phase"] == 0)]
-        rows = rows[rows["seed"].isin([0, 1, 2])]
-        return rows[rows["method"] == method]
-
     def growth(found):
         return float(
             found.loc["CodeShift", "frozen shortfall: phase 0 -> 1"].split("(")[1].split(";")[0]
         )
 
-    floor_fall = (
-        first_phase(before_scores, "frozen")["reward_mean"].mean()
-        - first_phase(after_scores, "frozen")["reward_mean"].mean()
-    )
+    floor_fall = fall(before_scores, after_scores, "frozen")
     assert floor_fall > 0
     for method in ("sao", "sao_running_mean"):
-        learner_fall = (
-            first_phase(before_scores, method)["reward_mean"].mean()
-            - first_phase(after_scores, method)["reward_mean"].mean()
-        )
-        assert learner_fall > floor_fall
-        assert (
-            first_phase(after_scores, method)["score"].mean()
-            < first_phase(before_scores, method)["score"].mean()
+        assert fall(before_scores, after_scores, method) > floor_fall
+        assert code_shift_first_phase(after_scores, method, "score") < code_shift_first_phase(
+            before_scores, method, "score"
         )
     assert growth(after) < growth(before)
     rows = first_phase_end("codeshift-leaning-less")
@@ -139,18 +139,10 @@ def test_all_or_nothing_scoring_lowers_the_floor_and_the_learners_a_little_more(
     after_scores, after = scores_and_checks("codeshift-all-tests")
     assert after.loc["CodeShift", "learnable"] == "no"
     assert after.loc["CodeShift", "shift costs"] == "yes"
-
-    def first_phase_reward(scores, method):
-        rows = scores[(scores["task"] == "CodeShift") & (scores["phase"] == 0)]
-        return rows[rows["method"] == method]["reward_mean"].mean()
-
-    floor_fall = first_phase_reward(before_scores, "frozen") - first_phase_reward(
-        after_scores, "frozen"
-    )
+    floor_fall = fall(before_scores, after_scores, "frozen")
     assert floor_fall > 0
     for method in ("sao", "sao_running_mean"):
-        fall = first_phase_reward(before_scores, method) - first_phase_reward(after_scores, method)
-        assert floor_fall < fall < floor_fall + 0.1
+        assert floor_fall < fall(before_scores, after_scores, method) < floor_fall + 0.1
     rows = first_phase_end("codeshift-all-tests")
     wrong = shares(rows, lambda b: b in ("v1/exclusive", "v1/other"))
     assert wrong.between(0.2, 0.35).all()  # about a quarter, as with partial credit
