@@ -99,3 +99,75 @@ def test_reasonshift_only_one_set_separates_a_pair_and_it_favours_the_running_me
             assert reasonshift[folder][other].startswith("not separated"), (folder, other)
     for other in ABLATIONS[1:]:
         assert reasonshift["seeds-0-2"][other].startswith("not separated"), other
+
+
+TOOL_AND_CODE = ["sao_running_mean", "sao_lambda1", "sao_no_skip_obs"]
+
+
+def tool_and_code_scores(folder: str):
+    tables, benchmark = read_tables(CRITIC / "tool-and-code" / folder / "results")
+    return compute(tables, benchmark, 200)["scores"], benchmark
+
+
+@pytest.fixture(scope="module")
+def tool_and_code():
+    verdicts = {}
+    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
+        scores, _ = tool_and_code_scores(folder)
+        table = versus_table(
+            scores, "sao", TOOL_AND_CODE, families=["ToolShift", "CodeShift"], reps=2000
+        )
+        verdicts[folder] = {
+            (row.other, row.family): row.verdict for row in table.itertuples(index=False)
+        }
+    return verdicts
+
+
+def test_tool_and_code_one_pair_separates_in_seeds_0_2_and_does_not_replicate(tool_and_code):
+    assert tool_and_code["seeds-0-2"][("sao_no_skip_obs", "ToolShift")] == "sao better"
+    for folder, verdicts in tool_and_code.items():
+        for (other, family), verdict in verdicts.items():
+            if (folder, other, family) == ("seeds-0-2", "sao_no_skip_obs", "ToolShift"):
+                continue
+            if family.startswith("all"):
+                continue  # the strata rows follow the families'
+            assert verdict.startswith("not separated"), (folder, other, family)
+
+
+def test_codeshift_without_skipping_observations_is_sao_run_for_run():
+    for folder in ("seeds-0-2", "seeds-3-5"):
+        tables, _ = read_tables(CRITIC / "tool-and-code" / folder / "results")
+        phases = tables["phases"]
+        code = phases[phases["task"] == "CodeShift"].set_index(["seed", "phase"])
+        sao = code[code["method"] == "sao"]["reward_mean"]
+        ablation = code[code["method"] == "sao_no_skip_obs"]["reward_mean"]
+        assert len(sao) == 9 and sao.equals(ablation.loc[sao.index])
+
+
+def test_seeds_3_5_ran_on_another_cpu_and_took_other_paths_from_the_lite_tiers_runs():
+    def cpus(benchmark):
+        return {record["machine"]["cpu_model"] for record in benchmark["provenance"].values()}
+
+    _, critic = read_tables(CRITIC / "tool-and-code" / "seeds-3-5" / "results")
+    lite_tables, lite = read_tables(LITE / "seeds-3-5" / "results")
+    assert len(cpus(critic)) == 1 and not cpus(critic) & cpus(lite)
+    critic_tables, _ = read_tables(CRITIC / "tool-and-code" / "seeds-3-5" / "results")
+    key = ["task", "method", "seed"]
+    both = critic_tables["runs"].merge(lite_tables["runs"], on=key, suffixes=("", "_lite"))
+    assert len(both) == 18  # sao, the running mean and the floor; two families, three seeds
+    assert (both["config_hash"] == both["config_hash_lite"]).all()  # the same configs...
+    key = [*key, "phase"]
+    rewards = critic_tables["phases"].merge(lite_tables["phases"], on=key, suffixes=("", "_l"))
+    assert (rewards["reward_mean"] != rewards["reward_mean_l"]).mean() > 0.9  # ...other runs
+
+
+def test_toolshift_seeds_3_5_the_critics_runs_fall_below_the_floor_after_the_rename():
+    below = {}
+    for folder in ("seeds-0-2", "seeds-3-5"):
+        scores, _ = tool_and_code_scores(folder)
+        tool = scores[(scores["task"] == "ToolShift") & (scores["method"] != "frozen")]
+        below[folder] = tool[tool["score"] < 0].groupby("method").size().to_dict()
+    assert below["seeds-0-2"] == {}
+    critic = ["sao", "sao_lambda1", "sao_no_skip_obs"]
+    assert sum(below["seeds-3-5"].get(method, 0) for method in critic) == 7
+    assert below["seeds-3-5"].get("sao_running_mean", 0) == 1
