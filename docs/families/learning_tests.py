@@ -3,9 +3,10 @@
 For each module of ``tests/learning/`` this builds its warm start once (its ``SETTING``), then
 trains each method with each seed, and again with the learning rate at 1e-12 (the policy
 cannot move: the rise must be 0), and appends one JSON line per run to ``--out``: the paired
-mean reward before and after, the rise, the test's margin, and the CPU seconds of the warm
-start and of each run. ``python docs/families/tables.py`` renders the table of
-``docs/families/learning_tests.md`` from those lines.
+mean reward before and after, the rise, the test's margin, the CPU seconds of the warm start
+and of each run, and the machine's CPU (runs at one seed differ between CPUs).
+``python docs/families/tables.py`` renders the table of ``docs/families/learning_tests.md``
+from those lines.
 
     python docs/families/learning_tests.py --seeds 0,1,2 \\
         --out docs/families/data/learning_tests.jsonl
@@ -24,6 +25,8 @@ import time
 from pathlib import Path
 
 import torch
+
+from sao_online.benchmark.provenance import machine
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests" / "learning"
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
+    cpu_model = machine()["cpu_model"]
     names = [n for n in args.modules.split(",") if n] or sorted(
         p.stem for p in TESTS.glob("test_*.py")
     )
@@ -83,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                     "warm_start_cpu_seconds": round(warm_seconds, 1),
                     "run_cpu_seconds": round(time.process_time() - started, 1),
                     "commit": commit,
+                    "cpu_model": cpu_model,
                 }
                 with open(args.out, "a") as handle:
                     handle.write(json.dumps(row) + "\n")

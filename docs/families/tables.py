@@ -116,12 +116,26 @@ def cpu_or_cached(seconds: float) -> str:
 
 
 def learning_tests() -> str:
-    """Per learning test and method: the rise per seed, the rise with learning off, the margin."""
+    """Per learning test, method and CPU: the rise per seed, with learning off, the margin.
+
+    Runs at one seed take different paths on different CPUs (sampling turns floating-point
+    differences into different tokens), so each CPU the runs were measured on gets its rows;
+    rows from before the CPU was recorded say so.
+    """
     rows = read_rows("learning_tests.jsonl")
-    tests = list(dict.fromkeys((row["module"], row["method"]) for row in rows))
+    tests = list(
+        dict.fromkeys(
+            (row["module"], row["method"], row.get("cpu_model", "not recorded")) for row in rows
+        )
+    )
     table = []
-    for module, method in tests:
-        mine = [row for row in rows if (row["module"], row["method"]) == (module, method)]
+    for module, method, cpu in tests:
+        mine = [
+            row
+            for row in rows
+            if (row["module"], row["method"], row.get("cpu_model", "not recorded"))
+            == (module, method, cpu)
+        ]
         on = sorted(
             (row for row in mine if row["learning_rate_override"] is None),
             key=lambda row: row["seed"],
@@ -132,6 +146,7 @@ def learning_tests() -> str:
             [
                 f"`{module}`",
                 method,
+                cpu,
                 f"{on[0]['before']:.2f}",
                 ", ".join(f"{row['rise']:+.2f}" for row in on),
                 ", ".join(f"{row['rise']:+.2f} (lr {row['learning_rate_override']})" for row in off)
@@ -149,6 +164,7 @@ def learning_tests() -> str:
     header = [
         "test module",
         "method",
+        "CPU",
         "warm start's reward",
         "rise per seed (0, 1, 2)",
         "rise with learning off",

@@ -5,8 +5,10 @@ One submission per episode, scored by the fraction of hidden tests it passes. Th
 writes a program for the task with the helper API and the boundary reading each drawn
 uniformly (the family's own demonstrations), so about a quarter of its programs pass every
 test and a call to the dead ``kit.clamp`` passes none; only reward says which API and which
-reading pay. The margin is set from the rises measured over several seeds
-(``docs/families/learning_tests.md``), and the test fails with the learning rate at 1e-12.
+reading pay. The margin is set from the rises measured over several seeds on two CPUs
+(``docs/families/learning_tests.md``): the same seed takes another path on another CPU, and
+``grpo``'s lowest rise on one was half its lowest on the other. The test fails with the
+learning rate at 1e-12.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ SETTING = {
     "run": ["budget.episodes=768", "optim.lr=5e-4"],
     "eval_episodes": 96,
 }
-MARGIN = 0.15
+MARGIN = 0.08
 
 
 @pytest.mark.parametrize("method", ["sao", "grpo"])
