@@ -123,19 +123,12 @@ def learning_tests() -> str:
     rows from before the CPU was recorded say so.
     """
     rows = read_rows("learning_tests.jsonl")
-    tests = list(
-        dict.fromkeys(
-            (row["module"], row["method"], row.get("cpu_model", "not recorded")) for row in rows
-        )
-    )
+    grouped: dict[tuple[str, str, str], list[dict]] = {}
+    for row in rows:
+        key = (row["module"], row["method"], row.get("cpu_model", "not recorded"))
+        grouped.setdefault(key, []).append(row)
     table = []
-    for module, method, cpu in tests:
-        mine = [
-            row
-            for row in rows
-            if (row["module"], row["method"], row.get("cpu_model", "not recorded"))
-            == (module, method, cpu)
-        ]
+    for (module, method, cpu), mine in grouped.items():
         on = sorted(
             (row for row in mine if row["learning_rate_override"] is None),
             key=lambda row: row["seed"],

@@ -106,14 +106,14 @@ TOOL_AND_CODE = ["sao_running_mean", "sao_lambda1", "sao_no_skip_obs"]
 
 def tool_and_code_scores(folder: str):
     tables, benchmark = read_tables(CRITIC / "tool-and-code" / folder / "results")
-    return compute(tables, benchmark, 200)["scores"], benchmark
+    return compute(tables, benchmark, 200)["scores"]
 
 
 @pytest.fixture(scope="module")
 def tool_and_code():
     verdicts = {}
     for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
-        scores, _ = tool_and_code_scores(folder)
+        scores = tool_and_code_scores(folder)
         table = versus_table(
             scores, "sao", TOOL_AND_CODE, families=["ToolShift", "CodeShift"], reps=2000
         )
@@ -148,10 +148,9 @@ def test_seeds_3_5_ran_on_another_cpu_and_took_other_paths_from_the_lite_tiers_r
     def cpus(benchmark):
         return {record["machine"]["cpu_model"] for record in benchmark["provenance"].values()}
 
-    _, critic = read_tables(CRITIC / "tool-and-code" / "seeds-3-5" / "results")
+    critic_tables, critic = read_tables(CRITIC / "tool-and-code" / "seeds-3-5" / "results")
     lite_tables, lite = read_tables(LITE / "seeds-3-5" / "results")
     assert len(cpus(critic)) == 1 and not cpus(critic) & cpus(lite)
-    critic_tables, _ = read_tables(CRITIC / "tool-and-code" / "seeds-3-5" / "results")
     key = ["task", "method", "seed"]
     both = critic_tables["runs"].merge(lite_tables["runs"], on=key, suffixes=("", "_lite"))
     assert len(both) == 18  # sao, the running mean and the floor; two families, three seeds
@@ -164,7 +163,7 @@ def test_seeds_3_5_ran_on_another_cpu_and_took_other_paths_from_the_lite_tiers_r
 def test_toolshift_seeds_3_5_the_critics_runs_fall_below_the_floor_after_the_rename():
     below = {}
     for folder in ("seeds-0-2", "seeds-3-5"):
-        scores, _ = tool_and_code_scores(folder)
+        scores = tool_and_code_scores(folder)
         tool = scores[(scores["task"] == "ToolShift") & (scores["method"] != "frozen")]
         below[folder] = tool[tool["score"] < 0].groupby("method").size().to_dict()
     assert below["seeds-0-2"] == {}
