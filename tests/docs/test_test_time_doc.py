@@ -1,0 +1,74 @@
+"""docs/performance.md, "The test suite's time": its tables come from the kept runs of
+``make test``, and those runs are what their JUnit reports said."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from docs_scripts import ROOT, docs_script
+
+REPORT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="4" time="12.5">
+<testcase classname="tests.learning.test_code_shift_learns"
+    name="test_reward_rises[sao]@learning-code-shift" time="7.25"/>
+<testcase classname="tests.runtime.test_guardrails.TestCaps" name="test_cap" time="0.5">
+  <failure message="assert 1 == 2"/></testcase>
+<testcase classname="tests.test_api" name="test_example" time="2.0">
+  <skipped message="needs Docker"/></testcase>
+<testcase classname="tests.test_api" name="test_other" time="1.0"/>
+</testsuite></testsuites>
+"""
+
+
+def test_the_page_tables_are_generated_from_the_kept_runs():
+    table = docs_script("data/test_time/table")
+    page = table.PAGE.read_text()
+    assert table.render(page, *table.load()) == page, "run docs/data/test_time/table.py"
+
+
+def test_each_kept_run_holds_every_test_of_its_report_and_a_commit_of_this_repository():
+    tests, runs = docs_script("data/test_time/table").load()
+    assert [run["label"] for run in runs] == list(dict.fromkeys(tests["run"]))
+    for run in runs:
+        mine = tests[tests["run"] == run["label"]]
+        assert len(mine) == run["tests"]
+        assert (mine["outcome"] == "skipped").sum() == run["skipped"]
+        assert (mine["outcome"] == "failed").sum() == run["failures"]
+        assert (mine["seconds"] >= 0).all() and mine["seconds"].sum() > 0
+        known = subprocess.run(
+            ["git", "cat-file", "-e", f"{run['commit']}^{{commit}}"], cwd=ROOT, capture_output=True
+        )
+        assert known.returncode == 0, f"{run['label']}: commit {run['commit']} is not in git"
+
+
+def test_a_report_becomes_one_row_per_test_with_its_module_outcome_and_seconds(tmp_path):
+    collect = docs_script("data/test_time/collect")
+    report = tmp_path / "tests.xml"
+    report.write_text(REPORT)
+    rows, totals = collect.read_report(report, ROOT)
+    assert rows.to_dict("records") == [
+        {
+            "module": "tests/learning/test_code_shift_learns.py",
+            "test": "test_reward_rises[sao]",  # the xdist group suffix dropped
+            "outcome": "passed",
+            "seconds": 7.25,
+        },
+        {
+            "module": "tests/runtime/test_guardrails.py",  # the class name dropped
+            "test": "test_cap",
+            "outcome": "failed",
+            "seconds": 0.5,
+        },
+        {"module": "tests/test_api.py", "test": "test_example", "outcome": "skipped", "seconds": 2},
+        {"module": "tests/test_api.py", "test": "test_other", "outcome": "passed", "seconds": 1},
+    ]
+    assert totals == {"wall_seconds": 12.5, "tests": 4, "failures": 1, "errors": 0, "skipped": 1}
+
+
+def test_a_report_naming_no_module_of_the_checkout_is_an_error_naming_the_class(tmp_path):
+    collect = docs_script("data/test_time/collect")
+    report = tmp_path / "tests.xml"
+    report.write_text(REPORT.replace("tests.test_api", "tests.not_a_module"))
+    with pytest.raises(SystemExit, match="tests.not_a_module"):
+        collect.read_report(report, ROOT)
