@@ -48,7 +48,6 @@ def runs_table(tests: pd.DataFrame, runs: list[dict]) -> str:
             [
                 run["label"],
                 run["setting"],
-                f"`{run['commit'][:10]}`" + (" (edited)" if run["dirty"] else ""),
                 run["machine"]["cpu_model"],
                 run["workers"],
                 f"{run['wall_seconds']:.0f}",
@@ -62,7 +61,6 @@ def runs_table(tests: pd.DataFrame, runs: list[dict]) -> str:
     header = [
         "run",
         "setting",
-        "commit",
         "CPU",
         "workers",
         "wall s",
