@@ -2,11 +2,12 @@
 
 For each module of ``tests/learning/`` this builds its warm start once (its ``SETTING``), then
 trains each method with each seed, and again with the learning rate at 1e-12 (the policy
-cannot move: the rise must be 0), and appends one JSON line per run to ``--out``: the paired
-mean reward before and after, the rise, the test's margin, the CPU seconds of the warm start
-and of each run, and the machine's CPU (runs at one seed differ between CPUs).
-``python docs/families/tables.py`` renders the table of ``docs/families/learning_tests.md``
-from those lines.
+cannot move: the rise must be 0), and appends one JSON line per run to ``--out``: the module's
+``SETTING`` it was measured with, the paired mean reward before and after, the rise, the
+test's margin, the CPU and wall seconds of the warm start and of each run (with its two
+evaluations; wall counts what CPU seconds miss, e.g. CodeShift's sandbox child processes), and
+the machine's CPU (runs at one seed differ between CPUs). ``python docs/families/tables.py``
+renders the tables of ``docs/families/learning_tests.md`` from those lines.
 
     python docs/families/learning_tests.py --seeds 0,1,2 \\
         --out docs/families/data/learning_tests.jsonl
@@ -46,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default="sao,grpo")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--no-learning-off",
+        action="store_true",
+        help="skip the runs at learning rate 1e-12 (to screen a setting; keep them for the data)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     harness = load_module(TESTS / "conftest.py", "learning_harness")
@@ -60,11 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         module = load_module(TESTS / f"{name}.py", name)
         setting = harness.LearningSetting(**module.SETTING)
         with tempfile.TemporaryDirectory() as folder:
-            started = time.process_time()
+            started, started_wall = time.process_time(), time.perf_counter()
             warm = harness.build_warm_start(setting, Path(folder) / "warm-start")
             warm_seconds = time.process_time() - started
+            warm_wall_seconds = time.perf_counter() - started_wall
             runs = [(m, s, None) for m in args.methods.split(",") for s in args.seeds.split(",")]
-            runs += [(m, "0", "1e-12") for m in args.methods.split(",")]
+            if not args.no_learning_off:
+                runs += [(m, "0", "1e-12") for m in args.methods.split(",")]
             for method, seed, lr in runs:
                 if lr:
                     os.environ["SAO_LEARNING_TESTS_LR"] = lr
@@ -73,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 seeded = harness.LearningSetting(
                     **{**module.SETTING, "run": [*setting.run, f"seed={seed}"]}
                 )
-                started = time.process_time()
+                started, started_wall = time.process_time(), time.perf_counter()
                 result = harness.learn(seeded, warm, method, Path(folder) / f"{method}-{seed}")
                 row = {
                     "module": name,
@@ -86,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
                     "margin": module.MARGIN,
                     "warm_start_cpu_seconds": round(warm_seconds, 1),
                     "run_cpu_seconds": round(time.process_time() - started, 1),
+                    "warm_start_wall_seconds": round(warm_wall_seconds, 1),
+                    "run_wall_seconds": round(time.perf_counter() - started_wall, 1),
+                    "training_wall_seconds": round(result.run_seconds, 1),
+                    "setting": module.SETTING,
                     "commit": commit,
                     "cpu_model": cpu_model,
                 }

@@ -11,6 +11,7 @@ differs from what its data gives (the test suite runs it).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -101,13 +102,24 @@ def calibration() -> str:
     return markdown(header, rows)
 
 
+def test_source(module: str) -> str:
+    return (HERE.parent.parent / "tests" / "learning" / f"{module}.py").read_text()
+
+
 def current_margin(module: str) -> float:
     """The margin the test module asserts today (its ``MARGIN``), not the one a row recorded."""
-    source = (HERE.parent.parent / "tests" / "learning" / f"{module}.py").read_text()
-    found = re.search(r"^MARGIN = ([0-9.]+)$", source, re.M)
+    found = re.search(r"^MARGIN = ([0-9.]+)$", test_source(module), re.M)
     if found is None:
         raise SystemExit(f"tests/learning/{module}.py: no MARGIN = <number> line")
     return float(found[1])
+
+
+def current_setting(module: str) -> dict:
+    """The test module's ``SETTING`` today, read without importing the module (a literal)."""
+    for node in ast.parse(test_source(module)).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["SETTING"]:
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"tests/learning/{module}.py: no SETTING = {{...}} literal")
 
 
 def cpu_or_cached(seconds: float) -> str:
@@ -115,25 +127,57 @@ def cpu_or_cached(seconds: float) -> str:
     return "cached" if seconds < 1 else f"{seconds:.0f}"
 
 
+def seconds_or_dash(rows: list[dict], name: str) -> str:
+    """Mean of a seconds field over rows; rows measured before it was recorded give "-"."""
+    if any(name not in row for row in rows):
+        return "-"
+    return f"{sum(row[name] for row in rows) / len(rows):.0f}"
+
+
+def learning_groups(current: bool) -> dict[tuple[str, ...], list[dict]]:
+    """The learning-test rows measured with the module's current ``SETTING`` (or with another).
+
+    Grouped by module, method, CPU and setting, in the order the rows were written. Runs at
+    one seed take different paths on different CPUs (sampling turns floating-point
+    differences into different tokens), so each CPU gets its rows; rows from before the CPU
+    was recorded say so.
+    """
+    settings: dict[str, dict] = {}
+    grouped: dict[tuple[str, ...], list[dict]] = {}
+    for row in read_rows("learning_tests.jsonl"):
+        module = row["module"]
+        if module not in settings:
+            settings[module] = current_setting(module)
+        if (row["setting"] == settings[module]) != current:
+            continue
+        setting = json.dumps(row["setting"], sort_keys=True)
+        key = (module, row["method"], row.get("cpu_model", "not recorded"), setting)
+        grouped.setdefault(key, []).append(row)
+    return grouped
+
+
+def rises(mine: list[dict]) -> tuple[list[dict], list[dict]]:
+    """A group's learning runs by seed, and its runs with learning off."""
+    on = sorted(
+        (row for row in mine if row["learning_rate_override"] is None), key=lambda row: row["seed"]
+    )
+    off = [row for row in mine if row["learning_rate_override"] is not None]
+    return on, off
+
+
+def learning_off(off: list[dict]) -> str:
+    return ", ".join(f"{row['rise']:+.2f} (lr {row['learning_rate_override']})" for row in off)
+
+
 def learning_tests() -> str:
     """Per learning test, method and CPU: the rise per seed, with learning off, the margin.
 
-    Runs at one seed take different paths on different CPUs (sampling turns floating-point
-    differences into different tokens), so each CPU the runs were measured on gets its rows;
-    rows from before the CPU was recorded say so.
+    Only rows measured with the module's current ``SETTING``: a row of another setting says
+    nothing about the test as it stands (see :func:`learning_tests_earlier`).
     """
-    rows = read_rows("learning_tests.jsonl")
-    grouped: dict[tuple[str, str, str], list[dict]] = {}
-    for row in rows:
-        key = (row["module"], row["method"], row.get("cpu_model", "not recorded"))
-        grouped.setdefault(key, []).append(row)
     table = []
-    for (module, method, cpu), mine in grouped.items():
-        on = sorted(
-            (row for row in mine if row["learning_rate_override"] is None),
-            key=lambda row: row["seed"],
-        )
-        off = [row for row in mine if row["learning_rate_override"] is not None]
+    for (module, method, cpu, _), mine in learning_groups(current=True).items():
+        on, off = rises(mine)
         margin = current_margin(module)
         table.append(
             [
@@ -142,8 +186,7 @@ def learning_tests() -> str:
                 cpu,
                 f"{on[0]['before']:.2f}",
                 ", ".join(f"{row['rise']:+.2f}" for row in on),
-                ", ".join(f"{row['rise']:+.2f} (lr {row['learning_rate_override']})" for row in off)
-                or "-",
+                learning_off(off) or "-",
                 f"{margin:.2f}",
                 "yes"
                 if min(row["rise"] for row in on)
@@ -151,7 +194,9 @@ def learning_tests() -> str:
                 > max([row["rise"] for row in off], default=float("-inf"))
                 else "no",
                 cpu_or_cached(on[0]["warm_start_cpu_seconds"]),
-                f"{sum(row['run_cpu_seconds'] for row in on) / len(on):.0f}",
+                seconds_or_dash(on[:1], "warm_start_wall_seconds"),
+                seconds_or_dash(on, "run_cpu_seconds"),
+                seconds_or_dash(on, "run_wall_seconds"),
             ]
         )
     header = [
@@ -164,7 +209,55 @@ def learning_tests() -> str:
         "margin asserted",
         "every seed passes, learning off fails",
         "warm start CPU s",
+        "warm start wall s",
         "CPU s per run",
+        "wall s per run",
+    ]
+    return markdown(header, table)
+
+
+def setting_change(earlier: dict, now: dict) -> str:
+    """What an earlier ``SETTING`` had where today's differs, e.g. ``sft_steps 800``."""
+
+    def shown(value) -> str:
+        return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    keys = [key for key in {**now, **earlier} if earlier.get(key) != now.get(key)]
+    return "; ".join(f"{key} {shown(earlier.get(key, '(unset)'))}" for key in keys)
+
+
+def learning_tests_earlier() -> str:
+    """The learning-test rows of settings a module no longer has: the history of its calibration."""
+    table = []
+    for (module, method, cpu, setting), mine in learning_groups(current=False).items():
+        on, off = rises(mine)
+        table.append(
+            [
+                f"`{module}`",
+                method,
+                cpu,
+                setting_change(json.loads(setting), current_setting(module)),
+                f"{on[0]['before']:.2f}",
+                ", ".join(f"{row['rise']:+.2f}" for row in on),
+                learning_off(off) or "-",
+                cpu_or_cached(on[0]["warm_start_cpu_seconds"]),
+                seconds_or_dash(on[:1], "warm_start_wall_seconds"),
+                seconds_or_dash(on, "run_cpu_seconds"),
+                seconds_or_dash(on, "run_wall_seconds"),
+            ]
+        )
+    header = [
+        "test module",
+        "method",
+        "CPU",
+        "setting then (where it differs from today's)",
+        "warm start's reward",
+        "rise per seed (0, 1, 2)",
+        "rise with learning off",
+        "warm start CPU s",
+        "warm start wall s",
+        "CPU s per run",
+        "wall s per run",
     ]
     return markdown(header, table)
 
@@ -173,6 +266,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "grid-shift-attempts": grid_attempts,
     "calibration": calibration,
     "learning-tests": learning_tests,
+    "learning-tests-earlier": learning_tests_earlier,
 }
 
 
