@@ -169,6 +169,28 @@ def learning_off(off: list[dict]) -> str:
     return ", ".join(f"{row['rise']:+.2f} (lr {row['learning_rate_override']})" for row in off)
 
 
+#: The columns both learning-test tables show: what a setting measured, and what it cost.
+RESULT_HEADER = ["warm start's reward", "rise per seed (0, 1, 2)", "rise with learning off"]
+COST_HEADER = ["warm start CPU s", "warm start wall s", "CPU s per run", "wall s per run"]
+
+
+def result_cells(on: list[dict], off: list[dict]) -> list[str]:
+    return [
+        f"{on[0]['before']:.2f}",
+        ", ".join(f"{row['rise']:+.2f}" for row in on),
+        learning_off(off) or "-",
+    ]
+
+
+def cost_cells(on: list[dict]) -> list[str]:
+    return [
+        cpu_or_cached(on[0]["warm_start_cpu_seconds"]),
+        seconds_or_dash(on[:1], "warm_start_wall_seconds"),
+        seconds_or_dash(on, "run_cpu_seconds"),
+        seconds_or_dash(on, "run_wall_seconds"),
+    ]
+
+
 def learning_tests() -> str:
     """Per learning test, method and CPU: the rise per seed, with learning off, the margin.
 
@@ -179,39 +201,30 @@ def learning_tests() -> str:
     for (module, method, cpu, _), mine in learning_groups(current=True).items():
         on, off = rises(mine)
         margin = current_margin(module)
+        passes = (
+            min(row["rise"] for row in on)
+            >= margin
+            > max([row["rise"] for row in off], default=float("-inf"))
+        )
         table.append(
             [
                 f"`{module}`",
                 method,
                 cpu,
-                f"{on[0]['before']:.2f}",
-                ", ".join(f"{row['rise']:+.2f}" for row in on),
-                learning_off(off) or "-",
+                *result_cells(on, off),
                 f"{margin:.2f}",
-                "yes"
-                if min(row["rise"] for row in on)
-                >= margin
-                > max([row["rise"] for row in off], default=float("-inf"))
-                else "no",
-                cpu_or_cached(on[0]["warm_start_cpu_seconds"]),
-                seconds_or_dash(on[:1], "warm_start_wall_seconds"),
-                seconds_or_dash(on, "run_cpu_seconds"),
-                seconds_or_dash(on, "run_wall_seconds"),
+                "yes" if passes else "no",
+                *cost_cells(on),
             ]
         )
     header = [
         "test module",
         "method",
         "CPU",
-        "warm start's reward",
-        "rise per seed (0, 1, 2)",
-        "rise with learning off",
+        *RESULT_HEADER,
         "margin asserted",
         "every seed passes, learning off fails",
-        "warm start CPU s",
-        "warm start wall s",
-        "CPU s per run",
-        "wall s per run",
+        *COST_HEADER,
     ]
     return markdown(header, table)
 
@@ -231,33 +244,15 @@ def learning_tests_earlier() -> str:
     table = []
     for (module, method, cpu, setting), mine in learning_groups(current=False).items():
         on, off = rises(mine)
-        table.append(
-            [
-                f"`{module}`",
-                method,
-                cpu,
-                setting_change(json.loads(setting), current_setting(module)),
-                f"{on[0]['before']:.2f}",
-                ", ".join(f"{row['rise']:+.2f}" for row in on),
-                learning_off(off) or "-",
-                cpu_or_cached(on[0]["warm_start_cpu_seconds"]),
-                seconds_or_dash(on[:1], "warm_start_wall_seconds"),
-                seconds_or_dash(on, "run_cpu_seconds"),
-                seconds_or_dash(on, "run_wall_seconds"),
-            ]
-        )
+        change = setting_change(json.loads(setting), current_setting(module))
+        table.append([f"`{module}`", method, cpu, change, *result_cells(on, off), *cost_cells(on)])
     header = [
         "test module",
         "method",
         "CPU",
         "setting then (where it differs from today's)",
-        "warm start's reward",
-        "rise per seed (0, 1, 2)",
-        "rise with learning off",
-        "warm start CPU s",
-        "warm start wall s",
-        "CPU s per run",
-        "wall s per run",
+        *RESULT_HEADER,
+        *COST_HEADER,
     ]
     return markdown(header, table)
 
