@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
+import pandas as pd
 import pytest
 from docs_scripts import ROOT, docs_script
 
@@ -72,3 +74,42 @@ def test_a_report_naming_no_module_of_the_checkout_is_an_error_naming_the_class(
     report.write_text(REPORT.replace("tests.test_api", "tests.not_a_module"))
     with pytest.raises(SystemExit, match="tests.not_a_module"):
         collect.read_report(report, ROOT)
+
+
+@pytest.fixture
+def kept_in(tmp_path, monkeypatch):
+    """The collect script with its kept files in ``tmp_path``."""
+    collect = docs_script("data/test_time/collect")
+    monkeypatch.setattr(collect, "TESTS", tmp_path / "tests.csv")
+    monkeypatch.setattr(collect, "RUNS", tmp_path / "runs.json")
+    return collect
+
+
+def test_collecting_runs_make_test_keeps_its_report_and_replaces_a_run_of_the_same_label(
+    kept_in, tmp_path, monkeypatch
+):
+    calls = []
+
+    def make_test(checkout, report):  # what `make test PYTEST_ARGS=--junitxml=...` leaves
+        calls.append(checkout)
+        report.write_text(REPORT)
+
+    monkeypatch.setattr(kept_in, "run_make_test", make_test)
+    for setting in ("first", "again"):
+        assert kept_in.main(["--label", "mine", "--setting", setting]) == 0
+    assert calls == [ROOT, ROOT]
+    [run] = json.loads((tmp_path / "runs.json").read_text())
+    assert run["setting"] == "again" and run["tests"] == 4 and run["wall_seconds"] == 12.5
+    assert len(run["commit"]) == 40
+    tests = pd.read_csv(tmp_path / "tests.csv")
+    assert list(tests["run"]) == ["mine"] * 4 and tests["seconds"].sum() == 10.75
+
+
+def test_a_kept_report_needs_the_commit_it_ran(kept_in, tmp_path):
+    report = tmp_path / "tests.xml"
+    report.write_text(REPORT)
+    with pytest.raises(SystemExit, match="--report needs --commit"):
+        kept_in.main(["--label", "x", "--setting", "y", "--report", str(report)])
+    with pytest.raises(SystemExit, match="no report"):
+        kept_in.main(["--label", "x", "--setting", "y", "--report", str(tmp_path / "none.xml")])
+    assert not (tmp_path / "runs.json").exists()

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         dirty = bool(git(args.checkout, "status", "--porcelain", "--untracked-files=no"))
         report = Path(tempfile.mkdtemp()) / "tests.xml"
         run_make_test(args.checkout, report)
-    tests, totals = read_report(args.report, args.checkout)
+    tests, totals = read_report(report, args.checkout)
     tests.insert(0, "run", args.label)
     record = {
         "label": args.label,
