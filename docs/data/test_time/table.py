@@ -19,7 +19,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from marked_table import replace_marked  # noqa: E402
+from marked_table import markdown, replace_marked  # noqa: E402
 
 PAGE = HERE.parents[1] / "performance.md"
 OPENING, END = "<!-- test-time tables -->\n", "<!-- end test-time tables -->"
@@ -32,12 +32,6 @@ def _area(module: str) -> str:
     """``tests/learning/test_x.py`` -> ``tests/learning/``; a top-level module stays itself."""
     parts = module.split("/")
     return "/".join(parts[:2]) + "/" if len(parts) > 2 else module
-
-
-def _table(header: list[str], rows: list[list[object]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def runs_table(tests: pd.DataFrame, runs: list[dict]) -> str:
@@ -70,7 +64,7 @@ def runs_table(tests: pd.DataFrame, runs: list[dict]) -> str:
         "skipped",
         "failed",
     ]
-    return _table(header, rows)
+    return markdown(pd.DataFrame(rows, columns=header))
 
 
 def areas_table(tests: pd.DataFrame, runs: list[dict]) -> str:
@@ -87,7 +81,7 @@ def areas_table(tests: pd.DataFrame, runs: list[dict]) -> str:
         for area, row in seconds.iterrows()
     ]
     header = ["tests", *(f"worker s ({label})" for label in labels), f"share ({labels[-1]})"]
-    return _table(header, rows)
+    return markdown(pd.DataFrame(rows, columns=header))
 
 
 def modules_table(tests: pd.DataFrame, runs: list[dict]) -> str:
@@ -107,14 +101,14 @@ def modules_table(tests: pd.DataFrame, runs: list[dict]) -> str:
         for module, row in per_module.iterrows()
     ]
     header = ["module", "tests", "worker s", "longest test s", "share of the run"]
-    return _table(header, rows)
+    return markdown(pd.DataFrame(rows, columns=header))
 
 
 def floor_sentence(tests: pd.DataFrame, runs: list[dict]) -> str:
     """The learning tests' worker seconds over the workers of each run, against the target."""
+    learning = tests["module"].str.startswith("tests/learning/")
     parts = []
     for run in runs:
-        learning = tests["module"].str.startswith("tests/learning/")
         seconds = tests.loc[(tests["run"] == run["label"]) & learning, "seconds"].sum()
         parts.append(
             f"{seconds:.0f} in {run['label']} ({seconds / run['workers']:.0f} s of wall time "
