@@ -16,6 +16,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -102,6 +103,7 @@ def calibration() -> str:
     return markdown(header, rows)
 
 
+@cache
 def test_source(module: str) -> str:
     return (HERE.parent.parent / "tests" / "learning" / f"{module}.py").read_text()
 
@@ -114,6 +116,7 @@ def current_margin(module: str) -> float:
     return float(found[1])
 
 
+@cache
 def current_setting(module: str) -> dict:
     """The test module's ``SETTING`` today, read without importing the module (a literal)."""
     for node in ast.parse(test_source(module)).body:
@@ -142,13 +145,10 @@ def learning_groups(current: bool) -> dict[tuple[str, ...], list[dict]]:
     differences into different tokens), so each CPU gets its rows; rows from before the CPU
     was recorded say so.
     """
-    settings: dict[str, dict] = {}
     grouped: dict[tuple[str, ...], list[dict]] = {}
     for row in read_rows("learning_tests.jsonl"):
         module = row["module"]
-        if module not in settings:
-            settings[module] = current_setting(module)
-        if (row["setting"] == settings[module]) != current:
+        if (row["setting"] == current_setting(module)) != current:
             continue
         setting = json.dumps(row["setting"], sort_keys=True)
         key = (module, row["method"], row.get("cpu_model", "not recorded"), setting)

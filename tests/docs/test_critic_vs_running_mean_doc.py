@@ -104,16 +104,20 @@ def test_reasonshift_only_one_set_separates_a_pair_and_it_favours_the_running_me
 TOOL_AND_CODE = ["sao_running_mean", "sao_lambda1", "sao_no_skip_obs"]
 
 
-def tool_and_code_scores(folder: str):
-    tables, benchmark = read_tables(CRITIC / "tool-and-code" / folder / "results")
-    return compute(tables, benchmark, 200)["scores"]
+@pytest.fixture(scope="module")
+def tool_and_code_scores():
+    """Per results folder of the ToolShift and CodeShift critic suite, its runs' scores."""
+    scores = {}
+    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
+        tables, benchmark = read_tables(CRITIC / "tool-and-code" / folder / "results")
+        scores[folder] = compute(tables, benchmark, 200)["scores"]
+    return scores
 
 
 @pytest.fixture(scope="module")
-def tool_and_code():
+def tool_and_code(tool_and_code_scores):
     verdicts = {}
-    for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
-        scores = tool_and_code_scores(folder)
+    for folder, scores in tool_and_code_scores.items():
         table = versus_table(
             scores, "sao", TOOL_AND_CODE, families=["ToolShift", "CodeShift"], reps=2000
         )
@@ -160,10 +164,12 @@ def test_seeds_3_5_ran_on_another_cpu_and_took_other_paths_from_the_lite_tiers_r
     assert (rewards["reward_mean"] != rewards["reward_mean_l"]).mean() > 0.9  # ...other runs
 
 
-def test_toolshift_seeds_3_5_the_critics_runs_fall_below_the_floor_after_the_rename():
+def test_toolshift_seeds_3_5_the_critics_runs_fall_below_the_floor_after_the_rename(
+    tool_and_code_scores,
+):
     below = {}
     for folder in ("seeds-0-2", "seeds-3-5"):
-        scores = tool_and_code_scores(folder)
+        scores = tool_and_code_scores[folder]
         tool = scores[(scores["task"] == "ToolShift") & (scores["method"] != "frozen")]
         below[folder] = tool[tool["score"] < 0].groupby("method").size().to_dict()
     assert below["seeds-0-2"] == {}
