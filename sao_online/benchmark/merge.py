@@ -1,5 +1,7 @@
 """``sao-online benchmark merge``: pool results of one protocol (seed sets, machines) into one
-scorecard, refusing results whose protocol differs and naming the difference.
+scorecard, refusing results whose protocol differs and naming the difference. ``--task-from
+TASK=FOLDER`` takes one task's runs from another folder: a task measured again (a new setting,
+another machine) or run on its own, pooled without running the other tasks again.
 
 When the pooled folders hold disjoint seed sets, the scorecard adds which pairwise conclusions
 every set reaches on its own (``replication``).
@@ -7,13 +9,20 @@ every set reaches on its own (``replication``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from sao_online.analysis.report_render import Block, Heading, Paragraph, Table
-from sao_online.benchmark.protocol import ProtocolMismatch, check_same_protocol
+from sao_online.benchmark.protocol import (
+    ProtocolMismatch,
+    check_same_protocol,
+    joined,
+    restricted,
+)
 from sao_online.benchmark.results import write_json_atomically
 from sao_online.benchmark.scorecard import ResultsError, compute, read_tables, write_scorecard
 from sao_online.benchmark.scores import separated
@@ -65,51 +74,122 @@ def replication_table(named: list[tuple[str, dict[str, Any]]], reps: int) -> pd.
     return pd.DataFrame(rows)
 
 
-def _seed_sets(tables: dict[str, pd.DataFrame]) -> str:
-    seeds = sorted(int(s) for s in tables["runs"]["seed"].unique())
-    return f"seeds {', '.join(map(str, seeds))}"
+@dataclass
+class _Source:
+    """One folder's part of a merge: its name, results folder, tables and benchmark.json."""
+
+    name: str
+    folder: Path
+    tables: dict[str, pd.DataFrame]
+    benchmark: dict[str, Any]
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(int(s) for s in self.tables["runs"]["seed"].unique())
 
 
-def merge_results(sources: list[str | Path], out: str | Path, *, reps: int = 2000) -> Path:
+def _load(source: str | Path, tasks: Callable[[set[str]], set[str]]) -> _Source:
+    """A folder's results, narrowed to ``tasks(its tasks)``."""
+    folder = results_folder(source)
+    tables, benchmark = read_tables(folder)
+    keep = tasks(set(benchmark["protocol"]["tasks"]))
+    return _Source(
+        str(source),
+        folder,
+        {name: table[table["task"].isin(keep)] for name, table in tables.items()},
+        {**benchmark, "protocol": restricted(benchmark["protocol"], keep)},
+    )
+
+
+def _runs(tables: dict[str, pd.DataFrame]) -> set[tuple[str, int]]:
+    return {(str(m), int(s)) for m, s in zip(tables["runs"]["method"], tables["runs"]["seed"])}
+
+
+def _task_from(task: str, source: str | Path, pooled: list[_Source]) -> _Source:
+    """``task``'s runs from ``source``, checked to cover the pooled folders' methods and seeds."""
+    taken = _load(source, lambda tasks: tasks & {task})
+    if not taken.benchmark["protocol"]["tasks"]:
+        held = sorted(read_tables(taken.folder)[1]["protocol"]["tasks"])
+        raise ResultsError(
+            f"merge: --task-from {task}={source}: it holds no task {task} "
+            f"(it holds {', '.join(held) or 'none'})"
+        )
+    wanted = {
+        (method, seed)
+        for part in pooled
+        for method in set(map(str, part.tables["runs"]["method"]))
+        for seed in part.seeds
+    }
+    have = _runs(taken.tables)
+    for what, runs in (("lacks", wanted - have), ("has", have - wanted)):
+        if runs:
+            method, seed = min(runs)
+            other = "have" if what == "lacks" else "lack"
+            raise ResultsError(
+                f"merge: --task-from {task}={source}: it {what} {len(runs)} run(s) on {task} "
+                f"that the other folders {other} (e.g. {method} seed {seed}); a task taken "
+                "from one folder needs the same methods and seeds as the rest"
+            )
+    taken.name = f"{source} ({task})"
+    return taken
+
+
+def merge_results(
+    sources: list[str | Path],
+    out: str | Path,
+    *,
+    reps: int = 2000,
+    task_from: Mapping[str, str | Path] | None = None,
+) -> Path:
     """Pool the results of ``sources`` into ``out`` and write its scorecard.
+
+    Args:
+        task_from: task -> a folder to take that task's runs from instead of ``sources``
+            (which need not hold it): one task measured again (a new setting, another
+            machine) or run on its own, pooled with the rest without running them again.
+            Only that task is taken from the folder; it must hold the same methods and seeds
+            on it as ``sources`` pooled hold.
 
     Raises:
         ProtocolMismatch: two sources measured under different protocols (the difference named).
-        ResultsError: a source that is not a results folder, or a run present in two sources.
+        ResultsError: a source that is not a results folder, a run present in two sources, or a
+            ``task_from`` folder without the task or without the sources' methods and seeds.
     """
     if not sources:
         raise ResultsError("merge: no folder given")
-    loaded = []
-    for source in sources:
-        folder = results_folder(source)
-        tables, benchmark = read_tables(folder)
-        loaded.append((str(source), folder, tables, benchmark))
-    protocol = loaded[0][3]["protocol"]
-    for name, _, _, benchmark in loaded[1:]:
-        protocol = check_same_protocol(protocol, benchmark["protocol"], loaded[0][0], name)
+    replaced = dict(task_from or {})
+    loaded = [_load(source, lambda tasks: tasks - set(replaced)) for source in sources]
+    protocol = loaded[0].benchmark["protocol"]
+    for part in loaded[1:]:
+        protocol = check_same_protocol(
+            protocol, part.benchmark["protocol"], loaded[0].name, part.name
+        )
     seen: dict[tuple, str] = {}
-    for name, _, tables, _ in loaded:
-        for row in tables["runs"].itertuples(index=False):
+    for part in loaded:
+        for row in part.tables["runs"].itertuples(index=False):
             key = (row.task, row.method, int(row.seed))
             if key in seen:
                 raise ResultsError(
                     f"merge: {row.method} seed {row.seed} on {row.task} is in both "
-                    f"{seen[key]} and {name}; pool disjoint seed sets"
+                    f"{seen[key]} and {part.name}; pool disjoint seed sets"
                 )
-            seen[key] = name
+            seen[key] = part.name
+    taken = [_task_from(task, source, loaded) for task, source in replaced.items()]
+    for part in taken:
+        protocol = joined(protocol, part.benchmark["protocol"], "the other folders", part.name)
     out = Path(out)
     target = out / "results"
-    if target.resolve() in {folder.resolve() for _, folder, _, _ in loaded}:
+    if target.resolve() in {part.folder.resolve() for part in [*loaded, *taken]}:
         raise ResultsError(f"merge: --out {out} is one of the folders being merged")
     target.mkdir(parents=True, exist_ok=True)
     from sao_online.analysis.report_render import write_csv
 
     for table in ("runs", "phases", "shifts", "curves"):
-        pooled = pd.concat([tables[table] for _, _, tables, _ in loaded], ignore_index=True)
+        pooled = pd.concat([part.tables[table] for part in [*loaded, *taken]], ignore_index=True)
         write_csv(pooled, target / f"{table}.csv")
     provenance: dict[str, Any] = {}
-    for _, _, _, benchmark in loaded:
-        provenance.update(benchmark.get("provenance", {}))
+    for part in [*loaded, *taken]:
+        provenance.update(part.benchmark.get("provenance", {}))
     write_json_atomically(
         target / "benchmark.json",
         {
@@ -117,21 +197,39 @@ def merge_results(sources: list[str | Path], out: str | Path, *, reps: int = 200
             "provenance": provenance,
             "sessions": [
                 session
-                for _, _, _, benchmark in loaded
-                for session in benchmark.get("sessions", [])
+                for part in [*loaded, *taken]
+                for session in part.benchmark.get("sessions", [])
             ],
             "sources": [
-                {"folder": name, "seeds": sorted(int(s) for s in tables["runs"]["seed"].unique())}
-                for name, _, tables, _ in loaded
+                {
+                    "folder": part.name,
+                    "seeds": part.seeds,
+                    "tasks": sorted(part.benchmark["protocol"]["tasks"]),
+                }
+                for part in [*loaded, *taken]
             ],
         },
     )
     extra: list[Block] = []
     if len(loaded) > 1:
-        named = [
-            (f"{name} ({_seed_sets(tables)})", (tables, benchmark))
-            for name, _, tables, benchmark in loaded
-        ]
+        named = []
+        for part in loaded:  # each seed set with the taken tasks' runs of its seeds
+            tables = {
+                name: pd.concat(
+                    [
+                        part.tables[name],
+                        *(t.tables[name][t.tables[name]["seed"].isin(part.seeds)] for t in taken),
+                    ],
+                    ignore_index=True,
+                )
+                for name in part.tables
+            }
+            named.append(
+                (
+                    f"{part.name} (seeds {', '.join(map(str, part.seeds))})",
+                    (tables, {"protocol": protocol}),
+                )
+            )
         extra = [
             Heading("Which conclusions each result set reaches on its own"),
             Paragraph(

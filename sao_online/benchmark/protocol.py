@@ -174,3 +174,48 @@ def check_same_protocol(
             if found:
                 raise refuse(f"method {label} on task {task}: algorithm " + "; ".join(found))
     return {**first, "methods": methods}
+
+
+def restricted(protocol: dict[str, Any], tasks: set[str]) -> dict[str, Any]:
+    """``protocol`` with only ``tasks``: their configs, and each method's algorithm on them."""
+    narrowed = copy.deepcopy(protocol)
+    narrowed["tasks"] = {
+        name: narrowed["tasks"][name] for name in narrowed["tasks"] if name in tasks
+    }
+    for method in narrowed["methods"].values():
+        method["algorithm"] = {
+            name: algorithm for name, algorithm in method["algorithm"].items() if name in tasks
+        }
+    return narrowed
+
+
+def joined(
+    first: dict[str, Any], second: dict[str, Any], first_name: str, second_name: str
+) -> dict[str, Any]:
+    """The protocol of ``first``'s tasks and ``second``'s (which it must not have) together.
+
+    Tier and score settings must be equal; a method in both must have the same spec.
+
+    Raises:
+        ProtocolMismatch: naming the first difference.
+    """
+
+    def refuse(what: str) -> ProtocolMismatch:
+        return ProtocolMismatch(f"{first_name} and {second_name} differ in {what}")
+
+    if first.get("format") != second.get("format"):
+        raise refuse(f"format: {first.get('format')!r} vs {second.get('format')!r}")
+    for field in ("tier", "score"):
+        if first[field] != second[field]:
+            raise refuse("; ".join(differences({field: first[field]}, {field: second[field]})))
+    shared = sorted(set(first["tasks"]) & set(second["tasks"]))
+    if shared:
+        raise ProtocolMismatch(f"{first_name} and {second_name} both hold {', '.join(shared)}")
+    result = copy.deepcopy(first)
+    result["tasks"].update(copy.deepcopy(second["tasks"]))
+    for label, method in second["methods"].items():
+        mine = result["methods"].setdefault(label, {"spec": method["spec"], "algorithm": {}})
+        if mine["spec"] != method["spec"]:
+            raise refuse(f"method {label}: spec {mine['spec']!r} vs {method['spec']!r}")
+        mine["algorithm"].update(copy.deepcopy(method["algorithm"]))
+    return result

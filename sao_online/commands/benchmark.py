@@ -8,11 +8,28 @@ import sys
 from typing import Any
 
 
+def _task_from(values: list[str]) -> dict[str, str]:
+    """``--task-from TASK=FOLDER`` options as task -> folder."""
+    from sao_online.config import ConfigError
+
+    chosen: dict[str, str] = {}
+    for value in values:
+        task, sep, folder = value.partition("=")
+        if not sep or not task or not folder:
+            raise ConfigError(f"--task-from: expected TASK=FOLDER, got {value!r}")
+        if task in chosen:
+            raise ConfigError(f"--task-from: {task} given twice ({chosen[task]}, {folder})")
+        chosen[task] = folder
+    return chosen
+
+
 def benchmark_command(args: argparse.Namespace) -> int:
     if args.benchmark_command == "merge":
         from sao_online.benchmark import merge_results
 
-        path = merge_results(args.folders, args.out, reps=args.reps)
+        path = merge_results(
+            args.folders, args.out, reps=args.reps, task_from=_task_from(args.task_from)
+        )
         print(f"scorecard: {path}")
         return 0
     if args.benchmark_command == "tables":
@@ -125,6 +142,14 @@ def add_benchmark_parser(commands: Any) -> None:
     merge.add_argument("folders", nargs="+", help="benchmark output or results folders")
     merge.add_argument("--out", required=True, help="output folder of the pooled scorecard")
     merge.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
+    merge.add_argument(
+        "--task-from",
+        action="append",
+        default=[],
+        metavar="TASK=FOLDER",
+        help="take TASK's runs from FOLDER instead of the folders pooled (a task measured "
+        "again or on its own; same methods and seeds); repeatable",
+    )
     tables = benchmark_commands.add_parser(
         "tables",
         help="regenerate the benchmark tables of Markdown files from the data they name",

@@ -4,6 +4,8 @@ difference; ``benchmark tables`` keeps Markdown tables equal to the data they na
 from __future__ import annotations
 
 import copy
+import json
+import re
 
 import pandas as pd
 import pytest
@@ -68,6 +70,79 @@ def test_merge_refuses_a_run_present_twice(tmp_path):
     second = _seed_set(tmp_path / "two", [1, 2])
     with pytest.raises(ResultsError, match="a seed 1 on T is in both"):
         merge_results([first, second], tmp_path / "pooled")
+
+
+def _one_task(folder, task, seeds, methods=METHODS, budget=40, a_score=0.9):
+    """``task`` alone, measured under another config (budget) with ``a`` scoring ``a_score``."""
+    rewards = {"frozen": 0.2, "a": a_score, "b": 0.3}
+    records = [
+        record(task, TASKS[task], method, seed, [0.4, rewards[method]], [1.0, 1.0])
+        for method in methods
+        for seed in seeds
+    ]
+    return write_results(folder, records, protocol({task: TASKS[task]}, methods, budget=budget))
+
+
+def test_merge_takes_a_task_measured_again_from_another_folder(tmp_path):
+    first = _seed_set(tmp_path / "one", [0, 1, 2])
+    again = _one_task(tmp_path / "u-again", "U", [0, 1, 2])
+    merge_results([first], tmp_path / "pooled", reps=200, task_from={"U": again})
+    results = tmp_path / "pooled" / "results"
+    phases = pd.read_csv(results / "phases.csv")
+    a_after = phases[(phases.method == "a") & (phases.phase == 1)].set_index(["task", "seed"])
+    assert a_after.loc[("U", 1), "reward_mean"] == 0.9  # U's runs: the folder it was taken from
+    assert a_after.loc[("T", 1), "reward_mean"] == pytest.approx(0.71)  # T's: the pooled one
+    assert len(pd.read_csv(results / "runs.csv")) == 18  # U's first runs left out, not added
+    merged = json.loads((results / "benchmark.json").read_text())
+    tasks = merged["protocol"]["tasks"]
+    assert tasks["U"]["config"]["budget"]["episodes"] == 40  # the config U was measured under
+    assert tasks["T"]["config"]["budget"]["episodes"] == 20
+    assert merged["protocol"]["methods"]["a"]["algorithm"].keys() == {"T", "U"}
+    assert [(s["tasks"], s["seeds"]) for s in merged["sources"]] == [
+        (["T"], [0, 1, 2]),
+        (["U"], [0, 1, 2]),
+    ]
+    # The same from the command line; pooled with a second seed set, each set's conclusions
+    # use the taken task's runs of its own seeds.
+    second = _seed_set(tmp_path / "two", [3, 4, 5])
+    again_all = _one_task(tmp_path / "u-all", "U", [0, 1, 2, 3, 4, 5])
+    args = ["benchmark", "merge", str(first), str(second), "--task-from", f"U={again_all}"]
+    assert main([*args, "--out", str(tmp_path / "both"), "--reps", "200"]) == 0
+    text = (tmp_path / "both" / "scorecard.md").read_text()
+    assert "| a vs b | a > b | a > b | a > b |" in text
+    assert len(pd.read_csv(tmp_path / "both" / "results" / "runs.csv")) == 36
+
+
+def test_merge_refuses_a_task_folder_that_does_not_cover_the_others(tmp_path, capsys):
+    first = _seed_set(tmp_path / "one", [0, 1, 2])
+    cases = [
+        (_one_task(tmp_path / "t", "T", [0, 1, 2]), "it holds no task U (it holds T)"),
+        (
+            _one_task(tmp_path / "short", "U", [0, 1]),
+            "it lacks 3 run(s) on U that the other folders have (e.g. a seed 2)",
+        ),
+        (
+            _one_task(tmp_path / "fewer", "U", [0, 1, 2], methods=["frozen", "a"]),
+            "it lacks 3 run(s) on U that the other folders have (e.g. b seed 0)",
+        ),
+        (
+            _one_task(tmp_path / "more", "U", [0, 1, 2, 3]),
+            "it has 3 run(s) on U that the other folders lack (e.g. a seed 3)",
+        ),
+    ]
+    for folder, message in cases:
+        with pytest.raises(ResultsError, match=re.escape(message)):
+            merge_results([first], tmp_path / "pooled", task_from={"U": folder})
+    other_tier = protocol({"U": "G"}, METHODS, budget=40)
+    other_tier["tier"] = "lite"
+    records = [record("U", "G", m, s, [0.4, 0.5], [1.0, 1.0]) for m in METHODS for s in [0, 1, 2]]
+    lite = write_results(tmp_path / "lite", records, other_tier)
+    with pytest.raises(ProtocolMismatch, match="differ in tier: 'smoke' vs 'lite'"):
+        merge_results([first], tmp_path / "pooled", task_from={"U": lite})
+    for bad in ("U", f"={lite}", "U="):
+        code = main(["benchmark", "merge", str(first), "--task-from", bad, "--out", "x"])
+        assert code == 2
+        assert capsys.readouterr().err.strip().endswith(f"expected TASK=FOLDER, got {bad!r}")
 
 
 def test_merge_from_the_command_line_is_one_line_on_a_mismatch(tmp_path, capsys):
