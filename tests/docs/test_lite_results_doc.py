@@ -71,3 +71,25 @@ def test_no_method_comes_back_within_style_shift_s_second_phase_in_either_set(lo
     second = scores[(scores["task"] == "StyleShift") & (scores["phase"] == 1)]
     learners = second[second["method"] != "frozen"]
     assert len(learners) == 24 and (learners["score"] < 0).all()
+
+
+def test_the_kept_results_are_the_lite_tier_as_the_core_suite_configures_it(loaded):
+    """Each kept set measured every task and method under the core suite's lite tier as it is
+    configured now: a change to the tier's settings must come with results measured under it."""
+    from sao_online.benchmark.protocol import differences, method_labels, protocol_of
+    from sao_online.benchmark.suite import plan_tier
+
+    plan = plan_tier("core", "lite")
+    _, benchmark = loaded["seeds-0-5"]
+    kept = benchmark["protocol"]
+    labels = method_labels(plan, [m["spec"] for m in kept["methods"].values()], [])
+    now = protocol_of(plan, labels, [])
+    assert sorted(kept["tasks"]) == sorted(now["tasks"]) == FAMILIES
+    for name, task in now["tasks"].items():
+        assert kept["tasks"][name]["config_hash"] == task["config_hash"], differences(
+            kept["tasks"][name]["config"], task["config"]
+        )
+    for label, method in now["methods"].items():
+        assert kept["methods"][label]["algorithm"] == method["algorithm"], label
+    for name in SETS:
+        assert loaded[name][1]["protocol"]["tasks"] == kept["tasks"]
