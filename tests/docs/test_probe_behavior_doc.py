@@ -41,6 +41,15 @@ def test_the_shares_of_each_run_and_phase_add_up_to_one(runs):
     assert totals.between(0.999, 1.001).all()
 
 
+def test_each_row_of_the_table_is_one_probe_and_no_share_exceeds_one(runs):
+    """Probes may name their task alike (several CodeShift probes): a row pools one probe's seeds."""
+    table = docs_script("data/probe_behavior/table").summary(runs)
+    assert len(table) == len(runs.groupby(["probe", "task", "phase", "method"]))
+    for column in ("most common first action: share", "next: share"):
+        shares = table[column].str.extract(r" (\d\.\d\d) \[")[0].dropna().astype(float)
+        assert len(shares) and (shares <= 1.0).all(), column
+
+
 @pytest.mark.parametrize("task", ["ToolShift-long", "ToolShift-d2", "ToolShift-h128-long"])
 def test_tool_shift_learners_choose_calc_but_miscopy_more_than_the_warm_start(runs, task):
     first = runs[(runs["task"] == task) & (runs["phase"] == 0)]

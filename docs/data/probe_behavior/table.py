@@ -40,14 +40,15 @@ def _behavior_cell(part: pd.DataFrame, seeds: list[int]) -> tuple[str, str]:
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    keys = ["task", "phase", "method"]
-    for (task, phase, method), part in runs.groupby(keys, sort=False):
+    keys = ["probe", "task", "phase", "method"]  # probes may share a task's name
+    for (probe, task, phase, method), part in runs.groupby(keys, sort=False):
         seeds = sorted(part["seed"].unique())
         ranked = part.groupby("behavior")["share"].sum().sort_values(ascending=False, kind="stable")
         cells = [_behavior_cell(part[part["behavior"] == b], seeds) for b in ranked.index]
         cells += [("—", "—")] * (2 - len(cells))
         rows.append(
             {
+                "probe": probe,
                 "task": task,
                 "phase": int(phase),
                 "method": method,
@@ -64,7 +65,7 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     order = frame["method"].map(lambda m: (METHOD_ORDER.get(m, 1), m))
     return (
         frame.assign(_order=order)
-        .sort_values(["task", "phase", "_order"], kind="stable")
+        .sort_values(["probe", "task", "phase", "_order"], kind="stable")
         .drop(columns="_order")
     )
 
