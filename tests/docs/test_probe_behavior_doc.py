@@ -42,7 +42,7 @@ def test_the_shares_of_each_run_and_phase_add_up_to_one(runs):
 
 
 def test_each_row_of_the_table_is_one_probe_and_no_share_exceeds_one(runs):
-    """Probes may name their task alike (several CodeShift probes): a row pools one probe's seeds."""
+    """Probes may share a task name (the CodeShift ones): a row pools one probe's seeds."""
     table = docs_script("data/probe_behavior/table").summary(runs)
     assert len(table) == len(runs.groupby(["probe", "task", "phase", "method"]))
     for column in ("most common first action: share", "next: share"):
