@@ -277,6 +277,9 @@ def run_benchmark(
 
     cores = max(1, parallel or usable_cores())
     schedule: dict[str, Any] = {}
+    failures: list[str] = []
+    ended = "stopped"  # unless the runs below return: a signal, an error
+    session = None
     try:
         if pending:
             warm = _warm_start_jobs(plan, overrides)
@@ -284,36 +287,38 @@ def run_benchmark(
             failures, schedule = _run(
                 backend, address, cores, pending, warm, bar, on_result, out, session_id
             )
-        else:
-            failures = []
+        ended = "failed" if failures else "finished"
     finally:
         bar.close()
+        if pending:  # recorded however the command ends: its runs' results are kept either way
+            use = CoreUse.now().since(before)
+            session = {
+                "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+                "seconds": use["seconds"],
+                "runs": done - finished,
+                "warm_starts": schedule.get("warm_starts"),
+                "backend": backend,
+                "parallel": cores,
+                "machine": machine(),
+                "ended": ended,
+            }
+            if backend == "local":  # Ray's processes are not this command's children
+                session.update(
+                    {key: value for key, value in use.items() if key != "seconds"},
+                    **{key: value for key, value in schedule.items() if key != "warm_starts"},
+                )
+            write_tables(out, read_results(out), protocol, session)
+    if session is not None:
+        _say(session_summary(session))
     if failures:
         raise ConfigError(
             f"benchmark: {len(failures)} run(s) failed (finished runs are kept; --resume "
             "continues):\n  " + "\n  ".join(failures)
         )
-    session = None
-    if pending:
-        use = CoreUse.now().since(before)
-        session = {
-            "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
-            "seconds": use["seconds"],
-            "runs": len(pending),
-            "warm_starts": schedule.get("warm_starts", 0),
-            "backend": backend,
-            "parallel": cores,
-            "machine": machine(),
-        }
-        if backend == "local":  # Ray's processes are not this command's children
-            session.update(
-                {key: value for key, value in use.items() if key != "seconds"},
-                **{key: value for key, value in schedule.items() if key != "warm_starts"},
-            )
-        _say(session_summary(session))
     from sao_online.benchmark.scorecard import write_scorecard
 
-    write_tables(out, read_results(out), protocol, session)
+    if session is None:
+        write_tables(out, read_results(out), protocol)
     return write_scorecard(out, reps=reps)
 
 

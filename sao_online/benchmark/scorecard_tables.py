@@ -159,7 +159,9 @@ def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
         [
             {
                 "runs": session["runs"],
-                "warm starts": session.get("warm_starts", 0),
+                "warm starts": session.get("warm_starts", 0)
+                if session.get("warm_starts") is not None
+                else "",
                 "wall seconds": session["seconds"],
                 "backend": session.get("backend", ""),
                 "at once": session.get("parallel", ""),
@@ -168,6 +170,7 @@ def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
                 "CPU seconds": session.get("cpu_seconds", ""),
                 "cores busy": _percent(session.get("core_share")),
                 "others' share": _percent(session.get("other_share")),
+                "ended": session.get("ended", "finished"),  # older records: finished ones only
             }
             for session in benchmark.get("sessions") or []
         ]

@@ -173,3 +173,8 @@ def test_sigterm_stops_every_run_leaves_no_process_and_resume_is_exact(
             pd.testing.assert_frame_equal(table(out, method, name), table(reference, method, name))
     runs = pd.read_csv(out / "results" / "runs.csv")
     assert sorted(runs["method"]) == sorted(METHODS)
+    # Both commands are on record: the stopped one with the runs it finished, then the resumed.
+    sessions = json.loads((out / "results" / "benchmark.json").read_text())["sessions"]
+    assert [session["ended"] for session in sessions] == ["stopped", "finished"]
+    assert sum(session["runs"] for session in sessions) == len(METHODS)
+    assert sessions[0]["runs"] < len(METHODS) and sessions[0]["cpu_seconds"] > 0

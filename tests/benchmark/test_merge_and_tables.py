@@ -195,15 +195,15 @@ def test_a_sessions_table_is_what_the_benchmark_recorded_of_its_commands(tmp_pat
         update_tables([page])
     # A benchmark that did not measure its CPU time, then a resumed one that did.
     measured = {"cpu_seconds": 55.2, "core_share": 0.8903, "other_share": 0.0449}
-    for seconds, runs, use in ((146.4, 15, {}), (31.0, 2, measured)):
+    for seconds, runs, use in ((146.4, 15, {}), (31.0, 2, {**measured, "ended": "stopped"})):
         session = {"seconds": seconds, "runs": runs, "warm_starts": 4, "machine": machine}
         write_tables(out, records, protocol(TASKS, METHODS), {**session, "backend": "local", **use})
     assert update_tables([page]) == [str(page)]
     rows = [line for line in page.read_text().splitlines() if line.startswith("| ")]
-    assert rows[0].endswith("| CPU seconds | cores busy | others' share |")
-    assert rows[1:] == [
-        "| 15 | 4 | 146.4 | local |  | 2 | Some CPU |  |  |  |",
-        "| 2 | 4 | 31 | local |  | 2 | Some CPU | 55.2 | 89% | 4% |",
+    assert rows[0].endswith("| CPU seconds | cores busy | others' share | ended |")
+    assert rows[1:] == [  # a session recorded before sessions said how they ended: finished
+        "| 15 | 4 | 146.4 | local |  | 2 | Some CPU |  |  |  | finished |",
+        "| 2 | 4 | 31 | local |  | 2 | Some CPU | 55.2 | 89% | 4% | stopped |",
     ]
 
 

@@ -149,18 +149,25 @@ def test_codeshift_without_skipping_observations_is_sao_run_for_run():
 
 
 def test_seeds_3_5_ran_on_another_cpu_and_took_other_paths_from_the_lite_tiers_runs():
-    def cpus(benchmark):
-        return {record["machine"]["cpu_model"] for record in benchmark["provenance"].values()}
+    def cpus(tables, benchmark, task):
+        runs = tables["runs"][tables["runs"]["task"] == task]
+        provenance = benchmark["provenance"]
+        return {provenance[key]["machine"]["cpu_model"] for key in runs["provenance_id"]}
 
     critic_tables, critic = read_tables(CRITIC / "tool-and-code" / "seeds-3-5" / "results")
     lite_tables, lite = read_tables(LITE / "seeds-3-5" / "results")
-    assert len(cpus(critic)) == 1 and not cpus(critic) & cpus(lite)
+    machine = cpus(critic_tables, critic, "ToolShift")
+    assert len(machine) == 1 and not machine & cpus(lite_tables, lite, "ToolShift")
     key = ["task", "method", "seed"]
     both = critic_tables["runs"].merge(lite_tables["runs"], on=key, suffixes=("", "_lite"))
     assert len(both) == 18  # sao, the running mean and the floor; two families, three seeds
-    assert (both["config_hash"] == both["config_hash_lite"]).all()  # the same configs...
+    same = both["config_hash"] == both["config_hash_lite"]
+    # ToolShift: the same configs...; CodeShift: the lite tier has moved to another rate since.
+    assert same[both["task"] == "ToolShift"].all() and not same[both["task"] == "CodeShift"].any()
+    tool = lite_tables["phases"][lite_tables["phases"]["task"] == "ToolShift"]
     key = [*key, "phase"]
-    rewards = critic_tables["phases"].merge(lite_tables["phases"], on=key, suffixes=("", "_l"))
+    rewards = critic_tables["phases"].merge(tool, on=key, suffixes=("", "_l"))
+    assert len(rewards) == 18  # two phases of nine runs
     assert (rewards["reward_mean"] != rewards["reward_mean_l"]).mean() > 0.9  # ...other runs
 
 

@@ -153,6 +153,7 @@ def test_all_or_nothing_scoring_lowers_the_floor_and_the_learners_a_little_more(
     "folder",
     [
         "codeshift-all-tests",
+        "codeshift-faster-rate",
         "codeshift-leaning-less",
         "every-family-passing",
         "every-family-passing-seeds-3-5",
@@ -170,3 +171,53 @@ def test_code_shift_s_learners_stop_rising_a_third_into_the_first_phase(folder):
 
     change = third(800, 1200) - third(400, 800)
     assert len(change) == 6 and (change.abs() < 0.1).all()
+
+
+def test_a_warm_start_leaning_more_lowers_the_floor_and_copies_the_bound_worse():
+    """One seed, on the AMD EPYC: compared with seed 0 of the next probe, from the same machine."""
+    scores, found = scores_and_checks("codeshift-leaning-more")
+    faster, _ = scores_and_checks("codeshift-faster-rate")
+    assert set(scores["seed"]) == {0} and found.loc["CodeShift", "learnable"] == "no"
+    for method in ("sao", "sao_running_mean"):
+        assert 0.15 < code_shift_first_phase(scores, method, "score") < 0.35  # about a quarter
+    seed_0 = faster[faster["seed"] == 0]
+    assert code_shift_first_phase(scores, "frozen", "reward_mean") < code_shift_first_phase(
+        seed_0, "frozen", "reward_mean"
+    )
+    rows = pd.read_csv(BEHAVIOR)
+    rows = rows[(rows["phase"] == 0) & (rows["seed"] == 0) & (rows["behavior"] == "v1/other")]
+    other = rows.set_index(["probe", "method"])["share"]
+    for method in ("frozen", "sao", "sao_running_mean"):
+        assert other[("codeshift-leaning-more", method)] > other[("codeshift-faster-rate", method)]
+    learners = first_phase_end("codeshift-leaning-more")
+    assert (shares(learners, lambda b: b.startswith("v1/")) > 0.9).all()
+
+
+def test_at_twice_the_rate_code_shift_is_learnable_on_every_seed_and_its_shift_costs():
+    scores, found = scores_and_checks("codeshift-faster-rate")
+    assert set(scores["seed"]) == {0, 1, 2}
+    assert found.loc["CodeShift", "learnable"] == "yes"
+    assert found.loc["CodeShift", "shift costs"] == "yes"
+    first = scores[(scores["task"] == "CodeShift") & (scores["phase"] == 0)]
+    for method in ("sao", "sao_running_mean"):
+        assert (first[first["method"] == method]["score"] > 0.5).all()
+    faster, slower = (
+        first_phase_end(p) for p in ("codeshift-faster-rate", "codeshift-stronger-kl")
+    )
+
+    def right(behavior: str) -> bool:
+        return behavior == "v1/inclusive"
+
+    for method in ("sao", "sao_running_mean"):
+        assert shares(faster, right)[method].mean() > shares(slower, right)[method].mean()
+    learners = faster[faster["method"].isin(["sao", "sao_running_mean"])]
+    inclusive = learners[learners["behavior"] == "v1/inclusive"]
+    assert (inclusive["reward_mean"] > 0.9).all()
+    warm = pd.read_csv(BEHAVIOR)
+    warm = warm[
+        (warm["probe"] == "codeshift-faster-rate")
+        & (warm["phase"] == 0)
+        & (warm["method"] == "frozen")
+        & (warm["behavior"] == "v1/inclusive")
+    ]
+    assert (warm["reward_mean"] > 0.9).all()  # as the warm start's do

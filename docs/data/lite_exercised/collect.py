@@ -1,6 +1,9 @@
 """What the lite tier's runs exercised, read from their run directories: ``runs.csv``.
 
-Usage: python collect.py SEED_SET=BENCHMARK_FOLDER [SEED_SET=BENCHMARK_FOLDER ...] > runs.csv
+Usage: python collect.py [--over runs.csv] SEED_SET=BENCHMARK_FOLDER [...] > new.csv
+
+``--over`` keeps a collected file's rows, except those of the seed sets and tasks collected now:
+a task measured again (pooled with ``sao-online benchmark merge --task-from``) replaces its rows.
 
 A benchmark folder keeps its runs under ``runs/<task>/<method>/seed-<k>/``; each run's
 ``updates.parquet`` records, per update, the fraction of action tokens DIS masked below and
@@ -55,6 +58,11 @@ def run_row(seed_set: str, run: Path) -> dict:
 
 
 def main(arguments: list[str]) -> int:
+    kept = pd.DataFrame()
+    if arguments[:1] == ["--over"]:
+        if len(arguments) < 2:
+            raise SystemExit("collect.py: --over needs a runs.csv")
+        kept, arguments = pd.read_csv(arguments[1], dtype={"seed_set": str}), arguments[2:]
     rows = []
     for argument in arguments:
         seed_set, _, folder = argument.partition("=")
@@ -64,7 +72,13 @@ def main(arguments: list[str]) -> int:
         if not runs:
             raise SystemExit(f"collect.py: {folder} holds no runs/<task>/<method>/seed-<k>")
         rows += [run_row(seed_set, run) for run in runs]
-    pd.DataFrame(rows).to_csv(sys.stdout, index=False)
+    new = pd.DataFrame(rows)
+    if len(kept):
+        replaced = set(zip(new["seed_set"], new["task"]))
+        keep = [pair not in replaced for pair in zip(kept["seed_set"], kept["task"])]
+        new = pd.concat([kept[keep], new], ignore_index=True)
+        new = new.sort_values(["seed_set", "task", "method", "seed"], kind="stable")
+    new.to_csv(sys.stdout, index=False)
     return 0
 
 
