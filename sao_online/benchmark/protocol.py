@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from sao_online.benchmark.provenance import stable_hash
@@ -132,14 +133,13 @@ def differences(first: Any, second: Any, limit: int = 3) -> list[str]:
     return found
 
 
-def check_same_protocol(
+def _same_settings(
     first: dict[str, Any], second: dict[str, Any], first_name: str, second_name: str
-) -> dict[str, Any]:
-    """The pooled protocol of two, or :class:`ProtocolMismatch` naming the first difference.
+) -> Callable[[str], ProtocolMismatch]:
+    """Check two protocols' format, tier and score settings; returns their refusal maker.
 
-    Tier, score settings and tasks (each task's resolved config) must be equal; methods may
-    differ in which are present, but a method in both must have been configured the same way
-    on every task.
+    Raises:
+        ProtocolMismatch: naming the first of those that differs.
     """
 
     def refuse(what: str) -> ProtocolMismatch:
@@ -150,6 +150,20 @@ def check_same_protocol(
     for field in ("tier", "score"):
         if first[field] != second[field]:
             raise refuse("; ".join(differences({field: first[field]}, {field: second[field]})))
+    return refuse
+
+
+def check_same_protocol(
+    first: dict[str, Any], second: dict[str, Any], first_name: str, second_name: str
+) -> dict[str, Any]:
+    """The pooled protocol of two, or :class:`ProtocolMismatch` naming the first difference.
+
+    Tier, score settings and tasks (each task's resolved config) must be equal; methods may
+    differ in which are present, but a method in both must have been configured the same way
+    on every task.
+    """
+
+    refuse = _same_settings(first, second, first_name, second_name)
     tasks_first, tasks_second = set(first["tasks"]), set(second["tasks"])
     if tasks_first != tasks_second:
         only = sorted(tasks_first ^ tasks_second)
@@ -200,14 +214,7 @@ def joined(
         ProtocolMismatch: naming the first difference.
     """
 
-    def refuse(what: str) -> ProtocolMismatch:
-        return ProtocolMismatch(f"{first_name} and {second_name} differ in {what}")
-
-    if first.get("format") != second.get("format"):
-        raise refuse(f"format: {first.get('format')!r} vs {second.get('format')!r}")
-    for field in ("tier", "score"):
-        if first[field] != second[field]:
-            raise refuse("; ".join(differences({field: first[field]}, {field: second[field]})))
+    refuse = _same_settings(first, second, first_name, second_name)
     shared = sorted(set(first["tasks"]) & set(second["tasks"]))
     if shared:
         raise ProtocolMismatch(f"{first_name} and {second_name} both hold {', '.join(shared)}")

@@ -221,3 +221,50 @@ def test_at_twice_the_rate_code_shift_is_learnable_on_every_seed_and_its_shift_c
         & (warm["behavior"] == "v1/inclusive")
     ]
     assert (warm["reward_mean"] > 0.9).all()  # as the warm start's do
+
+
+def test_the_rate_is_not_what_changed_the_warm_start_the_machine_fitted_is():
+    """At 5e-4 on the AMD EPYC, from the warm start the 1e-3 probe used, CodeShift passes too."""
+    control_scores, control = scores_and_checks("codeshift-first-rate-amd")
+    faster_scores, _ = scores_and_checks("codeshift-faster-rate")
+    assert control.loc["CodeShift", "learnable"] == "yes"
+    first = control_scores[(control_scores["task"] == "CodeShift") & (control_scores["phase"] == 0)]
+    assert (first[first["method"] == "sao_running_mean"]["score"] > 0.5).all()
+
+    def frozen(scores):
+        rows = scores[(scores["task"] == "CodeShift") & (scores["method"] == "frozen")]
+        return rows.set_index(["seed", "phase"])["reward_mean"].sort_index()
+
+    pd.testing.assert_series_equal(frozen(control_scores), frozen(faster_scores))  # one warm start
+    faster_first = faster_scores[
+        (faster_scores["task"] == "CodeShift") & (faster_scores["phase"] == 0)
+    ]
+    slow = first[first["method"] == "sao_running_mean"].set_index("seed")["score"]
+    fast = faster_first[faster_first["method"] == "sao_running_mean"].set_index("seed")["score"]
+    assert (slow > fast.loc[slow.index]).all()  # higher at 5e-4 than at 1e-3, every seed
+    intel, _ = scores_and_checks("every-family-passing")  # 5e-4, the Intel Xeon's warm start
+    intel_floor = code_shift_first_phase(intel, "frozen", "reward_mean")
+    assert code_shift_first_phase(control_scores, "frozen", "reward_mean") > intel_floor + 0.03
+    rows = pd.read_csv(BEHAVIOR)
+    rows = rows[(rows["phase"] == 0) & (rows["method"] == "frozen")]
+    warm = {
+        probe: shares(rows[rows["probe"] == probe], lambda b: b == "v1/inclusive").mean()
+        for probe in ("codeshift-faster-rate", "codeshift-stronger-kl")
+    }
+    assert warm["codeshift-faster-rate"] > warm["codeshift-stronger-kl"]
+    for folder in ("codeshift-first-rate-amd", "codeshift-faster-rate", "every-family-passing"):
+        benchmark = read_tables(CALIBRATION / folder / "results")[1]
+        cpus = {p["machine"]["cpu_model"] for p in benchmark["provenance"].values()}
+        intel = folder == "every-family-passing"
+        assert cpus == {"Intel(R) Xeon(R) Processor" if intel else "AMD EPYC"}
+
+
+def test_the_critic_s_code_shift_runs_at_the_earlier_rate_on_the_amd_epyc_pass_too():
+    folder = CALIBRATION.parent / "critic" / "tool-and-code" / "seeds-3-5" / "results"
+    tables, benchmark = read_tables(folder)
+    scores = compute(tables, benchmark, reps=200)["scores"]
+    found = checks(scores, "frozen", tables["curves"], tables["shifts"]).set_index("task")
+    assert found.loc["CodeShift", "learnable"] == "yes"
+    config = benchmark["protocol"]["tasks"]["CodeShift"]["config"]
+    assert config["optim"]["lr"] == 5e-4
+    assert {p["machine"]["cpu_model"] for p in benchmark["provenance"].values()} == {"AMD EPYC"}
