@@ -268,3 +268,23 @@ def test_the_critic_s_code_shift_runs_at_the_earlier_rate_on_the_amd_epyc_pass_t
     config = benchmark["protocol"]["tasks"]["CodeShift"]["config"]
     assert config["optim"]["lr"] == 5e-4
     assert {p["machine"]["cpu_model"] for p in benchmark["provenance"].values()} == {"AMD EPYC"}
+
+
+def test_the_amd_epyc_s_floor_is_higher_on_both_seed_sets():
+    def floors(folder):
+        phases = pd.read_csv(CALIBRATION.parent / folder / "results" / "phases.csv")
+        rows = phases[
+            (phases["task"] == "CodeShift")
+            & (phases["method"] == "frozen")
+            & (phases["phase"] == 0)
+        ]
+        return rows.set_index("seed")["reward_mean"]
+
+    amd = [floors("calibration/codeshift-faster-rate"), floors("lite/seeds-3-5")]
+    intel = [
+        floors("calibration/every-family-passing"),
+        floors("calibration/every-family-passing-seeds-3-5"),
+    ]
+    for mine, theirs in zip(amd, intel):
+        assert mine.mean() > theirs.mean()
+    assert pd.concat(amd).min() > pd.concat(intel).mean()
