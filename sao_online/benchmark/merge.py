@@ -82,6 +82,7 @@ class _Source:
     folder: Path
     tables: dict[str, pd.DataFrame]
     benchmark: dict[str, Any]
+    held: list[str]  # every task the folder holds, before narrowing
 
     @property
     def seeds(self) -> list[int]:
@@ -92,12 +93,14 @@ def _load(source: str | Path, tasks: Callable[[set[str]], set[str]]) -> _Source:
     """A folder's results, narrowed to ``tasks(its tasks)``."""
     folder = results_folder(source)
     tables, benchmark = read_tables(folder)
-    keep = tasks(set(benchmark["protocol"]["tasks"]))
+    held = sorted(benchmark["protocol"]["tasks"])
+    keep = tasks(set(held))
     return _Source(
         str(source),
         folder,
         {name: table[table["task"].isin(keep)] for name, table in tables.items()},
         {**benchmark, "protocol": restricted(benchmark["protocol"], keep)},
+        held,
     )
 
 
@@ -108,11 +111,10 @@ def _runs(tables: dict[str, pd.DataFrame]) -> set[tuple[str, int]]:
 def _task_from(task: str, source: str | Path, pooled: list[_Source]) -> _Source:
     """``task``'s runs from ``source``, checked to cover the pooled folders' methods and seeds."""
     taken = _load(source, lambda tasks: tasks & {task})
-    if not taken.benchmark["protocol"]["tasks"]:
-        held = sorted(read_tables(taken.folder)[1]["protocol"]["tasks"])
+    if task not in taken.held:
         raise ResultsError(
             f"merge: --task-from {task}={source}: it holds no task {task} "
-            f"(it holds {', '.join(held) or 'none'})"
+            f"(it holds {', '.join(taken.held) or 'none'})"
         )
     wanted = {
         (method, seed)
@@ -177,18 +179,19 @@ def merge_results(
     taken = [_task_from(task, source, loaded) for task, source in replaced.items()]
     for part in taken:
         protocol = joined(protocol, part.benchmark["protocol"], "the other folders", part.name)
+    parts = [*loaded, *taken]
     out = Path(out)
     target = out / "results"
-    if target.resolve() in {part.folder.resolve() for part in [*loaded, *taken]}:
+    if target.resolve() in {part.folder.resolve() for part in parts}:
         raise ResultsError(f"merge: --out {out} is one of the folders being merged")
     target.mkdir(parents=True, exist_ok=True)
     from sao_online.analysis.report_render import write_csv
 
     for table in ("runs", "phases", "shifts", "curves"):
-        pooled = pd.concat([part.tables[table] for part in [*loaded, *taken]], ignore_index=True)
+        pooled = pd.concat([part.tables[table] for part in parts], ignore_index=True)
         write_csv(pooled, target / f"{table}.csv")
     provenance: dict[str, Any] = {}
-    for part in [*loaded, *taken]:
+    for part in parts:
         provenance.update(part.benchmark.get("provenance", {}))
     write_json_atomically(
         target / "benchmark.json",
@@ -196,9 +199,7 @@ def merge_results(
             "protocol": protocol,
             "provenance": provenance,
             "sessions": [
-                session
-                for part in [*loaded, *taken]
-                for session in part.benchmark.get("sessions", [])
+                session for part in parts for session in part.benchmark.get("sessions", [])
             ],
             "sources": [
                 {
@@ -206,7 +207,7 @@ def merge_results(
                     "seeds": part.seeds,
                     "tasks": sorted(part.benchmark["protocol"]["tasks"]),
                 }
-                for part in [*loaded, *taken]
+                for part in parts
             ],
         },
     )

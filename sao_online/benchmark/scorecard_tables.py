@@ -159,9 +159,7 @@ def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
         [
             {
                 "runs": session["runs"],
-                "warm starts": session.get("warm_starts", 0)
-                if session.get("warm_starts") is not None
-                else "",
+                "warm starts": "" if session.get("warm_starts") is None else session["warm_starts"],
                 "wall seconds": session["seconds"],
                 "backend": session.get("backend", ""),
                 "at once": session.get("parallel", ""),

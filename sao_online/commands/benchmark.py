@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 
-def _task_from(values: list[str]) -> dict[str, str]:
+def _parse_task_from(values: list[str]) -> dict[str, str]:
     """``--task-from TASK=FOLDER`` options as task -> folder."""
     from sao_online.config import ConfigError
 
@@ -28,7 +28,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
         from sao_online.benchmark import merge_results
 
         path = merge_results(
-            args.folders, args.out, reps=args.reps, task_from=_task_from(args.task_from)
+            args.folders, args.out, reps=args.reps, task_from=_parse_task_from(args.task_from)
         )
         print(f"scorecard: {path}")
         return 0
