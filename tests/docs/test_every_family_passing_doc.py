@@ -3,6 +3,7 @@ what the kept results give."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,7 @@ CALIBRATION = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration"
 FAMILIES = ["CodeShift", "GridShift", "ReasonShift", "StyleShift", "ToolShift"]
 
 
+@functools.cache  # several tests read the same folders; none changes what it gets
 def scores_and_checks(folder: str):
     """A kept seed set's normalized scores and its per-task calibration checks."""
     tables, benchmark = read_tables(CALIBRATION / folder / "results")
