@@ -98,7 +98,7 @@ def _measure(overrides: list[str], run_dir: Path) -> dict[str, Any]:
         "load_average_1min": [round(load_before, 2), round(load_after, 2)],
         "seconds": round(seconds, 2),
         "first_update_seconds": round(float(first["wall_time"]), 2),
-        "steady_seconds": round(window, 2),
+        "steady_seconds": round(window, 3),
         "episodes_per_second": round(steady_episodes / max(window, 1e-9), 3),
         "episodes_per_second_end_to_end": round(len(episodes) / max(seconds, 1e-9), 3),
         "learner_seconds": round(learner_seconds, 3),
