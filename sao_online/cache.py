@@ -20,3 +20,23 @@ def cache_root() -> Path:
 def warm_start_root() -> Path:
     """The folder of the cached warm starts, one sub-folder per content hash."""
     return cache_root() / "warm-start"
+
+
+def weights_id(folder: Path) -> str | None:
+    """The identity of the weights saved in ``folder``: 16 hex digits of the SHA-256 of its
+    ``*.safetensors`` files (names and bytes, in name order); None when it holds none.
+
+    Two warm starts fitted from one config on two machines differ here whenever their floating
+    point differed, which the config hash cannot see."""
+    import hashlib
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]

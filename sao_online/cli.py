@@ -40,11 +40,21 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         print(clear_cache() if args.clear else format_cache())
         return 0
     from sao_online.config import load_config
-    from sao_online.pretrain import warm_start
+    from sao_online.pretrain import export_warm_start, import_warm_start, warm_start
 
     config = load_config(_config_path(args), args.set)
-    path = warm_start(config, force=args.force, progress=True)
-    print(f"warm start ready: {path}")
+    if args.import_from and args.force:
+        from sao_online.config import ConfigError
+
+        raise ConfigError("--import and --force: import a warm start or fit one, not both")
+    if args.import_from:
+        path = import_warm_start(config, args.import_from)
+        print(f"warm start imported from {args.import_from}: {path}")
+    else:
+        path = warm_start(config, force=args.force, progress=True)
+        print(f"warm start ready: {path}")
+    if args.export:
+        print(f"warm start exported to {export_warm_start(config, args.export)}")
     if args.summary:
         from sao_online.commands.policy_summary import warm_start_summary
 
@@ -219,6 +229,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the cached warm starts (environment, steps, size) and where they are",
     )
     pretrain.add_argument("--clear", action="store_true", help="delete every cached warm start")
+    pretrain.add_argument(
+        "--export",
+        metavar="FOLDER",
+        help="also copy the warm start to FOLDER (new), to run from the same weights elsewhere",
+    )
+    pretrain.add_argument(
+        "--import",
+        dest="import_from",
+        metavar="FOLDER",
+        help="make an exported warm start this config's cached one (checked: fitted for the "
+        "same settings, weights intact) instead of fitting it here",
+    )
     pretrain.set_defaults(func=_cmd_pretrain)
 
     run = commands.add_parser("run", help="run one experiment (one method, one seed)")

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 import sao_online.models as models_package
-from sao_online.cache import cache_root, warm_start_root  # noqa: F401  (cache_root: public)
+from sao_online.cache import cache_root, warm_start_root, weights_id  # noqa: F401  (cache_root: public)
 from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.drift_schedules import Choice, normalize_space
 from sao_online.environments import check_env_id
@@ -221,22 +221,12 @@ def _module_source(name: str) -> str:
         return name
 
 
-def _cache_key(config: ExperimentConfig) -> str:
+def warm_start_settings(config: ExperimentConfig) -> dict[str, Any]:
+    """What a warm start was fitted for: the model, the SFT settings, the environment, the
+    rollout's turns, the seed and the regimes drawn. Two configs with equal settings take the
+    same warm start (the code that fitted it aside); JSON-ready."""
     check_env_id(config.env.id)  # says how to register or import an unknown id
-    env_class = type(config.env.make().unwrapped)
-    # Everything that shapes the demonstrations or the token layout: this module, the env's
-    # classes (base included), and the model package (tokenizer, chat layout, policy).
-    # A user's env module counts too, so editing a task rebuilds its warm start.
-    modules = {__name__, *(cls.__module__ for cls in env_class.__mro__)}
-    sources = [
-        _module_source(name)
-        for name in sorted(modules)
-        if name.startswith("sao_online") or name == env_class.__module__
-    ]
-    sources += [
-        path.read_text() for path in sorted(Path(models_package.__file__).parent.glob("*.py"))
-    ]
-    payload = {
+    settings = {
         "format": WARM_START_FORMAT,
         "model": {
             k: getattr(config.model, k)
@@ -257,6 +247,27 @@ def _cache_key(config: ExperimentConfig) -> str:
         "max_turns": config.rollout.max_turns,
         "seed": config.model.warm_start_seed,
         "regimes": _regimes_key(config),
+    }
+    return json.loads(json.dumps(settings, sort_keys=True, default=str))
+
+
+def _cache_key(config: ExperimentConfig) -> str:
+    settings = warm_start_settings(config)  # first: it names an unknown env id
+    env_class = type(config.env.make().unwrapped)
+    # Everything that shapes the demonstrations or the token layout: this module, the env's
+    # classes (base included), and the model package (tokenizer, chat layout, policy).
+    # A user's env module counts too, so editing a task rebuilds its warm start.
+    modules = {__name__, *(cls.__module__ for cls in env_class.__mro__)}
+    sources = [
+        _module_source(name)
+        for name in sorted(modules)
+        if name.startswith("sao_online") or name == env_class.__module__
+    ]
+    sources += [
+        path.read_text() for path in sorted(Path(models_package.__file__).parent.glob("*.py"))
+    ]
+    payload = {
+        **settings,
         "sources": [hashlib.sha256(s.encode()).hexdigest() for s in sources],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[
@@ -375,6 +386,12 @@ def finetune_on_demonstrations(
     return losses
 
 
+def _machine() -> dict[str, Any]:
+    from sao_online.benchmark.provenance import machine  # the benchmark package, lazily
+
+    return machine()
+
+
 def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool = False) -> Path:
     """Build (or reuse) the SFT warm start for ``config``; return its folder.
 
@@ -427,6 +444,11 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         "loss_curve": losses[:: max(1, len(losses) // 100)],
         "demonstration_behaviors": dict(Counter(b for _, _, b in demos)),
         "env": config.env.id,
+        # What it is (its weights), what it was fitted for and where: a warm start moved to
+        # another machine (--export, --import) keeps these.
+        "weights": weights_id(tmp),
+        "settings": warm_start_settings(config),
+        "fitted_on": {**_machine(), "torch": torch.__version__},
     }
     (tmp / "warm_start.json").write_text(json.dumps(summary, indent=2))
     if force:
@@ -451,3 +473,99 @@ def load_warm_start(config: ExperimentConfig, *, progress: bool = False):
             f"{message}); rebuild it with `sao-online pretrain CONFIG --force`"
         ) from None
     return policy.to(device), tokenizer
+
+
+#: The file of a warm start's folder that says what it is, what it was fitted for and how.
+SUMMARY_FILE = "warm_start.json"
+
+
+def warm_start_weights(folder: Path) -> str | None:
+    """The weights id (``sao_online.cache.weights_id``) of the warm start in ``folder``: as its
+    summary records it, else computed (warm starts cached before it was recorded)."""
+    try:
+        recorded = json.loads((Path(folder) / SUMMARY_FILE).read_text()).get("weights")
+    except (OSError, ValueError):
+        recorded = None
+    return recorded or weights_id(Path(folder))
+
+
+def export_warm_start(config: ExperimentConfig, destination: str | Path) -> Path:
+    """Copy ``config``'s warm start (built first when not cached) to ``destination``, a new
+    folder, so another machine can run from the same weights (``import_warm_start``).
+
+    Its summary gains what the import checks: the weights id and the settings it was fitted for
+    (warm starts cached before these were recorded get them here)."""
+    destination = Path(destination)
+    if destination.exists():
+        raise FileExistsError(f"--export: {destination} exists; name a new folder")
+    source = warm_start(config, progress=True)
+    shutil.copytree(source, destination)
+    summary_path = destination / SUMMARY_FILE
+    summary = json.loads(summary_path.read_text())
+    summary.setdefault("settings", warm_start_settings(config))
+    summary["weights"] = weights_id(destination)
+    summary_path.write_text(json.dumps(summary, indent=2))
+    return destination
+
+
+def _differences(recorded: Any, wanted: Any, where: str = "") -> list[str]:
+    """The fields where two settings records differ, as ``"where: recorded ... wanted ..."``."""
+    if isinstance(recorded, dict) and isinstance(wanted, dict):
+        found = []
+        for key in sorted(set(recorded) | set(wanted)):
+            name = f"{where}.{key}" if where else str(key)
+            found += _differences(recorded.get(key), wanted.get(key), name)
+        return found
+    if recorded == wanted:
+        return []
+    return [f"{where or 'settings'}: the folder's {recorded!r}, the config's {wanted!r}"]
+
+
+def import_warm_start(config: ExperimentConfig, source: str | Path) -> Path:
+    """Make the exported warm start in ``source`` the cached warm start of ``config``.
+
+    Refused, with the reason, when ``source`` is not an exported warm start, when it was fitted
+    for other settings than ``config``'s (each differing field named), or when its weights are
+    not those its summary records. It replaces what the cache held for ``config``; the code
+    that fitted it may differ from this one (the point: the weights stay the same). Returns the
+    cache folder."""
+    source = Path(source)
+    try:
+        summary = json.loads((source / SUMMARY_FILE).read_text())
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{source}: no {SUMMARY_FILE}; not a warm start folder "
+            "(make one with `sao-online pretrain CONFIG --export FOLDER`)"
+        ) from None
+    except ValueError as error:
+        raise ConfigError(f"{source / SUMMARY_FILE}: not JSON ({error})") from None
+    if "settings" not in summary or "weights" not in summary:
+        raise ConfigError(
+            f"{source}: its {SUMMARY_FILE} records no settings or weights; export it again "
+            "with `sao-online pretrain CONFIG --export FOLDER`"
+        )
+    differences = _differences(summary["settings"], warm_start_settings(config))
+    if differences:
+        raise ConfigError(
+            f"{source} was fitted for other settings than this config: " + "; ".join(differences)
+        )
+    actual = weights_id(source)
+    if actual != summary["weights"]:
+        raise ConfigError(
+            f"{source}: its weights are {actual}, not the {summary['weights']} its "
+            f"{SUMMARY_FILE} records (changed or damaged after export)"
+        )
+    target = warm_start_path(config)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    shutil.copytree(source, staging, dirs_exist_ok=True)
+    summary["imported_from"] = str(source.resolve())
+    (staging / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    os.chmod(staging, 0o755)
+    replaced = target.with_name(f".{target.name}.replaced")
+    if target.exists():
+        shutil.rmtree(replaced, ignore_errors=True)
+        os.replace(target, replaced)
+    os.replace(staging, target)
+    shutil.rmtree(replaced, ignore_errors=True)
+    return target

@@ -31,8 +31,22 @@ def execute_run(job: dict[str, Any], progress: Any) -> dict[str, Any]:
         "key": job["key"],
         **summarize_run(job["out"]),
         "config_hash": stable_hash(resolved),
+        "warm_start": task_warm_start(job),
         "provenance": provenance(),
     }
+
+
+def task_warm_start(job: dict[str, Any]) -> str | None:
+    """The weights id of the cached warm start of ``job``'s task config (what its run started
+    from); None when the config uses none or it is not cached here."""
+    from sao_online.config import load_config
+    from sao_online.pretrain import warm_start_path, warm_start_weights
+
+    config = load_config(job["config"], job["overrides"])
+    if not config.model.warm_start:
+        return None
+    path = warm_start_path(config)
+    return warm_start_weights(path) if path.is_dir() else None
 
 
 def execute_warm_start(job: dict[str, Any], progress: Any) -> str:

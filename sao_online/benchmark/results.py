@@ -42,6 +42,7 @@ RUN_COLUMNS = [
     "seconds",
     "action_tokens",
     "config_hash",
+    "warm_start",
     "provenance_id",
 ]
 PHASE_COLUMNS = [
@@ -185,6 +186,8 @@ def result_tables(results: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
                 **key,
                 **record["run"],
                 "config_hash": record["config_hash"],
+                # The weights id of the warm start it started from (None: none, or not recorded).
+                "warm_start": record.get("warm_start"),
                 "provenance_id": record["provenance_id"],
             }
         )

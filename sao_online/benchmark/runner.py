@@ -35,6 +35,12 @@ from sao_online.benchmark.protocol import (
 from sao_online.benchmark.provenance import machine, provenance_id
 from sao_online.benchmark.results import result_tables, write_json_atomically
 from sao_online.benchmark.suite import TierPlan, plan_tier
+from sao_online.benchmark.warm_starts import (
+    check_resumed_warm_starts,
+    import_warm_starts,
+    planned_warm_starts,
+    shared_warm_starts,
+)
 from sao_online.config import ConfigError
 from sao_online.config.names import check_method_name
 from sao_online.runtime.host.threads import usable_cores
@@ -181,8 +187,13 @@ def run_benchmark(
     parallel: int | None = None,
     progress: bool = True,
     reps: int = 2000,
+    warm_starts: str | Path | None = None,
 ) -> Path:
     """Run a suite's tier for ``methods`` (plus ``frozen``) x seeds; write the scorecard.
+
+    ``warm_starts`` is a folder of exported warm starts, one sub-folder per task
+    (``sao-online benchmark warm-starts --export``): the tasks it holds start from those
+    weights instead of ones fitted here, so runs on several machines share them.
 
     Returns:
         The path of ``scorecard.md``.
@@ -249,6 +260,10 @@ def run_benchmark(
         start_server_early()
     jobs = _plan_jobs(plan, labels, seed_list, out, overrides)
     pending = [job for job in jobs if not result_path(out, job["key"]).exists()]
+    shared = shared_warm_starts(plan, warm_starts) if warm_starts is not None else {}
+    if pending:  # before anything changes: a refusal leaves the cache as it was
+        check_resumed_warm_starts(planned_warm_starts(plan, overrides, shared), read_results(out))
+    import_warm_starts(plan, overrides, shared, _say)
     finished = len(jobs) - len(pending)
     if finished:
         _say(f"{finished} of {len(jobs)} runs finished earlier: kept, not run again")

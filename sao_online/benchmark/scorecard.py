@@ -55,6 +55,9 @@ def read_tables(folder: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, 
         if not path.is_file():
             raise ResultsError(f"{folder}: no {name}.csv")
         tables[name] = pd.read_csv(path, keep_default_na=True)
+    if "warm_start" not in tables["runs"]:  # results kept before runs recorded it
+        position = list(tables["runs"].columns).index("config_hash") + 1
+        tables["runs"].insert(position, "warm_start", None)
     return tables, json.loads((folder / "benchmark.json").read_text())
 
 
@@ -63,8 +66,34 @@ def _method_order(aggregates: Aggregates, methods: list[str]) -> list[str]:
     return ranked + sorted(m for m in methods if m not in ranked)
 
 
+def check_one_warm_start(runs: pd.DataFrame, benchmark: dict[str, Any]) -> None:
+    """Refuse a task whose runs started from different warm starts (weights ids): its floor is
+    the ``frozen`` runs' mean, so every score of the task must start from the floor's weights.
+    Runs that recorded none (results kept before runs recorded it) are not compared."""
+    machines = {
+        key: record.get("machine", {}).get("cpu_model", "?")
+        for key, record in benchmark.get("provenance", {}).items()
+    }
+    for task, rows in runs.dropna(subset=["warm_start"]).groupby("task", sort=True):
+        if rows["warm_start"].nunique() < 2:
+            continue
+        parts = []
+        for weights, group in rows.groupby("warm_start", sort=True):
+            seeds = ", ".join(str(seed) for seed in sorted(set(group["seed"])))
+            where = ", ".join(sorted({machines.get(p, "?") for p in group["provenance_id"]}))
+            parts.append(f"{weights} ({len(group)} run(s), seeds {seeds}; {where})")
+        raise ResultsError(
+            f"task {task}: its runs started from {len(parts)} different warm starts: "
+            + "; ".join(parts)
+            + ". Its floor (frozen) and every score need one: run the others from the same "
+            "weights (`sao-online benchmark warm-starts --export FOLDER` where they were "
+            "fitted, `sao-online benchmark --warm-starts FOLDER` where the others run)"
+        )
+
+
 def compute(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any], reps: int) -> dict:
     """Scores, per-shift scores and the aggregates of a results folder's tables."""
+    check_one_warm_start(tables["runs"], benchmark)
     protocol = benchmark["protocol"]
     settings = protocol["score"]
     scores = normalized_scores(

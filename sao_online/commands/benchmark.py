@@ -8,17 +8,17 @@ import sys
 from typing import Any
 
 
-def _parse_task_from(values: list[str]) -> dict[str, str]:
-    """``--task-from TASK=FOLDER`` options as task -> folder."""
+def _task_folders(option: str, values: list[str]) -> dict[str, str]:
+    """Repeated ``OPTION TASK=FOLDER`` values as task -> folder."""
     from sao_online.config import ConfigError
 
     chosen: dict[str, str] = {}
     for value in values:
         task, sep, folder = value.partition("=")
         if not sep or not task or not folder:
-            raise ConfigError(f"--task-from: expected TASK=FOLDER, got {value!r}")
+            raise ConfigError(f"{option}: expected TASK=FOLDER, got {value!r}")
         if task in chosen:
-            raise ConfigError(f"--task-from: {task} given twice ({chosen[task]}, {folder})")
+            raise ConfigError(f"{option}: {task} given twice ({chosen[task]}, {folder})")
         chosen[task] = folder
     return chosen
 
@@ -28,9 +28,22 @@ def benchmark_command(args: argparse.Namespace) -> int:
         from sao_online.benchmark import merge_results
 
         path = merge_results(
-            args.folders, args.out, reps=args.reps, task_from=_parse_task_from(args.task_from)
+            args.folders,
+            args.out,
+            reps=args.reps,
+            task_from=_task_folders("--task-from", args.task_from),
         )
         print(f"scorecard: {path}")
+        return 0
+    if args.benchmark_command == "warm-starts":
+        from sao_online.benchmark import plan_tier
+        from sao_online.benchmark.warm_starts import export_tier_warm_starts
+
+        plan = plan_tier(args.suite, args.tier)
+        exported = export_tier_warm_starts(plan, args.export, args.set)
+        for task, weights in exported.items():
+            print(f"{task}: weights {weights} -> {args.export}/{task}")
+        print(f"use them elsewhere with: sao-online benchmark --warm-starts {args.export} ...")
         return 0
     if args.benchmark_command == "tables":
         from sao_online.benchmark.tables import update_tables
@@ -64,6 +77,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
         address=args.address,
         parallel=args.parallel,
         reps=args.reps,
+        warm_starts=args.warm_starts,
     )
     print(f"scorecard: {path}")
     return 0
@@ -133,6 +147,13 @@ def add_benchmark_parser(commands: Any) -> None:
     benchmark.add_argument(
         "--reps", type=int, default=2000, help="bootstrap replications (default 2000)"
     )
+    benchmark.add_argument(
+        "--warm-starts",
+        metavar="FOLDER",
+        default=None,
+        help="start each task FOLDER holds from the warm start exported there (`benchmark "
+        "warm-starts --export FOLDER` on another machine) instead of one fitted here",
+    )
     benchmark.set_defaults(func=benchmark_command, benchmark_command=None)
     benchmark_commands = benchmark.add_subparsers(dest="benchmark_command", metavar="SUBCOMMAND")
     merge = benchmark_commands.add_parser(
@@ -158,3 +179,24 @@ def add_benchmark_parser(commands: Any) -> None:
     tables.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 when a table is out of date"
     )
+    warm = benchmark_commands.add_parser(
+        "warm-starts",
+        help="export a suite tier's warm starts to a folder, for runs on other machines",
+        description="Fit (or reuse) the warm start of every task of the tier and copy each to "
+        "FOLDER/<task>, with its weights id and the settings it was fitted for. `sao-online "
+        "benchmark --warm-starts FOLDER` on another machine starts from the same weights.",
+    )
+    warm.add_argument(
+        "--suite", default="core", help="a built-in suite name or a suite YAML (default core)"
+    )
+    warm.add_argument(
+        "--tier", choices=["smoke", "lite", "full"], default="smoke", help="(default smoke)"
+    )
+    warm.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the same overrides the benchmark runs with",
+    )
+    warm.add_argument("--export", required=True, metavar="FOLDER", help="a new folder")

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sao_online.cache import warm_start_root
+from sao_online.cache import warm_start_root, weights_id
 
 
 def folder_bytes(folder: Path) -> int:
@@ -34,7 +34,8 @@ def format_bytes(count: int) -> str:
 
 def cached_warm_starts() -> list[dict[str, Any]]:
     """One entry per cached warm start: ``path``, ``env``, ``steps``, ``seconds``, ``bytes``,
-    ``built`` (ISO time); newest first. Folders being written (``.<hash>.*``) are left out."""
+    ``built`` (ISO time), ``weights`` (its weights id) and ``imported_from`` (None when fitted
+    here); newest first. Folders being written (``.<hash>.*``) are left out."""
     root = warm_start_root()
     if not root.is_dir():
         return []
@@ -55,6 +56,8 @@ def cached_warm_starts() -> list[dict[str, Any]]:
                 "steps": summary.get("steps"),
                 "seconds": summary.get("seconds"),
                 "bytes": folder_bytes(folder),
+                "weights": summary.get("weights") or weights_id(folder),
+                "imported_from": summary.get("imported_from"),
                 "built": datetime.datetime.fromtimestamp(built).isoformat(timespec="seconds"),
             }
         )
@@ -71,9 +74,10 @@ def format_cache() -> str:
     for entry in entries:
         took = f", built in {entry['seconds']:.0f} s" if entry["seconds"] is not None else ""
         steps = f"{entry['steps']} SFT steps" if entry["steps"] is not None else "? SFT steps"
+        origin = f", imported from {entry['imported_from']}" if entry["imported_from"] else ""
         lines.append(
             f"{entry['path'].name}  {entry['env']}  {steps}{took}  {format_bytes(entry['bytes'])}"
-            f"  {entry['built']}"
+            f"  {entry['built']}  weights {entry['weights'] or '?'}{origin}"
         )
     total = sum(entry["bytes"] for entry in entries)
     lines.append(

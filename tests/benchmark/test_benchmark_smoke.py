@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+
+from sao_online.cache import weights_id
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = {"StyleShift", "ToolShift", "ReasonShift", "GridShift", "CodeShift"}
@@ -100,3 +103,50 @@ def test_the_smoke_tier_with_a_users_method_runs_end_to_end_and_resumes(tmp_path
     refused = cli(args, tmp_path)
     assert refused.returncode == 2
     assert "holds a benchmark already; --resume continues it" in refused.stderr
+
+    # Each run recorded the weights it started from: one warm start per task, the cached one.
+    exported = cli(["benchmark", "warm-starts", "--tier", "smoke", "--export", "shared"], tmp_path)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    shared = tmp_path / "shared"
+    assert sorted(p.name for p in shared.iterdir()) == sorted(FAMILIES - {"CodeShift"})
+    weights = runs.groupby("task")["warm_start"].unique()
+    assert pd.isna(weights["CodeShift"]).all()  # its smoke setting starts from no warm start
+    for task in FAMILIES - {"CodeShift"}:
+        assert list(weights[task]) == [weights_id(shared / task)]
+        assert f"{task}: weights {weights_id(shared / task)} -> shared/{task}" in exported.stdout
+    # Another machine's StyleShift warm start: the same config, other weights; the other
+    # tasks fitted here.
+    mine = weights_id(shared / "StyleShift")
+    theirs = _as_another_machine_fitted(shared / "StyleShift")
+    for task in FAMILIES - {"CodeShift", "StyleShift"}:
+        shutil.rmtree(shared / task)
+    styleshift = out / "results" / "runs" / "StyleShift"
+    (styleshift / "sao" / "seed-0.json").unlink()
+    mixed = cli([*args, "--resume", "--warm-starts", str(shared)], tmp_path)
+    assert mixed.returncode == 2
+    assert (
+        f"--resume: task StyleShift's finished runs started from the warm start {mine}; its "
+        f"next runs would start from {theirs}."
+    ) in mixed.stderr
+    cached = [weights_id(path) for path in (tmp_path / "cache" / "warm-start").iterdir()]
+    assert mine in cached and theirs not in cached  # refused before anything changed
+    for path in styleshift.rglob("*.json"):
+        path.unlink()
+    moved = cli([*args, "--resume", "--warm-starts", str(shared)], tmp_path)
+    assert moved.returncode == 0, moved.stderr[-3000:]
+    assert f"StyleShift: warm start from {shared / 'StyleShift'}" in moved.stderr
+    again = pd.read_csv(out / "results" / "runs.csv").groupby("task")["warm_start"].unique()
+    assert list(again["StyleShift"]) == [theirs]
+    assert list(again["ToolShift"]) == list(weights["ToolShift"])  # fitted here, as before
+
+
+def _as_another_machine_fitted(folder: Path) -> str:
+    """Change an exported warm start's weights slightly, as another machine's fit of the same
+    config differs, recording the new weights id as its export would; return it."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    save_file({k: v * 1.001 for k, v in tensors.items()}, folder / "model.safetensors")
+    summary = json.loads((folder / "warm_start.json").read_text())
+    (folder / "warm_start.json").write_text(json.dumps({**summary, "weights": weights_id(folder)}))
+    return weights_id(folder)

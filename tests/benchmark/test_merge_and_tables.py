@@ -217,3 +217,46 @@ def test_a_per_seed_table_shows_every_pooled_score(tmp_path):
     assert "| T | 1: regime 1 | a | 0.62 | 0.64 |" in text
     assert "| U | 1: regime 1 | frozen | 0.00 | 0.00 |" in text
     assert "0: regime 0" not in text  # phase 0 is not pooled
+
+
+def _with_warm_start(folder_records, weights, cpu="test CPU"):
+    for item in folder_records:
+        item["warm_start"] = weights
+        item["provenance"] = {**item["provenance"], "machine": {"cpu_model": cpu}}
+    return folder_records
+
+
+def test_a_task_whose_runs_started_from_two_warm_starts_is_refused(tmp_path, capsys):
+    def seed_set(folder, seeds, weights, cpu):
+        records = [
+            record(task, TASKS[task], method, seed, [0.4, 0.6], [1.0, 1.0])
+            for task in TASKS
+            for method in METHODS
+            for seed in seeds
+        ]
+        return write_results(
+            folder, _with_warm_start(records, weights, cpu), protocol(TASKS, METHODS)
+        )
+
+    first = seed_set(tmp_path / "one", [0, 1], "aaaaaaaaaaaaaaaa", "Intel Xeon")
+    same = seed_set(tmp_path / "same", [2], "aaaaaaaaaaaaaaaa", "AMD EPYC")
+    other = seed_set(tmp_path / "other", [3], "bbbbbbbbbbbbbbbb", "AMD EPYC")
+    runs = pd.read_csv(first / "results" / "runs.csv")
+    assert set(runs["warm_start"]) == {"aaaaaaaaaaaaaaaa"}
+    merge_results([first, same], tmp_path / "fine", reps=100)  # one warm start: pooled
+    with pytest.raises(ResultsError) as refused:
+        merge_results([first, other], tmp_path / "pooled", reps=100)
+    assert str(refused.value).startswith(
+        "task T: its runs started from 2 different warm starts: aaaaaaaaaaaaaaaa (6 run(s), "
+        "seeds 0, 1; Intel Xeon); bbbbbbbbbbbbbbbb (3 run(s), seeds 3; AMD EPYC). Its floor "
+        "(frozen) and every score need one: "
+    )
+    assert "`sao-online benchmark --warm-starts FOLDER`" in str(refused.value)
+    assert not (tmp_path / "pooled" / "scorecard.md").exists()
+    # Results kept before runs recorded a warm start are not compared with anything.
+    older = _seed_set(tmp_path / "older", [4])
+    kept = pd.read_csv(older / "results" / "runs.csv").drop(columns="warm_start")
+    kept.to_csv(older / "results" / "runs.csv", index=False)
+    merge_results([first, older], tmp_path / "with-older", reps=100)
+    pooled = pd.read_csv(tmp_path / "with-older" / "results" / "runs.csv")
+    assert pooled.groupby("seed")["warm_start"].first().isna().tolist() == [False, False, True]
