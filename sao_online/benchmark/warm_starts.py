@@ -23,8 +23,11 @@ def export_tier_warm_starts(
 ) -> dict[str, str]:
     """Fit (or reuse) the warm start of every task of ``plan`` that uses one and export each to
     ``out/<task>``; return task -> weights id. Tasks that share a warm start get a copy each."""
+    import torch
+
     from sao_online.pretrain import export_warm_start, warm_start_weights
 
+    torch.set_num_threads(1)  # as the benchmark fits them: the same weights on this machine
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"--export: {out} is not empty; name a new folder")
