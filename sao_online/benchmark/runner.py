@@ -260,7 +260,11 @@ def run_benchmark(
         start_server_early()
     jobs = _plan_jobs(plan, labels, seed_list, out, overrides)
     pending = [job for job in jobs if not result_path(out, job["key"]).exists()]
-    shared = shared_warm_starts(plan, warm_starts) if warm_starts is not None else {}
+    shared: dict[str, Path] = {}
+    if warm_starts is not None:
+        shared, unused = shared_warm_starts(plan, warm_starts)
+        if unused:
+            _say(f"{warm_starts}: no task of this tier, not used: {', '.join(unused)}")
     if pending:  # before anything changes: a refusal leaves the cache as it was
         check_resumed_warm_starts(planned_warm_starts(plan, overrides, shared), read_results(out))
     import_warm_starts(plan, overrides, shared, _say)

@@ -39,23 +39,23 @@ def export_tier_warm_starts(
     return exported
 
 
-def shared_warm_starts(plan: TierPlan, folder: str | Path) -> dict[str, Path]:
+def shared_warm_starts(plan: TierPlan, folder: str | Path) -> tuple[dict[str, Path], list[str]]:
     """The exported warm starts in ``folder`` for the tasks of ``plan`` (sub-folders named as
-    the tasks); a sub-folder named as no task is an error (a typo would fit silently here)."""
+    the tasks), and the names of the sub-folders that are no task of it (a suite narrowed to
+    some tasks leaves the others; a misspelt task shows here). A folder that holds none of the
+    tier's tasks is an error."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"--warm-starts: {folder} is not a folder")
     tasks = {task.name for task in plan.tasks}
     found = {path.name: path for path in sorted(folder.iterdir()) if path.is_dir()}
-    unknown = sorted(set(found) - tasks)
-    if unknown:
+    if not set(found) & tasks:
         raise ConfigError(
-            f"--warm-starts: {folder} holds {', '.join(unknown)}, not a task of this tier "
-            f"(its tasks: {', '.join(sorted(tasks))})"
+            f"--warm-starts: {folder} holds no warm start of this tier's tasks "
+            f"({', '.join(sorted(tasks))}); it holds: {', '.join(found) or 'nothing'}"
         )
-    if not found:
-        raise ConfigError(f"--warm-starts: {folder} holds no task's warm start")
-    return found
+    shared = {name: path for name, path in found.items() if name in tasks}
+    return shared, sorted(set(found) - tasks)
 
 
 def planned_warm_starts(
