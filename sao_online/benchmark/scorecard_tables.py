@@ -182,6 +182,38 @@ def _seed_cell(scores: pd.Series, seed: int) -> str:
     return fixed(value) if np.isfinite(value) else "not scored"
 
 
+def first_phase_table(
+    sets: list[tuple[str, pd.DataFrame, str, dict[tuple[str, str], str]]],
+    tasks: list[str] | None = None,
+    methods: list[str] | None = None,
+) -> pd.DataFrame:
+    """The data of the learnable check, seed by seed: each method's score on each task's first
+    scored phase, one row per (task, method, result set), one column per seed and the mean.
+
+    ``sets`` are (label, scores, floor method, machines) of each result set (another machine,
+    another seed set), ``machines`` naming the CPU each (task, method)'s runs ran on; ``tasks``
+    and ``methods`` keep only those (default: every one; the floor, at 0 by definition, is left
+    out). ``—`` where a set has no run of a seed."""
+    rows, seeds = [], set()
+    for label, scores, floor, machines in sets:
+        scored = scores[scores["score"].notna() & (scores["method"] != floor)]
+        first = scored.groupby("task")["phase"].transform("min")
+        firsts = scored[scored["phase"] == first]
+        for (task, method), part in firsts.groupby(["task", "method"], sort=True):
+            if (tasks and task not in tasks) or (methods and method not in methods):
+                continue
+            seeds |= {int(seed) for seed in part["seed"]}
+            where = machines.get((task, method), "?")
+            rows.append((task, method, label, where, part.set_index("seed")["score"]))
+    columns = sorted(seeds)
+    table = []
+    for task, method, label, where, mine in sorted(rows, key=lambda row: row[:2]):
+        row = {"task": task, "method": method, "set": label, "machine": where}
+        row |= {f"seed {seed}": _seed_cell(mine, seed) for seed in columns}
+        table.append(row | {"mean": fixed(float(mine.mean()))})
+    return pd.DataFrame(table)
+
+
 def per_seed_table(scores: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     """Every score the aggregate pools, one column per seed: rows (task, phase after a shift,
     method); ``not scored`` where the phase has no score, ``—`` where the seed has no run."""

@@ -10,7 +10,9 @@ Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
 ``replication DIR DIR...`` (which pairwise conclusions every folder reaches on its own),
 ``calibration DIR`` (per task: learnable, and does the shift cost; then per phase),
 ``versus DIR BASE OTHER,... [FAMILY,...]`` (one method against others, per family),
-``seeds DIR`` (every pooled score, a column per seed) and
+``seeds DIR`` (every pooled score, a column per seed),
+``first-phase DIR... [tasks=A,B] [methods=M,N]`` (the learnable check's scores, a column per
+seed, a row per folder) and
 ``sessions DIR`` (how long each command that ran the folder's runs took, and where).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
@@ -27,6 +29,7 @@ from sao_online.benchmark.merge import replication_table, results_folder
 from sao_online.benchmark.scorecard import compute, read_tables
 from sao_online.benchmark.scorecard_tables import (
     family_table,
+    first_phase_table,
     leaderboard,
     per_seed_table,
     session_table,
@@ -38,7 +41,16 @@ _BLOCK = re.compile(
     r"(<!-- benchmark-table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /benchmark-table -->)",
     re.S,
 )
-KINDS = ("leaderboard", "families", "replication", "calibration", "versus", "seeds", "sessions")
+KINDS = (
+    "leaderboard",
+    "families",
+    "replication",
+    "calibration",
+    "versus",
+    "seeds",
+    "first-phase",
+    "sessions",
+)
 
 
 class TableSpecError(ValueError):
@@ -56,6 +68,40 @@ def _versus(words: list[str], base: Path) -> str:
     return to_markdown([Table(frame)])
 
 
+def _first_phase(words: list[str], base: Path) -> str:
+    filters = {"tasks": None, "methods": None}
+    folders = []
+    for word in words:
+        name, sep, values = word.partition("=")
+        if sep and name in filters:
+            filters[name] = values.split(",")
+        elif sep:
+            raise TableSpecError(f"first-phase: unknown filter {name!r} (tasks=, methods=)")
+        else:
+            folders.append(word)
+    if not folders:
+        raise TableSpecError("first-phase: expected DIR... [tasks=A,B] [methods=M,N]")
+    sets = []
+    for folder in folders:
+        tables, benchmark = read_tables(results_folder(base / folder))
+        scores = compute(tables, benchmark, REPS)["scores"]
+        cpus = {
+            key: record["machine"].get("cpu_model", "?")
+            for key, record in benchmark.get("provenance", {}).items()
+        }
+        runs = tables["runs"].assign(cpu=tables["runs"]["provenance_id"].map(cpus).fillna("?"))
+        machines = {
+            key: ", ".join(sorted(set(part["cpu"])))
+            for key, part in runs.groupby(["task", "method"])
+        }
+        label = folder.rstrip("/").split("/")[-1]
+        sets.append((label, scores, benchmark["protocol"]["score"]["floor"], machines))
+    frame = first_phase_table(sets, filters["tasks"], filters["methods"])
+    if frame.empty:
+        raise TableSpecError(f"first-phase: no scored first phase in {', '.join(folders)}")
+    return to_markdown([Table(frame)])
+
+
 def render_block(spec: str, base: Path) -> str:
     """The Markdown table for one block spec (``kind DIR...``), folders relative to ``base``."""
     kind, *folders = spec.split()
@@ -63,6 +109,8 @@ def render_block(spec: str, base: Path) -> str:
         raise TableSpecError(f"unknown table kind {kind!r}; kinds: {', '.join(KINDS)}")
     if kind == "versus":
         return _versus(folders, base)
+    if kind == "first-phase":
+        return _first_phase(folders, base)
     if not folders or (kind != "replication" and len(folders) != 1):
         raise TableSpecError(
             f"{kind}: expected {'folders' if kind == 'replication' else 'one folder'}"

@@ -4,8 +4,10 @@ are checked with every other benchmark table)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from sao_online.benchmark.calibration import checks
@@ -120,3 +122,79 @@ def test_code_shift_s_sessions_miss_the_runs_of_its_stopped_commands(loaded):
         amd = [session for session in sessions if session["machine"]["cpu_model"] == "AMD EPYC"]
         assert 0 < sum(session["runs"] for session in amd) < 15
         assert all(session.get("ended", "finished") == "finished" for session in sessions)
+
+
+AMD = LITE.parent / "calibration" / "lite-on-amd" / "results"
+WARM_STARTS = LITE.parent / "warm-starts"
+
+
+def _first_phase(folder: Path, method: str) -> pd.DataFrame:
+    """Per task and seed, ``method``'s score on the first phase."""
+    tables, benchmark = read_tables(folder)
+    scores = compute(tables, benchmark, 200)["scores"]
+    first = scores[(scores["phase"] == 0) & (scores["method"] == method)]
+    return first.pivot_table(index="task", columns="seed", values="score")
+
+
+def test_the_kept_warm_starts_are_the_ones_the_amd_runs_started_from():
+    check, _ = read_tables(WARM_STARTS / "lite-frozen-check" / "results")
+    shipped = {
+        path.name: json.loads((path / "warm_start.json").read_text())["weights"]
+        for path in (WARM_STARTS / "lite").iterdir()
+    }
+    runs = check["runs"].set_index("task")
+    assert set(runs["method"]) == {"frozen"} and set(runs["seed"]) == {0}
+    assert runs["warm_start"].to_dict() == shipped
+    kept_code, _ = read_tables(LITE / "seeds-0-2" / "results")
+    amd, _ = read_tables(AMD)
+    for task in FAMILIES:
+        source = kept_code if task == "CodeShift" else amd
+        phases = source["phases"]
+        theirs = phases[(phases.task == task) & (phases.method == "frozen") & (phases.seed == 0)]
+        mine = check["phases"][check["phases"].task == task]
+        assert mine["reward_mean"].tolist() == theirs["reward_mean"].tolist(), task  # exactly
+
+
+def test_on_the_amd_epyc_grid_and_tool_shift_replicate_reason_shift_passes_at_the_mark():
+    tables, benchmark = read_tables(AMD)
+    scores = compute(tables, benchmark, 200)["scores"]
+    found = checks(scores, "frozen", tables["curves"], tables["shifts"]).set_index("task")
+    assert (found["shift costs"] == "yes").all() and (
+        found["costs an adapted method"] == "yes"
+    ).all()
+    assert found["learnable"].to_dict() == {
+        "GridShift": "yes",
+        "ReasonShift": "yes",
+        "StyleShift": "no",
+        "ToolShift": "yes",
+    }
+    first = scores[(scores["phase"] == 0) & (scores["method"] != "frozen")]
+    best = first.groupby(["task", "method"])["score"].mean().groupby("task").max()
+    assert best["GridShift"] > 0.6 and best["ToolShift"] > 0.6  # a margin over the mark
+    assert 0.5 <= best["ReasonShift"] < 0.51  # at it
+    assert best["StyleShift"] < 0.45
+
+
+def test_style_shift_s_amd_seeds_lie_within_the_intel_seeds_and_reason_shift_s_below():
+    intel = _first_phase(LITE / "seeds-0-5" / "results", "sao_running_mean")
+    amd = _first_phase(AMD, "sao_running_mean")
+    style, reason = intel.loc["StyleShift"], intel.loc["ReasonShift"]
+    mine = amd.loc["StyleShift"]
+    assert ((mine >= style.min()) & (mine <= style.max())).sum() == 2  # the ranges overlap
+    assert mine.min() < style.min() and mine.mean() < style.mean() - 0.1  # lower on the whole
+    assert (style < 0.5).sum() == 2 and (mine < 0.5).sum() == 2
+    assert amd.loc["ReasonShift"].max() < reason.min()
+    assert reason.min() - amd.loc["ReasonShift"].max() < 0.05  # below, by a few hundredths
+
+
+def test_style_shift_at_twice_the_rate_scores_lower_on_every_seed_from_the_same_warm_start():
+    faster = LITE.parent / "calibration" / "styleshift-faster-rate" / "results"
+    same_floor = []
+    for method in ("sao_running_mean", "sao"):
+        quick, tier = _first_phase(faster, method), _first_phase(AMD, method)
+        assert (quick.loc["StyleShift"] < tier.loc["StyleShift"] - 0.1).all(), method
+    for folder in (faster, AMD):  # one warm start: the same frozen runs
+        phases = read_tables(folder)[0]["phases"]
+        frozen = phases[(phases.task == "StyleShift") & (phases.method == "frozen")]
+        same_floor.append(frozen["reward_mean"].tolist())
+    assert same_floor[0] == same_floor[1]
