@@ -143,31 +143,52 @@ def rollout_table(kept: dict[str, Any]) -> str:
 
 
 def throughput_table(kept: dict[str, Any]) -> str:
-    result = kept["result"]
-    peer = result["peer"]
-    rows = [
-        [
-            name,
-            f"{side['completions_per_second']:.1f}",
-            _x(result["ratio_to_peer"][name]),
-            f"{side['learner_seconds_per_update']:.3f}",
-            side["threads"],
-        ]
-        for name, side in (("sync", result["sync"]), ("local", result["local"]))
-    ]
-    rows.append(
-        [
-            peer["trainer"],
-            f"{peer['completions_per_second']:.1f}",
-            "1.00x",
-            "",
-            peer["threads"],
-        ]
-    )
+    """Runs of ``bench throughput --peer trl`` (``kept["runs"]``: each run's ``load`` and
+    ``result``): a row per run and trainer, then how many runs reach the 2x target per backend."""
+    rows = []
+    for number, run in enumerate(kept["runs"], start=1):
+        result = run["result"]
+        peer = result["peer"]
+        for name in ("sync", "local"):
+            side = result[name]
+            rows.append(
+                [
+                    number,
+                    name,
+                    f"{side['completions_per_second']:.1f}",
+                    _x(result["ratio_to_peer"][name]),
+                    f"{side['learner_seconds_per_update']:.3f}",
+                    side["threads"],
+                ]
+            )
+        rows.append(
+            [
+                number,
+                peer["trainer"],
+                f"{peer['completions_per_second']:.1f}",
+                "1.00x",
+                "",
+                peer["threads"],
+            ]
+        )
     table = _table(
-        ["trainer", "completions/s", "/ TRL", "learner seconds per update", "threads"], rows
+        ["run", "trainer", "completions/s", "/ TRL", "learner seconds per update", "threads"],
+        rows,
     )
-    return table + _provenance(kept)
+    total = len(kept["runs"])
+    reached = "; ".join(
+        f"{name} in {sum(run['result']['ratio_to_peer'][name] >= 2 for run in kept['runs'])} "
+        f"of {total} runs"
+        for name in ("sync", "local")
+    )
+    loads = "; ".join(
+        f"run {number}: {run['load']}" for number, run in enumerate(kept["runs"], start=1)
+    )
+    return (
+        table
+        + f"\nAt least 2x TRL's completions per second: {reached}.\n"
+        + f"\nCommand: `{kept['command']}`; {loads}.\n"
+    )
 
 
 def _share(value: float | None) -> str:
