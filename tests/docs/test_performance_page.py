@@ -107,3 +107,36 @@ def test_the_async_table_has_a_row_per_run_and_way_with_stragglers(tmp_path):
     assert "(the sync run's in brackets): run 1: 0.66 (0.50); run 2: 0.96 (0.50)." in rendered
     started = "by way: run 1: `wait`/`tokens` 3; run 2: `requeue`/`tokens` 1."
     assert started in rendered
+
+
+def _throughput_run(load: str, sync: float, local: float) -> dict:
+    side = {"completions_per_second": 10.0, "learner_seconds_per_update": 0.5, "threads": 1}
+    peer = {"trainer": "trl X GRPOTrainer", "completions_per_second": 5.0, "threads": 1}
+    result = {"sync": side, "local": side, "peer": peer}
+    return {"load": load, "result": result | {"ratio_to_peer": {"sync": sync, "local": local}}}
+
+
+def test_the_throughput_table_counts_the_runs_that_reach_twice_trl(tmp_path):
+    kept = {
+        "command": "sao-online bench throughput --peer trl",
+        "runs": [_throughput_run("busy", 2.0, 1.99), _throughput_run("quiet", 2.5, 2.1)],
+    }
+    (tmp_path / "bench_throughput_trl.json").write_text(json.dumps(kept))
+    rendered = render("<!-- table: throughput -->\n<!-- end table -->\n", tmp_path)
+    assert "| 1 | local | 10.0 | 1.99x | 0.500 | 1 |" in rendered
+    assert "| 2 | trl X GRPOTrainer | 5.0 | 1.00x |  | 1 |" in rendered
+    assert "sync in 2 of 2 runs; local in 1 of 2 runs." in rendered  # 2.00x counts, 1.99x not
+    assert "run 1: busy; run 2: quiet." in rendered
+
+
+def test_grpo_reaches_twice_trl_in_every_quiet_run_and_the_sync_side_under_load():
+    kept = json.loads((performance_page.DATA / "bench_throughput_trl.json").read_text())
+    quiet = [run for run in kept["runs"] if "quiet machine" in run["load"]]
+    busy = [run for run in kept["runs"] if "other work running" in run["load"]]
+    assert len(quiet) == 3 and len(busy) == 1
+    for run in quiet:
+        assert min(run["result"]["ratio_to_peer"].values()) >= 2
+    [loaded] = busy
+    assert (
+        loaded["result"]["ratio_to_peer"]["sync"] >= 2 > loaded["result"]["ratio_to_peer"]["local"]
+    )
