@@ -40,3 +40,15 @@ def weights_id(folder: Path) -> str | None:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()[:16]
+
+
+def warm_start_weights(folder: Path) -> str | None:
+    """The weights id of the warm start in ``folder``: as its ``warm_start.json`` records it,
+    else computed (warm starts cached before it was recorded)."""
+    import json
+
+    try:
+        recorded = json.loads((Path(folder) / "warm_start.json").read_text()).get("weights")
+    except (OSError, ValueError):
+        recorded = None
+    return recorded or weights_id(Path(folder))

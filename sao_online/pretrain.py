@@ -34,7 +34,12 @@ from tqdm import tqdm
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 import sao_online.models as models_package
-from sao_online.cache import cache_root, warm_start_root, weights_id  # noqa: F401  (cache_root: public)
+from sao_online.cache import (  # noqa: F401  (cache_root, warm_start_weights: public here)
+    cache_root,
+    warm_start_root,
+    warm_start_weights,
+    weights_id,
+)
 from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.drift_schedules import Choice, normalize_space
 from sao_online.environments import check_env_id
@@ -386,12 +391,6 @@ def finetune_on_demonstrations(
     return losses
 
 
-def _machine() -> dict[str, Any]:
-    from sao_online.benchmark.provenance import machine  # the benchmark package, lazily
-
-    return machine()
-
-
 def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool = False) -> Path:
     """Build (or reuse) the SFT warm start for ``config``; return its folder.
 
@@ -401,6 +400,8 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
     path = warm_start_path(config)
     if (path / "warm_start.json").exists() and not force:
         return path
+    from sao_online.benchmark.provenance import machine  # the benchmark package, lazily
+
     seed = config.model.warm_start_seed
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -448,7 +449,7 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
         # another machine (--export, --import) keeps these.
         "weights": weights_id(tmp),
         "settings": warm_start_settings(config),
-        "fitted_on": {**_machine(), "torch": torch.__version__},
+        "fitted_on": {**machine(), "torch": torch.__version__},
     }
     (tmp / "warm_start.json").write_text(json.dumps(summary, indent=2))
     if force:
@@ -477,16 +478,6 @@ def load_warm_start(config: ExperimentConfig, *, progress: bool = False):
 
 #: The file of a warm start's folder that says what it is, what it was fitted for and how.
 SUMMARY_FILE = "warm_start.json"
-
-
-def warm_start_weights(folder: Path) -> str | None:
-    """The weights id (``sao_online.cache.weights_id``) of the warm start in ``folder``: as its
-    summary records it, else computed (warm starts cached before it was recorded)."""
-    try:
-        recorded = json.loads((Path(folder) / SUMMARY_FILE).read_text()).get("weights")
-    except (OSError, ValueError):
-        recorded = None
-    return recorded or weights_id(Path(folder))
 
 
 def export_warm_start(config: ExperimentConfig, destination: str | Path) -> Path:

@@ -66,21 +66,27 @@ def _method_order(aggregates: Aggregates, methods: list[str]) -> list[str]:
     return ranked + sorted(m for m in methods if m not in ranked)
 
 
+def run_cpus(runs: pd.DataFrame, benchmark: dict[str, Any]) -> pd.Series:
+    """The CPU model each run ran on, from its provenance record (``?`` where none says)."""
+    cpus = {
+        key: record.get("machine", {}).get("cpu_model", "?")
+        for key, record in benchmark.get("provenance", {}).items()
+    }
+    return runs["provenance_id"].map(cpus).fillna("?")
+
+
 def check_one_warm_start(runs: pd.DataFrame, benchmark: dict[str, Any]) -> None:
     """Refuse a task whose runs started from different warm starts (weights ids): its floor is
     the ``frozen`` runs' mean, so every score of the task must start from the floor's weights.
     Runs that recorded none (results kept before runs recorded it) are not compared."""
-    machines = {
-        key: record.get("machine", {}).get("cpu_model", "?")
-        for key, record in benchmark.get("provenance", {}).items()
-    }
+    runs = runs.assign(cpu=run_cpus(runs, benchmark))
     for task, rows in runs.dropna(subset=["warm_start"]).groupby("task", sort=True):
         if rows["warm_start"].nunique() < 2:
             continue
         parts = []
         for weights, group in rows.groupby("warm_start", sort=True):
             seeds = ", ".join(str(seed) for seed in sorted(set(group["seed"])))
-            where = ", ".join(sorted({machines.get(p, "?") for p in group["provenance_id"]}))
+            where = ", ".join(sorted(set(group["cpu"])))
             parts.append(f"{weights} ({len(group)} run(s), seeds {seeds}; {where})")
         raise ResultsError(
             f"task {task}: its runs started from {len(parts)} different warm starts: "

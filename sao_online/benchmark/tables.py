@@ -26,7 +26,7 @@ from pathlib import Path
 from sao_online.analysis.report_render import Table, to_markdown
 from sao_online.benchmark import calibration
 from sao_online.benchmark.merge import replication_table, results_folder
-from sao_online.benchmark.scorecard import compute, read_tables
+from sao_online.benchmark.scorecard import compute, read_tables, run_cpus
 from sao_online.benchmark.scorecard_tables import (
     family_table,
     first_phase_table,
@@ -85,11 +85,7 @@ def _first_phase(words: list[str], base: Path) -> str:
     for folder in folders:
         tables, benchmark = read_tables(results_folder(base / folder))
         scores = compute(tables, benchmark, REPS)["scores"]
-        cpus = {
-            key: record["machine"].get("cpu_model", "?")
-            for key, record in benchmark.get("provenance", {}).items()
-        }
-        runs = tables["runs"].assign(cpu=tables["runs"]["provenance_id"].map(cpus).fillna("?"))
+        runs = tables["runs"].assign(cpu=run_cpus(tables["runs"], benchmark))
         machines = {
             key: ", ".join(sorted(set(part["cpu"])))
             for key, part in runs.groupby(["task", "method"])

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sao_online.cache import warm_start_root, weights_id
+from sao_online.cache import warm_start_root, warm_start_weights
 
 
 def folder_bytes(folder: Path) -> int:
@@ -56,7 +56,7 @@ def cached_warm_starts() -> list[dict[str, Any]]:
                 "steps": summary.get("steps"),
                 "seconds": summary.get("seconds"),
                 "bytes": folder_bytes(folder),
-                "weights": summary.get("weights") or weights_id(folder),
+                "weights": warm_start_weights(folder),
                 "imported_from": summary.get("imported_from"),
                 "built": datetime.datetime.fromtimestamp(built).isoformat(timespec="seconds"),
             }
