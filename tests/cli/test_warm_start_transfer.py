@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+from test_warm_start_cache import small_warm_start_config
 
 from sao_online.cache import weights_id
 from sao_online.cli import main
@@ -20,7 +21,6 @@ from sao_online.pretrain import (
     warm_start,
     warm_start_path,
 )
-from tests.cli.test_warm_start_cache import small_warm_start_config
 
 
 @pytest.fixture
