@@ -60,6 +60,7 @@ docs-tables: $(STAMP)
 	$(BIN)/python docs/data/tiny_model_preset/table.py
 	$(BIN)/python docs/data/critic_warmup/table.py
 	$(BIN)/python docs/data/lite_exercised/table.py
+	$(BIN)/python docs/data/first_phase_ceiling/table.py
 	$(BIN)/python docs/data/test_time/table.py
 	$(BIN)/python -m sao_online.commands.performance_page
 	$(BIN)/sao-online benchmark tables $$(grep -l -e '<!-- benchmark-table:' README.md docs/*.md)

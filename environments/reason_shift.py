@@ -45,6 +45,7 @@ MIXES: dict[str, tuple[str, ...]] = {
 #: Drift value of ``difficulty`` -> the levels drawn (uniformly).
 DIFFICULTIES: dict[str, tuple[int, ...]] = {
     "uniform": LEVELS,
+    "easiest": (1,),
     "easy": (1, 2),
     "hard": (4, 5),
 }

@@ -191,16 +191,18 @@ def merge_results(
         pooled = pd.concat([part.tables[table] for part in parts], ignore_index=True)
         write_csv(pooled, target / f"{table}.csv")
     provenance: dict[str, Any] = {}
+    sessions: list[dict[str, Any]] = []
     for part in parts:
         provenance.update(part.benchmark.get("provenance", {}))
+        for session in part.benchmark.get("sessions", []):
+            if session not in sessions:  # tasks taken from one folder bring its sessions once
+                sessions.append(session)
     write_json_atomically(
         target / "benchmark.json",
         {
             "protocol": protocol,
             "provenance": provenance,
-            "sessions": [
-                session for part in parts for session in part.benchmark.get("sessions", [])
-            ],
+            "sessions": sessions,
             "sources": [
                 {
                     "folder": part.name,

@@ -99,6 +99,7 @@ def import_warm_starts(
     plan: TierPlan, overrides: list[str], shared: dict[str, Path], say: Callable[[str], None]
 ) -> None:
     """Make each task's shared warm start its cached one (checked by ``import_warm_start``)."""
+    from sao_online.cache import warm_start_weights
     from sao_online.pretrain import import_warm_start
 
     for task in plan.tasks:
@@ -108,4 +109,4 @@ def import_warm_starts(
             path = import_warm_start(task.load(overrides), shared[task.name])
         except ConfigError as error:
             raise ConfigError(f"--warm-starts: task {task.name}: {error}") from None
-        say(f"{task.name}: warm start from {shared[task.name]} ({path.name})")
+        say(f"{task.name}: warm start {warm_start_weights(path)} from {shared[task.name]}")

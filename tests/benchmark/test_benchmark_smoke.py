@@ -134,7 +134,7 @@ def test_the_smoke_tier_with_a_users_method_runs_end_to_end_and_resumes(tmp_path
         path.unlink()
     moved = cli([*args, "--resume", "--warm-starts", str(shared)], tmp_path)
     assert moved.returncode == 0, moved.stderr[-3000:]
-    assert f"StyleShift: warm start from {shared / 'StyleShift'}" in moved.stderr
+    assert f"StyleShift: warm start {theirs} from {shared / 'StyleShift'}" in moved.stderr
     again = pd.read_csv(out / "results" / "runs.csv").groupby("task")["warm_start"].unique()
     assert list(again["StyleShift"]) == [theirs]
     assert list(again["ToolShift"]) == list(weights["ToolShift"])  # fitted here, as before

@@ -113,6 +113,29 @@ def test_merge_takes_a_task_measured_again_from_another_folder(tmp_path):
     assert len(pd.read_csv(tmp_path / "both" / "results" / "runs.csv")) == 36
 
 
+def test_two_tasks_taken_from_one_folder_bring_its_sessions_once(tmp_path):
+    tasks = {**TASKS, "V": "H"}
+
+    def measured(folder, started):
+        records = [
+            record(task, tasks[task], method, seed, [0.2, 0.3 + 0.1 * i], [1.0, 1.0])
+            for task in tasks
+            for i, method in enumerate(METHODS)
+            for seed in (0, 1, 2)
+        ]
+        write_results(folder, records, protocol(tasks, METHODS))
+        recorded = json.loads((folder / "results" / "benchmark.json").read_text())
+        recorded["sessions"] = [{"runs": 27, "started": started, "seconds": 1.0}]
+        (folder / "results" / "benchmark.json").write_text(json.dumps(recorded))
+        return folder
+
+    first, again = measured(tmp_path / "one", "first"), measured(tmp_path / "again", "again")
+    merge_results([first], tmp_path / "pooled", reps=200, task_from={"T": again, "U": again})
+    merged = json.loads((tmp_path / "pooled" / "results" / "benchmark.json").read_text())
+    assert [s["started"] for s in merged["sessions"]] == ["first", "again"]
+    assert [s["tasks"] for s in merged["sources"]] == [["V"], ["T"], ["U"]]
+
+
 def test_merge_refuses_a_task_folder_that_does_not_cover_the_others(tmp_path, capsys):
     first = _seed_set(tmp_path / "one", [0, 1, 2])
     cases = [

@@ -26,18 +26,26 @@ def kept():
     return {folder: verdicts(folder) for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5")}
 
 
-def test_reason_and_grid_shift_separate_in_seeds_0_2_only_and_not_pooled(kept):
-    assert kept["seeds-0-2"]["ReasonShift"] == "sao_running_mean better"
+def test_grid_shift_separates_in_seeds_0_2_only_and_not_pooled(kept):
     assert kept["seeds-0-2"]["GridShift"] == "sao better"
-    for family in ("ReasonShift", "GridShift"):
-        assert kept["seeds-3-5"][family].startswith("not separated")
-        assert kept["seeds-0-5"][family].startswith("not separated")
+    assert kept["seeds-3-5"]["GridShift"].startswith("not separated")
+    assert kept["seeds-0-5"]["GridShift"].startswith("not separated")
 
 
-def test_tool_and_code_shift_are_not_separated_anywhere(kept):
-    for family in ("ToolShift", "CodeShift"):
+def test_reason_tool_and_code_shift_are_not_separated_anywhere(kept):
+    for family in ("ReasonShift", "ToolShift", "CodeShift"):
         for folder in ("seeds-0-2", "seeds-3-5", "seeds-0-5"):
             assert kept[folder][family].startswith("not separated")
+
+
+def test_at_the_earlier_reason_shift_setting_seeds_0_2_found_the_running_mean_better():
+    tables, benchmark = read_tables(
+        LITE.parent / "calibration" / "lite-earlier-settings" / "results"
+    )
+    scores = compute(tables, benchmark, 200)["scores"]
+    early = scores[scores["seed"].isin([0, 1, 2])]
+    table = versus_table(early, "sao", ["sao_running_mean"], families=FAMILIES, reps=2000)
+    assert dict(zip(table["family"], table["verdict"]))["ReasonShift"] == "sao_running_mean better"
 
 
 def test_over_the_four_families_pooled_the_two_are_not_separated():
