@@ -227,3 +227,43 @@ def test_style_and_reason_shift_are_learnable_with_a_margin_on_every_seed_of_bot
     for task in ("ReasonShift", "StyleShift"):
         assert list(first.columns) == [0, 1, 2, 3, 4, 5]
         assert (first.loc[task] > 0.55).all(), task  # the mark is 0.5
+
+
+GRID_TOOL = LITE.parent / "calibration" / "grid-and-tool-kept-warm-starts" / "results"
+
+
+def test_grid_and_tool_shift_from_the_kept_warm_starts_pass_on_six_seeds():
+    tables, benchmark = read_tables(GRID_TOOL)
+    assert sorted(tables["runs"]["seed"].unique()) == [0, 1, 2, 3, 4, 5]
+    scores = compute(tables, benchmark, 200)["scores"]
+    found = checks(scores, "frozen", tables["curves"], tables["shifts"]).set_index("task")
+    assert sorted(found.index) == ["GridShift", "ToolShift"]
+    assert (found["learnable"] == "yes").all() and (found["shift costs"] == "yes").all()
+    first = scores[(scores["phase"] == 0) & (scores["method"] != "frozen")]
+    assert (first.groupby(["task", "method"])["score"].mean().groupby("task").max() > 0.6).all()
+    shipped = {
+        task: json.loads((WARM_STARTS / "lite" / task / "warm_start.json").read_text())["weights"]
+        for task in ("GridShift", "ToolShift")
+    }
+    recorded = tables["runs"].groupby("task")["warm_start"].unique()
+    assert {task: list(ids) for task, ids in recorded.items()} == {
+        task: [weights] for task, weights in shipped.items()
+    }
+
+
+def test_from_one_warm_start_frozen_runs_repeat_and_learning_runs_do_not():
+    mine, theirs = read_tables(GRID_TOOL)[0]["phases"], read_tables(AMD)[0]["phases"]
+    both = mine.merge(theirs, on=["task", "method", "seed", "phase"], suffixes=("", "_then"))
+    assert set(both["seed"]) == {0, 1, 2} and set(both["task"]) == {"GridShift", "ToolShift"}
+    gap = (
+        (both["reward_mean"] - both["reward_mean_then"])
+        .abs()
+        .groupby([both["task"], both["method"] == "frozen"])
+        .max()
+    )
+    assert gap[("GridShift", True)] == 0 and gap[("ToolShift", True)] == 0  # reward for reward
+    assert 0 < gap[("GridShift", False)] < 0.03
+    assert 0.3 < gap[("ToolShift", False)] < 0.34  # up to a third of the reward
+    tool = both[(both["task"] == "ToolShift") & (both["method"] != "frozen")]
+    tool_gap = (tool["reward_mean"] - tool["reward_mean_then"]).abs()
+    assert tool.loc[tool_gap.idxmax(), "phase"] == 1  # after the rename
