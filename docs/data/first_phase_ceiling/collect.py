@@ -21,17 +21,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from sao_online.analysis.loading import read_table
+from sao_online.analysis.prompt_groups import prompt_key_columns
+
 #: Per family, the drift parameter that names the rewarded choice, as the episodes record it.
 CHOICE = {"StyleShift": "preferred", "ReasonShift": "answer_format"}
 #: Fewest right-choice episodes of a prompt kind for it to be the weakest one named.
 MIN_PROMPT_EPISODES = 10
-
-
-def _episodes(run: Path) -> pd.DataFrame:
-    parts = sorted((run / "episodes.parquet").glob("part-*.parquet"))
-    if not parts:
-        raise ValueError(f"{run}: no episodes.parquet parts")
-    return pd.concat((pd.read_parquet(part) for part in parts), ignore_index=True)
 
 
 def _runs(folder: Path) -> list[Path]:
@@ -44,7 +40,7 @@ def _runs(folder: Path) -> list[Path]:
 
 
 def run_row(setting: str, run: Path) -> dict:
-    episodes = _episodes(run).sort_values("episode")
+    episodes = read_table(run, "episodes").sort_values("episode")
     config = _config(run)
     task = _family(config["env"]["id"])
     first = episodes[episodes["phase"] == 0]
@@ -64,7 +60,7 @@ def run_row(setting: str, run: Path) -> dict:
         "weakest_prompt": "",
         "weakest_prompt_reward": None,
     }
-    keys = [column for column in right.columns if column.startswith("prompt/")]
+    keys = prompt_key_columns(right)
     if keys:
         kinds = right.groupby(keys)["reward"].agg(["size", "mean"])
         kinds = kinds[kinds["size"] >= MIN_PROMPT_EPISODES]
