@@ -1,4 +1,4 @@
-"""docs/performance.md, "The test suite's time": its tables come from the kept runs of
+"""docs/guides/development.md, "The test suite's time": its tables come from the kept runs of
 ``make test``, and those runs are what their JUnit reports said."""
 
 from __future__ import annotations

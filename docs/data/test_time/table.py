@@ -1,4 +1,4 @@
-"""The test-time tables of ``docs/performance.md``, generated from ``tests.csv`` and
+"""The test-time tables of ``docs/guides/development.md``, generated from ``tests.csv`` and
 ``runs.json`` (written by ``collect.py``; never typed).
 
 Usage: python table.py          # rewrites the tables between the page's markers
@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from marked_table import markdown, replace_marked  # noqa: E402
 
-PAGE = HERE.parents[1] / "performance.md"
+PAGE = HERE.parents[1] / "guides" / "development.md"
 OPENING, END = "<!-- test-time tables -->\n", "<!-- end test-time tables -->"
 #: The target of `make test`'s wall seconds on a fresh clone of a 2-core machine.
 TARGET_SECONDS = 180
