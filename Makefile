@@ -63,7 +63,8 @@ docs-tables: $(STAMP)
 	$(BIN)/python docs/data/first_phase_ceiling/table.py
 	$(BIN)/python docs/data/test_time/table.py
 	$(BIN)/python -m sao_online.commands.performance_page
-	$(BIN)/sao-online benchmark tables $$(grep -l -e '<!-- benchmark-table:' README.md docs/*.md)
+	$(BIN)/python docs/data/calibration_record/table.py
+	$(BIN)/sao-online benchmark tables $$(grep -rl --include='*.md' -e '<!-- benchmark-table:' README.md docs)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -20,7 +20,7 @@ FAMILIES = {"StyleShift", "ToolShift", "ReasonShift", "GridShift", "CodeShift"}
 
 
 def documented_example() -> str:
-    page = (ROOT / "docs" / "benchmark.md").read_text()
+    page = (ROOT / "docs" / "guides" / "benchmarking.md").read_text()
     section = page.split("## Benchmark your own method", 1)[1].split("\n## ", 1)[0]
     [example] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     [command] = re.findall(r"```bash\n(sao-online benchmark .*?)\n```", section, flags=re.S)

@@ -266,6 +266,13 @@ def test_the_demo_page_states_sao_s_critic_warm_up_as_the_config_sets_it():
     assert f"SAO's policy had {first_shift - warm_up:.0f} episodes of the phase" in demo
 
 
+def test_the_benchmark_page_stays_a_page_a_reader_can_finish():
+    # Definitions, tiers, how to reproduce and the kept results; probes belong on the
+    # calibration page, a method or suite of one's own in the guide.
+    lines = (ROOT / "docs/benchmark.md").read_text().splitlines()
+    assert len(lines) < 500, "move detail to docs/calibration.md or docs/guides/benchmarking.md"
+
+
 def test_the_benchmark_pages_tier_budgets_and_sao_warm_up_are_the_suites():
     from sao_online.benchmark.suite import plan_tier
     from sao_online.runtime.envs import resolve_schedule

@@ -1,4 +1,4 @@
-"""docs/benchmark.md's run of every family at its passing setting: what the prose says of it is
+"""docs/calibration.md's run of every family at its passing setting: what the prose says of it is
 what the kept results give."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""docs/benchmark.md's table of what held StyleShift's and ReasonShift's first phase near the
+"""docs/calibration.md's table of what held StyleShift's and ReasonShift's first phase near the
 learnable mark: generated from the kept rows, the rows computed as the script says (checked on a
 hand-made run), and the page's reading of them true of the rows."""
 

@@ -1,4 +1,4 @@
-"""docs/benchmark.md's table of what the calibration probes' policies did is generated from the
+"""docs/calibration.md's table of what the calibration probes' policies did is generated from the
 kept rows, and the rows say what the page says of them."""
 
 from __future__ import annotations

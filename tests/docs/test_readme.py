@@ -91,6 +91,6 @@ def test_readme_links_point_at_files_that_exist():
 
 def test_readme_own_method_example_is_the_benchmark_pages():
     [ours] = python_blocks(readme_section("Benchmark your own method"))
-    page = (ROOT / "docs" / "benchmark.md").read_text()
+    page = (ROOT / "docs" / "guides" / "benchmarking.md").read_text()
     section = page.split("## Benchmark your own method\n", 1)[1].split("\n## ", 1)[0]
     assert ours == python_blocks(section)[0]

@@ -1,6 +1,6 @@
 """The table of what held the first phase near the mark, generated from ``runs.csv``.
 
-Usage: python table.py          # rewrites the table between the marker pair in docs/benchmark.md
+Usage: python table.py          # rewrites the table between the marker pair in docs/calibration.md
 
 Per setting, task and method, over the second half of the first phase and the seeds: how often
 the policy makes the regime's rewarded choice and what those episodes earn (mean over seeds,
@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from marked_table import markdown, replace_marked  # noqa: E402  (docs/data is not a package)
 
-PAGE = HERE.parents[1] / "benchmark.md"
+PAGE = HERE.parents[1] / "calibration.md"
 OPEN = "<!-- first-phase-ceiling table -->\n"
 END = "<!-- end first-phase-ceiling table -->"
 

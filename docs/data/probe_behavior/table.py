@@ -1,6 +1,6 @@
 """The table of what the calibration probes' policies did, generated from ``runs.csv``.
 
-Usage: python table.py          # rewrites the table between the marker pair in docs/benchmark.md
+Usage: python table.py          # rewrites the table between the marker pair in docs/calibration.md
 
 Per task, phase and method, over the last quarter of the phase and the seeds: the two most
 common first actions with their share (mean over seeds, [lowest, highest]) and their episodes'
@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from marked_table import markdown, replace_marked  # noqa: E402  (docs/data is not a package)
 
-PAGE = HERE.parents[1] / "benchmark.md"
+PAGE = HERE.parents[1] / "calibration.md"
 OPEN = "<!-- probe-behavior table -->\n"
 END = "<!-- end probe-behavior table -->"
 METHOD_ORDER = {"frozen": 0}
