@@ -175,15 +175,22 @@ def timed_generator(
     return wrapper
 
 
+_ABSENT = object()
+
+
 @contextlib.contextmanager
 def patched(owner: Any, name: str, wrap: Callable[[Any], Any]) -> Iterator[None]:
-    """``owner.name`` replaced by ``wrap(owner.name)`` inside the block, restored after."""
-    original = getattr(owner, name)
-    setattr(owner, name, wrap(original))
+    """``owner.name`` replaced by ``wrap(owner.name)`` inside the block; after it, ``owner``'s
+    own attribute is what it was (an instance's method patched is the class's again)."""
+    own = vars(owner).get(name, _ABSENT)
+    setattr(owner, name, wrap(getattr(owner, name)))
     try:
         yield
     finally:
-        setattr(owner, name, original)
+        if own is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, own)
 
 
 class _ForwardHooks:

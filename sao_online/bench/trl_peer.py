@@ -29,6 +29,7 @@ optional dependency: ``make trl``, or ``pip install 'sao-online[trl]'``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 import tempfile
@@ -44,8 +45,19 @@ from sao_online.pretrain import base_policy
 from sao_online.runtime.envs import make_env, resolve_schedule
 from sao_online.runtime.scheduling.planner import EpisodePlanner
 
-#: The settings that make TRL a CPU trainer, and what they replace (TRL's defaults).
+#: The settings that make TRL a CPU trainer in place of its GPU defaults (bfloat16 autocast,
+#: every forward pass recomputed in the backward pass), as the trainer reads them back.
 CPU_SETTINGS = {"use_cpu": True, "bf16": False, "fp16": False, "gradient_checkpointing": False}
+
+
+def _cpu_arguments(trl: Any) -> dict[str, Any]:
+    """:data:`CPU_SETTINGS` as ``GRPOConfig`` arguments: transformers 5 names gradient
+    checkpointing ``activation_checkpointing`` (the old name a deprecated alias)."""
+    arguments = dict(CPU_SETTINGS)
+    fields = {field.name for field in dataclasses.fields(trl.GRPOConfig)}
+    if "activation_checkpointing" in fields:
+        arguments["activation_checkpointing"] = arguments.pop("gradient_checkpointing")
+    return arguments
 
 
 def import_trl() -> Any:
@@ -127,7 +139,7 @@ def _grpo_config(trl: Any, config: ExperimentConfig, folder: str, updates: int) 
     batch = config.rollout.batch_size
     return trl.GRPOConfig(
         output_dir=folder,
-        **CPU_SETTINGS,
+        **_cpu_arguments(trl),
         report_to=[],
         save_strategy="no",
         logging_steps=1,
@@ -165,7 +177,7 @@ def run_trl_grpo(config: ExperimentConfig, episodes: int, threads: int) -> dict[
         ``seconds_per_update``, ``split`` (seconds per update of each phase, see
         :mod:`sao_online.bench.phases`), ``prompt_tokens`` and ``mean_completion_tokens`` (per
         completion, as TRL tokenized and sampled them), ``threads``, ``settings`` (the CPU
-        settings given to TRL) and the versions of TRL and what it runs on.
+        settings as the trainer read them) and the versions of TRL and what it runs on.
     """
     trl, datasets = import_trl()
     group = config.algorithm.group_size or 8
@@ -208,6 +220,7 @@ def run_trl_grpo(config: ExperimentConfig, episodes: int, threads: int) -> dict[
                 train_dataset=dataset,
                 processing_class=tokenizer,
             )
+            settings = {key: getattr(trainer.args, key) for key in CPU_SETTINGS}
             # The trainer prints its logs; stdout is the benchmark's JSON.
             with (
                 contextlib.redirect_stdout(sys.stderr),
@@ -225,7 +238,7 @@ def run_trl_grpo(config: ExperimentConfig, episodes: int, threads: int) -> dict[
     return {
         "trainer": f"trl {trl.__version__} GRPOTrainer",
         "versions": {name: metadata.version(name) for name in ("trl", "transformers", "torch")},
-        "settings": dict(CPU_SETTINGS),
+        "settings": settings,
         "reward": "one environment, reset with the prompt's seed and options and stepped",
         "completions": updates * batch,
         "updates": updates,

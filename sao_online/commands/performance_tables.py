@@ -337,6 +337,18 @@ def _split_table(result: dict[str, Any]) -> str:
     return _table(["part", "sync", "local, learner process", "TRL", "TRL / sync"], rows)
 
 
+def _where_line(result: dict[str, Any]) -> str:
+    """The part of an update where TRL and the sync backend differ most, in seconds."""
+    sync, peer = result["split_per_update"]["sync"], result["split_per_update"]["peer"]
+    part = max(sync, key=lambda name: abs(peer[name] - sync[name]))
+    learner = result["ratio_to_peer_by_part"]["learner"]
+    return (
+        f"The parts of an update differ most in {PARTS.get(part, part)}: {peer[part]:.3f} s "
+        f"per update in TRL against {sync[part]:.3f} s in the sync backend; the learner's "
+        f"three passes, over the same model, take {_x(learner)} as long in TRL."
+    )
+
+
 def _target_line(result: dict[str, Any]) -> str:
     """Whether each backend's median ratio reaches the target; where sync misses it, the limit
     its learner sets."""
@@ -396,6 +408,8 @@ def throughput_table(kept: dict[str, Any] | None) -> str:
         f"GRPO against TRL's `GRPOTrainer`, {result['rounds']} rounds taking turns: the sync "
         f"backend at {_range(ratios['sync'], 'x')} TRL's completions per second (median and "
         f"range over the rounds), the local backend at {_range(ratios['local'], 'x')}. "
+        + _where_line(result)
+        + " "
         + _target_line(result)
         + "\n\n"
     )

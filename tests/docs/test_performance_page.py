@@ -1,18 +1,31 @@
-"""docs/performance.md: its tables are the kept results, rendered, and stay in step with them."""
+"""docs/performance.md and its appendix: their tables are the kept results, rendered, and stay
+in step with them."""
 
 import json
+import statistics
 
 import pytest
 
+from sao_online.bench.throughput import summarize
 from sao_online.commands import performance_page
-from sao_online.commands.performance_page import PAGE, render
+from sao_online.commands.performance_page import DATA, PAGE, PAGES, render
 
 
 def test_the_pages_tables_are_generated_from_the_kept_results():
-    page = PAGE.read_text()
-    assert page.count("<!-- table: ") == len(performance_page.TABLES)
-    assert render(page) == page, "run: python -m sao_online.commands.performance_page"
+    pages = [page.read_text() for page in PAGES]
+    assert sum(page.count("<!-- table: ") for page in pages) == len(performance_page.TABLES)
+    for page in pages:
+        assert render(page) == page, "run: python -m sao_online.commands.performance_page"
     assert performance_page.main(["--check"]) == 0
+
+
+def test_check_names_a_stale_page(tmp_path, monkeypatch, capsys):
+    page = tmp_path / "performance.md"
+    page.write_text(PAGE.read_text().replace("| `sao` |", "| `sao-typed` |", 1))
+    monkeypatch.setattr(performance_page, "PAGES", (page,))
+    assert performance_page.main(["--check"]) == 1
+    assert f"{page}: tables differ from the kept results" in capsys.readouterr().err
+    assert performance_page.main([]) == 0 and performance_page.main(["--check"]) == 0
 
 
 def _learner_result():
@@ -116,27 +129,141 @@ def _throughput_run(load: str, sync: float, local: float) -> dict:
     return {"load": load, "result": result | {"ratio_to_peer": {"sync": sync, "local": local}}}
 
 
-def test_the_throughput_table_counts_the_runs_that_reach_twice_trl(tmp_path):
+def test_the_runs_with_trls_gpu_defaults_count_the_runs_that_reach_twice_trl(tmp_path):
     kept = {
         "command": "sao-online bench throughput --peer trl",
         "runs": [_throughput_run("busy", 2.0, 1.99), _throughput_run("quiet", 2.5, 2.1)],
     }
-    (tmp_path / "bench_throughput_trl.json").write_text(json.dumps(kept))
-    rendered = render("<!-- table: throughput -->\n<!-- end table -->\n", tmp_path)
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "bench_throughput_trl-2026-12-04.json").write_text(json.dumps(kept))
+    rendered = render("<!-- table: throughput-gpu-defaults -->\n<!-- end table -->\n", tmp_path)
     assert "| 1 | local | 10.0 | 1.99x | 0.500 | 1 |" in rendered
     assert "| 2 | trl X GRPOTrainer | 5.0 | 1.00x |  | 1 |" in rendered
     assert "sync in 2 of 2 runs; local in 1 of 2 runs." in rendered  # 2.00x counts, 1.99x not
     assert "run 1: busy; run 2: quiet." in rendered
 
 
-def test_grpo_reaches_twice_trl_in_every_quiet_run_and_the_sync_side_under_load():
-    kept = json.loads((performance_page.DATA / "bench_throughput_trl.json").read_text())
-    quiet = [run for run in kept["runs"] if "quiet machine" in run["load"]]
-    busy = [run for run in kept["runs"] if "other work running" in run["load"]]
-    assert len(quiet) == 3 and len(busy) == 1
-    for run in quiet:
-        assert min(run["result"]["ratio_to_peer"].values()) >= 2
-    [loaded] = busy
-    assert (
-        loaded["result"]["ratio_to_peer"]["sync"] >= 2 > loaded["result"]["ratio_to_peer"]["local"]
+def _round(rate: float, generation: float, learner: float, other: float) -> dict:
+    """One run of 1,280 completions in 20 updates; the learner's time as forward 1/4,
+    backward 1/2, optimizer 1/4."""
+    split = {
+        "generation": generation,
+        "environment": 0.01,
+        "forward": learner / 4,
+        "backward": learner / 2,
+        "optimizer": learner / 4,
+        "other": other,
+    }
+    return {
+        "completions_per_second": rate,
+        "seconds": 1280 / rate,
+        "updates": 20,
+        "split": split,
+        "prompt_tokens": 73.31,
+        "mean_completion_tokens": 30.6,
+    }
+
+
+def _local(rate: float) -> dict:
+    run = _round(rate, 0, 0.28, 0.15)
+    run["split"] = {part: run["split"][part] for part in ("forward", "backward", "optimizer")}
+    run["split"]["other"] = 0.15
+    return run
+
+
+def _throughput_kept() -> dict:
+    """Three rounds: sync at 128, 160 and 144 completions/s, TRL at 80 each."""
+    measured = {
+        "sync": [
+            _round(128, 0.25, 0.2, 0.04),
+            _round(160, 0.2, 0.16, 0.03),
+            _round(144, 0.22, 0.2, 0.02),
+        ],
+        "local": [_local(120), _local(168), _local(160)],
+        "peer": [_round(80, 0.6, 0.24, 0.14) for _ in range(3)],
+    }
+    for peer in measured["peer"]:
+        peer |= {
+            "trainer": "trl 1.16.0 GRPOTrainer",
+            "settings": {"use_cpu": True, "bf16": False, "gradient_checkpointing": False},
+            "versions": {"trl": "1.16.0"},
+            "reward": "one environment, reset and stepped",
+        }
+    result = {
+        "workload": {"episodes": 1280},
+        "threads": {"sync": 2, "local": {"learner": 1, "rollout_worker": 1}, "peer": 2},
+        "rounds": 3,
+        "order": [["sync", "local", "peer"], ["local", "peer", "sync"], ["peer", "sync", "local"]],
+        "target_ratio_to_peer": 2.0,
+        **summarize(measured),
+        "runs": measured,
+    }
+    return {
+        "command": "sao-online bench throughput --peer trl",
+        "load": "load 1.9-2.1 (a quiet machine)",
+        "provenance": {"commit": "0123456789abcdef", "dirty": False, "machine": {"cpu_model": "X"}},
+        "result": result,
+    }
+
+
+def test_the_throughput_table_gives_the_spread_the_split_and_the_limit(tmp_path):
+    (tmp_path / "bench_throughput_trl.json").write_text(json.dumps(_throughput_kept()))
+    rendered = render("<!-- table: throughput -->\n<!-- end table -->\n", tmp_path)
+    # Round ratios 1.6, 2.0, 1.8 (sync) and 1.5, 2.1, 2.0 (local).
+    assert "the sync backend at 1.80x (1.60x-2.00x) TRL's completions per second" in rendered
+    assert "the local backend at 2.00x (1.50x-2.10x)." in rendered
+    # Generation differs most: 0.6 s in TRL against the median 0.22 s.
+    assert "differ most in generation: 0.600 s per update in TRL against 0.220 s" in rendered
+    # The learner: TRL's 0.24 s over 0.2, 0.16, 0.2 s -> 1.2x, 1.5x, 1.2x.
+    assert "the learner's three passes, over the same model, take 1.20x as long in TRL" in rendered
+    assert "Target 2x TRL: reached by local, missed by sync." in rendered
+    # TRL's update: 1280 / 80 / 20 = 0.8 s; at 2x a sync update would take 0.4 s; the sync
+    # learner's median 0.2 s leaves 0.2 s against 1280 / 144 / 20 - 0.2 = 0.244 s now.
+    assert "At 2x a sync update would take 0.400 s (TRL's 0.800 s over 2)" in rendered
+    assert "which leaves 0.200 s for generation, the environment and the rest, against 0.244 s" in (
+        rendered
     )
+    assert "the sync backend would reach 4.00x (`ratio_limit_learner_only`)" in rendered
+    assert "| sync | 2 | 144.0 (128.0-160.0) | 1.80x (1.60x-2.00x) | 73.3 | 30.6 |" in rendered
+    assert "| local | learner 1, worker 1 | 160.0 (120.0-168.0) |" in rendered
+    assert "| generation | 0.220 |  | 0.600 | 2.73x |" in rendered  # 0.6 / (0.25, 0.2, 0.22)
+    assert "| **an update, all of it** | 0.444 | 0.400 | 0.800 | 1.80x |" in rendered
+    assert "| 2 | local, TRL, sync | 160.0 | 168.0 | 80.0 | 2.00x | 2.10x |" in rendered
+    assert "`bf16=False`, `gradient_checkpointing=False`; trl 1.16.0;" in rendered
+    assert "; load 1.9-2.1 (a quiet machine); commit 0123456789, X;" in rendered
+    assert render(rendered, tmp_path) == rendered
+
+
+def test_nothing_kept_yet_says_so_and_how_to_keep_it(tmp_path):
+    rendered = render("<!-- table: throughput -->\n<!-- end table -->\n", tmp_path)
+    assert "is kept yet: `make measure-throughput` on a quiet machine" in rendered
+    with pytest.raises(ValueError, match="no kept result"):
+        render("<!-- table: learner -->\n<!-- end table -->\n", tmp_path)
+
+
+def test_the_pages_trl_finding_is_the_kept_result():
+    page = PAGE.read_text()
+    block = page[page.index("<!-- table: throughput -->") : page.index("### SAO's learner")]
+    kept_file = DATA / "bench_throughput_trl.json"
+    if not kept_file.is_file():
+        assert "No run of `sao-online bench throughput --peer trl`" in block
+        return
+    result = json.loads(kept_file.read_text())["result"]
+    runs = result["runs"]
+    for side in ("sync", "local"):
+        ratios = [
+            ours["completions_per_second"] / peer["completions_per_second"]
+            for ours, peer in zip(runs[side], runs["peer"])
+        ]
+        assert len(ratios) >= 5  # at least five rounds
+        median, low, high = statistics.median(ratios), min(ratios), max(ratios)
+        assert f"{median:.2f}x ({low:.2f}x-{high:.2f}x)" in block
+    for part, ratio in result["ratio_to_peer_by_part"].items():
+        if ratio is not None and part != "learner":
+            assert f"| {ratio:.2f}x |" in block
+    for peer in runs["peer"]:
+        assert (
+            peer["settings"]["bf16"] is False
+            and peer["settings"]["gradient_checkpointing"] is False
+        )
+        assert peer["threads"] == result["threads"]["sync"]
