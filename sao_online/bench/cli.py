@@ -148,7 +148,7 @@ def add_bench_parser(commands: argparse._SubParsersAction) -> None:
         type=_positive_int,
         default=THROUGHPUT_RUNS,
         metavar="N",
-        help=f"rounds, each running every side once in a rotated order (default {THROUGHPUT_RUNS})",
+        help="rounds, each running every side once in a rotated order",
     )
     throughput.add_argument(
         "--threads",
