@@ -6,7 +6,7 @@ each one's flags):
 - :mod:`.rollout`: the rollout engine against ``model.generate()``;
 - :mod:`.sync_vs_async`: synchronous vs asynchronous training under long-tail latency;
 - :mod:`.throughput`: GRPO completions per second end to end (:mod:`.trl_peer`: the same
-  workload through TRL's ``GRPOTrainer``);
+  workload through TRL's ``GRPOTrainer``; :mod:`.phases`: where each trainer's time goes);
 - :mod:`.contention`: the throughput workload with and without a busy core;
 - :mod:`.sandbox`: program executions per second of each sandbox backend;
 - :mod:`.learner`: seconds per learner update of each method.

@@ -180,8 +180,12 @@ def run_trl_grpo(config: ExperimentConfig, episodes: int, threads: int) -> dict[
         settings as the trainer read them) and the versions of TRL and what it runs on.
     """
     trl, datasets = import_trl()
-    group = config.algorithm.group_size or 8
+    group = config.algorithm.group_size
     batch = config.rollout.batch_size
+    if group is None or group < 2:
+        raise ValueError(
+            f"run_trl_grpo: algorithm.group_size must be >= 2 (GRPO's groups), got {group}"
+        )
     if episodes % batch or batch % group:
         raise ValueError(
             f"run_trl_grpo: episodes ({episodes}) must be a multiple of the batch "

@@ -13,8 +13,9 @@ command's whole JSON output under ``result``. :func:`keep_result` makes one:
   (``/proc/stat``) less the benchmark's own (its process tree, from ``getrusage``). The load
   average counts the benchmark's own threads too; the other processes' share is what says
   whether the machine was quiet;
-- a kept result it replaces moves to ``docs/performance/history/`` (named with the date it was
-  measured), so nothing kept is lost; the appendix page renders it from there.
+- a kept result it replaces moves to ``docs/performance/history/`` as ``NAME-1.json``,
+  ``NAME-2.json``, ... in the order they were replaced (its own ``measured_at`` dates it), so
+  nothing kept is lost; the appendix page renders what it names from there.
 """
 
 from __future__ import annotations
@@ -133,12 +134,6 @@ def sao_online_command() -> str:
     return script
 
 
-def _history_name(kept: dict[str, Any], name: str) -> str:
-    result = kept.get("result") or kept.get("runs", [{}])[-1].get("result", {})
-    measured = str(result.get("measured_at", "undated"))[:10]
-    return f"{name}-{measured}"
-
-
 def keep_result(
     name: str,
     data: Path,
@@ -204,11 +199,9 @@ def keep_result(
     if path.exists():
         history = data / "history"
         history.mkdir(exist_ok=True)
-        stem = _history_name(json.loads(path.read_text()), name)
-        target, number = history / f"{stem}.json", 1
-        while target.exists():
+        number = 1
+        while (history / f"{name}-{number}.json").exists():
             number += 1
-            target = history / f"{stem}-{number}.json"
-        path.replace(target)
+        path.replace(history / f"{name}-{number}.json")
     path.write_text(json.dumps(kept, indent=1) + "\n")
     return path

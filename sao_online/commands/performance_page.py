@@ -49,10 +49,7 @@ TABLES: dict[str, tuple[str, Callable[[Any], str]]] = {
     "rollout-smollm2": ("bench_rollout_smollm2", rollout_table),
     "throughput": ("bench_throughput_trl", throughput_table),
     "async": ("bench_async", async_table),
-    "throughput-gpu-defaults": (
-        "history/bench_throughput_trl-2026-12-04",
-        throughput_runs_table,
-    ),
+    "throughput-gpu-defaults": ("history/bench_throughput_trl-1", throughput_runs_table),
 }
 #: Tables whose renderer says in words that nothing is kept yet (it gets None).
 MAY_BE_MISSING = {"throughput"}

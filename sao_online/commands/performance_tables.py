@@ -474,8 +474,6 @@ def throughput_table(kept: dict[str, Any] | None) -> str:
     )
     settings = ", ".join(f"`{key}={value}`" for key, value in peer["settings"].items())
     versions = ", ".join(f"{name} {version}" for name, version in peer["versions"].items())
-    source = kept["provenance"]
-    commit = f"commit {str(source['commit'])[:10]}" + (" (dirty)" if source["dirty"] else "")
     return (
         finding
         + table
@@ -484,7 +482,8 @@ def throughput_table(kept: dict[str, Any] | None) -> str:
         + rounds
         + f"\nTRL's settings: {settings}; {versions}; the reward: {peer['reward']}. "
         + f"{result['workload']['episodes']:,} completions per run.\n"
-        + f"\nCommand: `{kept['command']}`; {kept['load']}; {commit}, "
-        + f"{source['machine']['cpu_model']}; kept in "
+        + f"\nCommand: `{kept['command']}`; {kept['load']}; "
+        + f"{kept['provenance']['machine']['cpu_model']}; kept, with the commit and package "
+        + "versions that produced it, in "
         + "[bench_throughput_trl.json](performance/bench_throughput_trl.json).\n"
     )

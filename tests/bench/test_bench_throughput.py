@@ -162,3 +162,13 @@ def test_contention_benchmark_keeps_the_busy_core_free_and_reports_the_share():
     # The busy loop's core is seen and left alone.
     assert 1 <= contended["threads"] <= max(1, result["workload"]["usable_cores"] - 1)
     assert result["target_kept_share"] == 0.4
+
+
+def test_the_trl_peer_refuses_a_workload_without_groups():
+    pytest.importorskip("trl", reason="TRL is an optional extra: make trl")
+    from sao_online.bench.trl_peer import run_trl_grpo
+    from sao_online.config import load_config
+
+    config = load_config(None, [*TINY, "algorithm.name=sao"])
+    with pytest.raises(ValueError, match="algorithm.group_size must be >= 2"):
+        run_trl_grpo(config, episodes=64, threads=1)
