@@ -1,6 +1,7 @@
 """``bench throughput`` reports consistent numbers from real sync and local runs."""
 
 import pytest
+from throughput_runs import throughput_run
 from tiny_model import TINY_MODEL
 
 from sao_online import cli
@@ -74,32 +75,15 @@ def test_command_line_refuses_a_count_below_one(capsys):
         assert "expected an int >= 1, got '0'" in capsys.readouterr().err
 
 
-def _run(rate: float, split: dict, updates: int = 2) -> dict:
-    return {
-        "completions_per_second": rate,
-        "seconds": 128 / rate,
-        "updates": updates,
-        "split": split,
-    }
-
-
-def _split(generation: float, learner: float, other: float) -> dict:
-    # The learner's time as forward 1/4, backward 1/2, optimizer 1/4.
-    return {
-        "generation": generation,
-        "environment": 0.01,
-        "forward": learner / 4,
-        "backward": learner / 2,
-        "optimizer": learner / 4,
-        "other": other,
-    }
+def _run(rate: float, generation: float, learner: float, other: float) -> dict:
+    return throughput_run(rate, generation, learner, other, completions=128, updates=2)
 
 
 def test_summary_pairs_each_round_with_trl_and_takes_medians():
     measured = {
-        "sync": [_run(100, _split(0.2, 0.4, 0.04)), _run(80, _split(0.3, 0.4, 0.1))],
-        "local": [_run(120, _split(0, 0.4, 0.1)), _run(90, _split(0, 0.4, 0.1))],
-        "peer": [_run(50, _split(0.6, 0.6, 0.08)), _run(50, _split(0.6, 0.8, 0.08))],
+        "sync": [_run(100, 0.2, 0.4, 0.04), _run(80, 0.3, 0.4, 0.1)],
+        "local": [_run(120, 0, 0.4, 0.1), _run(90, 0, 0.4, 0.1)],
+        "peer": [_run(50, 0.6, 0.6, 0.08), _run(50, 0.6, 0.8, 0.08)],
     }
     summary = summarize(measured)
     assert summary["completions_per_second"]["sync"] == {"median": 90, "min": 80, "max": 100}
@@ -118,9 +102,9 @@ def test_summary_pairs_each_round_with_trl_and_takes_medians():
 
 def test_a_part_our_side_never_spent_has_no_ratio():
     measured = {
-        "sync": [_run(100, _split(0.2, 0.4, 0.0))],
-        "local": [_run(100, _split(0, 0.4, 0.1))],
-        "peer": [_run(50, _split(0.6, 0.6, 0.08))],
+        "sync": [_run(100, 0.2, 0.4, 0.0)],
+        "local": [_run(100, 0, 0.4, 0.1)],
+        "peer": [_run(50, 0.6, 0.6, 0.08)],
     }
     assert summarize(measured)["ratio_to_peer_by_part"]["other"] is None
 

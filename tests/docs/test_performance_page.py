@@ -5,6 +5,7 @@ import json
 import statistics
 
 import pytest
+from throughput_runs import throughput_run
 
 from sao_online.bench.throughput import summarize
 from sao_online.commands import performance_page
@@ -143,29 +144,8 @@ def test_the_runs_with_trls_gpu_defaults_count_the_runs_that_reach_twice_trl(tmp
     assert "run 1: busy; run 2: quiet." in rendered
 
 
-def _round(rate: float, generation: float, learner: float, other: float) -> dict:
-    """One run of 1,280 completions in 20 updates; the learner's time as forward 1/4,
-    backward 1/2, optimizer 1/4."""
-    split = {
-        "generation": generation,
-        "environment": 0.01,
-        "forward": learner / 4,
-        "backward": learner / 2,
-        "optimizer": learner / 4,
-        "other": other,
-    }
-    return {
-        "completions_per_second": rate,
-        "seconds": 1280 / rate,
-        "updates": 20,
-        "split": split,
-        "prompt_tokens": 73.31,
-        "mean_completion_tokens": 30.6,
-    }
-
-
 def _local(rate: float) -> dict:
-    run = _round(rate, 0, 0.28, 0.15)
+    run = throughput_run(rate, 0, 0.28, 0.15)
     run["split"] = {part: run["split"][part] for part in ("forward", "backward", "optimizer")}
     run["split"]["other"] = 0.15
     return run
@@ -175,12 +155,12 @@ def _throughput_kept() -> dict:
     """Three rounds: sync at 128, 160 and 144 completions/s, TRL at 80 each."""
     measured = {
         "sync": [
-            _round(128, 0.25, 0.2, 0.04),
-            _round(160, 0.2, 0.16, 0.03),
-            _round(144, 0.22, 0.2, 0.02),
+            throughput_run(128, 0.25, 0.2, 0.04),
+            throughput_run(160, 0.2, 0.16, 0.03),
+            throughput_run(144, 0.22, 0.2, 0.02),
         ],
         "local": [_local(120), _local(168), _local(160)],
-        "peer": [_round(80, 0.6, 0.24, 0.14) for _ in range(3)],
+        "peer": [throughput_run(80, 0.6, 0.24, 0.14) for _ in range(3)],
     }
     for peer in measured["peer"]:
         peer |= {
