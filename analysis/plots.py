@@ -51,6 +51,10 @@ METRIC_LABELS = {
     "charts/zero_variance_group_fraction": "groups with equal rewards (share)",
     "charts/masked_below_fraction": "tokens masked, ratio below the band (share)",
     "charts/masked_above_fraction": "tokens masked, ratio above the band (share)",
+    "charts/truncated_fraction": "tokens whose weight was truncated (share)",
+    "charts/clip_fraction_low": "tokens clipped below the band (share)",
+    "charts/clip_fraction_high": "tokens clipped above the band (share)",
+    "charts/effective_sample_size": "effective sample size of the token weights (normalized)",
     "charts/explained_variance": "critic explained variance",
     "time_to_recovery": "time to recovery",
 }

@@ -30,7 +30,27 @@ LEARNER_PLOTS = [
         "masked_fractions",
         ["charts/masked_below_fraction", "charts/masked_above_fraction"],
         "Share of action tokens masked out of the policy loss below / above the importance-ratio "
-        "band.",
+        "band (DIS: each token by its ratio; sequence-masked IS: the tokens of rejected "
+        "sequences; decoupled PPO: tokens above the behaviour-weight cap).",
+    ),
+    (
+        "truncated_fraction",
+        ["charts/truncated_fraction"],
+        "Share of action tokens whose importance weight was truncated at the cap (token TIS); "
+        "they still learn, at the cap's weight.",
+    ),
+    (
+        "clip_fractions",
+        ["charts/clip_fraction_low", "charts/clip_fraction_high"],
+        "Share of action tokens where the PPO clip bound below / above (no gradient): against "
+        "the sampling policy (PPO clip), the proximal policy (decoupled PPO) or, for GSPO, the "
+        "share of sequences.",
+    ),
+    (
+        "effective_sample_size",
+        ["charts/effective_sample_size"],
+        "Normalized effective sample size of the policy loss's token weights, (sum w)^2 / "
+        "(n sum w^2): 1 when every token weighs the same, lower as fewer tokens carry the update.",
     ),
     (
         "explained_variance",
@@ -43,6 +63,10 @@ ALL_ZERO_NOTES = {
     "zero_variance": "Every group had some reward variance (zero-variance share 0 throughout).",
     "masked_fractions": "No action token was masked out of the policy loss (both masked "
     "fractions 0 throughout): every importance ratio stayed inside the band.",
+    "truncated_fraction": "No importance weight was truncated (truncated share 0 throughout): "
+    "every ratio stayed at or below the cap.",
+    "clip_fractions": "The PPO clip never bound (both clip fractions 0 throughout); for decoupled "
+    "PPO, whose one gradient step per batch is taken at the proximal policy, it cannot.",
 }
 
 

@@ -28,6 +28,9 @@ class Batch:
     # What each episode's prompt was (task, difficulty, ...), for keyed baselines: the env's last
     # info, overlaid with the reset-info entries it declares as ``prompt_keys`` (those win).
     episode_infos: tuple[dict, ...] = ()
+    # The learner's logprobs of the action tokens before this update's gradient step (decoupled
+    # PPO's proximal policy), detached; None until the learner's forward pass sets them.
+    proximal_logprobs: torch.Tensor | None = None
 
     @property
     def size(self) -> int:
@@ -42,6 +45,7 @@ class Batch:
             **{
                 field.name: getattr(self, field.name).to(device)
                 for field in dataclasses.fields(self)
+                if isinstance(getattr(self, field.name), torch.Tensor)
             },
         )
 

@@ -16,6 +16,7 @@ are the same either way (``Learner(overlap_critic=False)`` runs the lanes one af
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -320,6 +321,10 @@ class Learner:
     ) -> dict[str, float]:
         regs = self.config.regularizers
         logits, logprobs = policy_pass.logits, policy_pass.logprobs
+        # The policy before this update's gradient step is decoupled PPO's proximal policy. One
+        # step is taken per batch, so its logprobs are this forward pass's, detached: no extra
+        # pass, and the step is taken at the proximal policy itself.
+        batch = dataclasses.replace(batch, proximal_logprobs=logprobs.detach())
         loss, stats = self.method.objective(logprobs, batch, advantages)
         metrics = {"losses/policy": loss.item(), **_namespaced("charts", stats)}
         action_tokens = batch.action_mask[:, 1:].sum().clamp(min=1)

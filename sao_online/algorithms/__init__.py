@@ -15,6 +15,11 @@ Example (a module ``my_methods.py`` next to your config)::
                       DoubleSidedIS(cfg.dis_eps_low, cfg.dis_eps_high))
 
     # algorithm.name: my_methods:make_method   (or --methods sao,my_methods:make_method)
+
+:data:`CORRECTIONS` names the off-policy corrections (``dis``, ``ppo_clip``, ``tis``, ``mis``,
+``decoupled``, ``none``); ``CORRECTIONS["tis"](cfg)`` is token TIS with the config's cap, to
+pair with any estimator: ``Method("running_mean_tis", 1, RunningMeanAdvantage(cfg.baseline_window),
+CORRECTIONS["tis"](cfg))``.
 """
 
 from sao_online.algorithms.base import (
@@ -32,8 +37,17 @@ from sao_online.algorithms.estimators import (
     RunningMeanAdvantage,
     ZeroAdvantage,
 )
-from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
+from sao_online.algorithms.objectives import (
+    DecoupledPPO,
+    DoubleSidedIS,
+    PlainPolicyGradient,
+    PPOClip,
+    SequenceMaskedIS,
+    SequenceRatio,
+    TruncatedIS,
+)
 from sao_online.algorithms.registry import (
+    CORRECTIONS,
     METHODS,
     MethodLoadError,
     build_method,
@@ -44,11 +58,13 @@ from sao_online.algorithms.registry import (
 from sao_online.method_names import SINGLE_ROLLOUT_METHODS
 
 __all__ = [
+    "CORRECTIONS",
     "METHODS",
     "SINGLE_ROLLOUT_METHODS",
     "AdvantageEstimator",
     "AdvantageResult",
     "CriticGAE",
+    "DecoupledPPO",
     "DoubleSidedIS",
     "GroupNormalized",
     "KeyedRunningMeanAdvantage",
@@ -57,10 +73,13 @@ __all__ = [
     "Method",
     "MethodLoadError",
     "PPOClip",
+    "PlainPolicyGradient",
     "PolicyObjective",
     "RunningMeanAdvantage",
     "RunningMeanBaseline",
+    "SequenceMaskedIS",
     "SequenceRatio",
+    "TruncatedIS",
     "ZeroAdvantage",
     "build_method",
     "is_plugin_method",

@@ -1,7 +1,9 @@
-"""Policy objectives: DIS (SAO), PPO clip (GRPO family, DAPO, Dr.GRPO), GSPO.
+"""Policy objectives: DIS (SAO), PPO clip (GRPO family, DAPO, Dr.GRPO), GSPO, and the off-policy
+corrections token TIS, sequence-level masked IS, decoupled PPO and none.
 
 Each compares the learner's logprobs with the behaviour logprobs recorded at sampling time, so
-no separate old-policy forward pass is needed and weights may change mid-episode.
+no separate old-policy forward pass is needed and weights may change mid-episode. Any of them
+goes with any advantage estimator; the formulas are in :mod:`sao_online.losses`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ from dataclasses import dataclass
 import torch
 
 from sao_online.batching import Batch
-from sao_online.losses import dis_policy_loss, gspo_loss, ppo_clip_loss
+from sao_online.losses import (
+    decoupled_ppo_loss,
+    dis_policy_loss,
+    gspo_loss,
+    masked_is_policy_loss,
+    policy_gradient_loss,
+    ppo_clip_loss,
+    tis_policy_loss,
+)
 
 
 @dataclass
@@ -72,4 +82,106 @@ class SequenceRatio:
             batch.action_mask,
             eps_low=self.eps_low,
             eps_high=self.eps_high,
+        )
+
+
+@dataclass
+class TruncatedIS:
+    """Token-level truncated importance sampling: weight ``min(r_t, cap)``, detached, never 0
+    (:func:`~sao_online.losses.tis_policy_loss`)."""
+
+    cap: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.cap > 0:
+            raise ValueError(f"TruncatedIS.cap must be positive, got {self.cap}")
+
+    def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
+        return tis_policy_loss(
+            logprobs, batch.behavior_logprobs, advantages, batch.action_mask, cap=self.cap
+        )
+
+
+@dataclass
+class SequenceMaskedIS:
+    """Sequence-level masked importance sampling: a sequence whose geometric-mean ratio leaves
+    ``(low, high)`` is rejected whole; a kept one is weighted by that ratio
+    (:func:`~sao_online.losses.masked_is_policy_loss`)."""
+
+    low: float = 0.5
+    high: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.low < self.high:
+            raise ValueError(
+                f"SequenceMaskedIS: the band (low, high) = ({self.low}, {self.high}) is empty; "
+                "low must be >= 0 and below high"
+            )
+
+    def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
+        return masked_is_policy_loss(
+            logprobs,
+            batch.behavior_logprobs,
+            advantages,
+            batch.action_mask,
+            low=self.low,
+            high=self.high,
+        )
+
+
+@dataclass
+class DecoupledPPO:
+    """AReaL's decoupled PPO: the clip against the proximal policy, weighted by proximal over
+    behaviour (:func:`~sao_online.losses.decoupled_ppo_loss`).
+
+    The proximal policy is the learner's policy before this update's gradient step; its
+    logprobs are ``batch.proximal_logprobs``, which the learner sets from the forward pass it
+    runs anyway (no extra pass). The learner takes one gradient step per batch, so the step is
+    taken at the proximal policy itself: the clip never binds and the update is token-level
+    importance sampling with weight ``pi_theta / pi_behav``, untruncated (tokens above
+    ``weight_cap`` masked when one is set).
+
+    Raises (when called):
+        ValueError: the batch carries no proximal logprobs (a caller other than the learner).
+    """
+
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    weight_cap: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (0 < self.eps_low <= 1 and self.eps_high > 0):
+            raise ValueError(
+                f"DecoupledPPO: eps_low must be in (0, 1] and eps_high positive, got "
+                f"{self.eps_low} and {self.eps_high}"
+            )
+        if self.weight_cap is not None and not self.weight_cap > 0:
+            raise ValueError(f"DecoupledPPO.weight_cap must be positive, got {self.weight_cap}")
+
+    def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
+        if batch.proximal_logprobs is None:
+            raise ValueError(
+                "DecoupledPPO needs batch.proximal_logprobs, the logprobs of the policy before "
+                "this update (the learner sets them from its forward pass)"
+            )
+        return decoupled_ppo_loss(
+            logprobs,
+            batch.proximal_logprobs,
+            batch.behavior_logprobs,
+            advantages,
+            batch.action_mask,
+            eps_low=self.eps_low,
+            eps_high=self.eps_high,
+            weight_cap=self.weight_cap,
+        )
+
+
+@dataclass
+class PlainPolicyGradient:
+    """No off-policy correction: the policy gradient with weight 1 on every token, however
+    stale (:func:`~sao_online.losses.policy_gradient_loss`)."""
+
+    def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
+        return policy_gradient_loss(
+            logprobs, batch.behavior_logprobs, advantages, batch.action_mask
         )

@@ -24,7 +24,15 @@ from sao_online.algorithms.estimators import (
     RunningMeanAdvantage,
     ZeroAdvantage,
 )
-from sao_online.algorithms.objectives import DoubleSidedIS, PPOClip, SequenceRatio
+from sao_online.algorithms.objectives import (
+    DecoupledPPO,
+    DoubleSidedIS,
+    PlainPolicyGradient,
+    PPOClip,
+    SequenceMaskedIS,
+    SequenceRatio,
+    TruncatedIS,
+)
 from sao_online.config import SAFE_NAME, AlgorithmConfig, ConfigError, ExperimentConfig, short_repr
 from sao_online.config.names import check_method_name
 from sao_online.method_names import BUILTIN_METHODS, METHOD_NAMES
@@ -85,6 +93,51 @@ def _dis(cfg: AlgorithmConfig) -> DoubleSidedIS:
     return DoubleSidedIS(eps_low=cfg.dis_eps_low, eps_high=cfg.dis_eps_high)
 
 
+def _ppo_clip(cfg: AlgorithmConfig) -> PPOClip:
+    return PPOClip(
+        eps_low=_or(cfg.clip_eps_low, 0.2),
+        eps_high=_or(cfg.clip_eps_high, 0.2),
+        dual_clip=cfg.dual_clip,
+        aggregation="token_mean",
+    )
+
+
+def _tis(cfg: AlgorithmConfig) -> TruncatedIS:
+    return TruncatedIS(cap=cfg.tis_cap)
+
+
+def _mis(cfg: AlgorithmConfig) -> SequenceMaskedIS:
+    return SequenceMaskedIS(low=cfg.mis_low, high=cfg.mis_high)
+
+
+def _decoupled(cfg: AlgorithmConfig) -> DecoupledPPO:
+    return DecoupledPPO(
+        eps_low=_or(cfg.clip_eps_low, 0.2),
+        eps_high=_or(cfg.clip_eps_high, 0.2),
+        weight_cap=cfg.decoupled_weight_cap,
+    )
+
+
+def _no_correction(cfg: AlgorithmConfig) -> PlainPolicyGradient:
+    return PlainPolicyGradient()
+
+
+#: Off-policy correction name -> the objective it builds from an algorithm config: how a token
+#: sampled by an older policy is weighted (formulas in :mod:`sao_online.losses`). Each goes
+#: with any estimator; the built-in methods ``sao_<name>`` and ``grpo_<name>`` pair them with
+#: SAO's critic GAE and GRPO's group-normalised advantage (``sao`` is SAO with ``dis``,
+#: ``grpo_dis`` GRPO with it, ``*_nocorr`` either with ``none``). All average over the batch's
+#: action tokens.
+CORRECTIONS: dict[str, Callable[[AlgorithmConfig], PolicyObjective]] = {
+    "dis": _dis,
+    "ppo_clip": _ppo_clip,
+    "tis": _tis,
+    "mis": _mis,
+    "decoupled": _decoupled,
+    "none": _no_correction,
+}
+
+
 def _critic_gae(cfg: AlgorithmConfig, **ablation) -> CriticGAE:
     settings = {
         "policy_lambda": cfg.policy_lambda,
@@ -115,6 +168,26 @@ def sao_lambda1(cfg: AlgorithmConfig, max_length: int) -> _Parts:
 def sao_no_skip_obs(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     # Ablation: observation tokens are ordinary GAE steps (and critic targets).
     return _Parts(_critic_gae(cfg, skip_observations=False), _dis(cfg))
+
+
+@_builtin
+def sao_tis(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(_critic_gae(cfg), _tis(cfg))
+
+
+@_builtin
+def sao_mis(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(_critic_gae(cfg), _mis(cfg))
+
+
+@_builtin
+def sao_decoupled(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(_critic_gae(cfg), _decoupled(cfg))
+
+
+@_builtin
+def sao_nocorr(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(_critic_gae(cfg), _no_correction(cfg))
 
 
 @_builtin
@@ -153,6 +226,26 @@ def grpo_dis(cfg: AlgorithmConfig, max_length: int) -> _Parts:
 
 
 @_builtin
+def grpo_tis(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(GroupNormalized(normalize_std=True), _tis(cfg))
+
+
+@_builtin
+def grpo_mis(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(GroupNormalized(normalize_std=True), _mis(cfg))
+
+
+@_builtin
+def grpo_decoupled(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(GroupNormalized(normalize_std=True), _decoupled(cfg))
+
+
+@_builtin
+def grpo_nocorr(cfg: AlgorithmConfig, max_length: int) -> _Parts:
+    return _Parts(GroupNormalized(normalize_std=True), _no_correction(cfg))
+
+
+@_builtin
 def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     objective = PPOClip(
         eps_low=_or(cfg.clip_eps_low, 0.2),
@@ -186,13 +279,7 @@ def gspo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
 
 @_builtin
 def rloo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
-    objective = PPOClip(
-        eps_low=_or(cfg.clip_eps_low, 0.2),
-        eps_high=_or(cfg.clip_eps_high, 0.2),
-        dual_clip=cfg.dual_clip,
-        aggregation="token_mean",
-    )
-    return _Parts(LeaveOneOut(), objective)
+    return _Parts(LeaveOneOut(), _ppo_clip(cfg))
 
 
 #: name -> factory(algorithm config, max action tokens per episode), in the order of

@@ -4,7 +4,8 @@ It records, per task, the resolved config every method starts from (schedule wri
 seed and the logging settings left out: they do not change what is measured) and, per method,
 its spec and its resolved ``algorithm`` section on every task. Seeds and machines are not part
 of it: pooling seed sets and machines is what ``merge`` is for. Two protocols that differ are
-refused with the difference named (``budget.episodes: 600 vs 1000``).
+refused with the difference named (``budget.episodes: 600 vs 1000``); a config field added after
+one of them was recorded is no difference while the other holds it at its default.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from typing import Any
 from sao_online.benchmark.provenance import stable_hash
 from sao_online.benchmark.results import CURVE_BINS, HALF_ORACLE
 from sao_online.benchmark.suite import TierPlan
-from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig
+from sao_online.config import (
+    AlgorithmConfig,
+    ConfigError,
+    ConfigWarning,
+    ExperimentConfig,
+    with_added_fields,
+)
+from sao_online.config.sections import Section
 
 #: The method whose reward is the floor (score 0) of the normalized score.
 FLOOR_METHOD = "frozen"
@@ -133,6 +141,20 @@ def differences(first: Any, second: Any, limit: int = 3) -> list[str]:
     return found
 
 
+def config_differences(
+    first: dict[str, Any], second: dict[str, Any], section: type[Section] = ExperimentConfig
+) -> list[str]:
+    """:func:`differences` of two recorded configs (``section``: of one section alone), where a
+    field one of them lacks and the other holds at its default is no difference: the field was
+    added to the config after the one that lacks it was recorded, and its default is what ran
+    then (:func:`~sao_online.config.with_added_fields`)."""
+    if not (isinstance(first, dict) and isinstance(second, dict)):
+        return differences(first, second)
+    return differences(
+        with_added_fields(first, second, section), with_added_fields(second, first, section)
+    )
+
+
 def _same_settings(
     first: dict[str, Any], second: dict[str, Any], first_name: str, second_name: str
 ) -> Callable[[str], ProtocolMismatch]:
@@ -170,11 +192,12 @@ def check_same_protocol(
         raise refuse(f"their tasks: {', '.join(only)} in only one of them")
     for name in sorted(tasks_first):
         a, b = first["tasks"][name], second["tasks"][name]
-        if a["config_hash"] != b["config_hash"] or a["family"] != b["family"]:
-            found = differences(
-                {"family": a["family"], **a["config"]}, {"family": b["family"], **b["config"]}
-            )
-            raise refuse(f"task {name}: " + "; ".join(found or ["its config"]))
+        if a["family"] != b["family"]:
+            raise refuse(f"task {name}: family: {a['family']!r} vs {b['family']!r}")
+        if a["config_hash"] != b["config_hash"]:
+            found = config_differences(a["config"], b["config"])
+            if found:
+                raise refuse(f"task {name}: " + "; ".join(found))
     methods = copy.deepcopy(first["methods"])
     for label, method in second["methods"].items():
         if label not in methods:
@@ -184,7 +207,7 @@ def check_same_protocol(
         if mine["spec"] != method["spec"]:
             raise refuse(f"method {label}: spec {mine['spec']!r} vs {method['spec']!r}")
         for task, algorithm in method["algorithm"].items():
-            found = differences(mine["algorithm"].get(task), algorithm)
+            found = config_differences(mine["algorithm"].get(task), algorithm, AlgorithmConfig)
             if found:
                 raise refuse(f"method {label} on task {task}: algorithm " + "; ".join(found))
     return {**first, "methods": methods}

@@ -11,7 +11,7 @@ Example:
 """
 
 from sao_online.config.errors import ConfigError, ConfigWarning, short_repr
-from sao_online.config.experiment import ExperimentConfig
+from sao_online.config.experiment import ExperimentConfig, with_added_fields
 from sao_online.config.loading import apply_overrides, describe_fields, load_config, parse_override
 from sao_online.config.names import SAFE_NAME
 from sao_online.config.sections import (
@@ -61,4 +61,5 @@ __all__ = [
     "load_config",
     "parse_override",
     "short_repr",
+    "with_added_fields",
 ]

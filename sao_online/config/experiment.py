@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -121,3 +122,41 @@ def _is_section(key: str) -> bool:
         and isinstance(spec.annotation, type)
         and issubclass(spec.annotation, Section)
     )
+
+
+def with_added_fields(
+    recorded: Mapping[str, Any],
+    current: Mapping[str, Any],
+    model: type[Section] = ExperimentConfig,
+) -> dict[str, Any]:
+    """``recorded``, a config an earlier version wrote, with the fields it lacks that ``current``
+    holds at their default taken from ``current``.
+
+    A field added to the config after ``recorded`` was written then does not set the two apart
+    while it is left at its default, which reproduces what ran before the field existed; set to
+    anything else, it remains a difference. Sections are filled field by field; ``model`` is
+    the section both mappings are (``AlgorithmConfig`` for an ``algorithm`` section alone).
+
+    Example:
+        >>> old = {"name": "sao", "dis_eps_low": 0.3}
+        >>> new = AlgorithmConfig(name="sao").model_dump()
+        >>> sorted(set(with_added_fields(old, new, AlgorithmConfig)) ^ set(new))
+        []
+        >>> "tis_cap" in with_added_fields(old, {**new, "tis_cap": 3.0}, AlgorithmConfig)
+        False
+    """
+    defaults = model().model_dump()
+    filled = dict(recorded)
+    for name, field in model.model_fields.items():
+        if name not in current:
+            continue
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, Section):
+            theirs = filled.get(name, {})  # a whole section added since: each field as above
+            if isinstance(theirs, Mapping) and isinstance(current[name], Mapping):
+                inner = with_added_fields(theirs, current[name], section)
+                if inner or name in filled:
+                    filled[name] = inner
+        elif name not in filled and current[name] == defaults[name]:
+            filled[name] = current[name]
+    return filled

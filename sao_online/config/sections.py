@@ -247,13 +247,42 @@ class AlgorithmConfig(Section):
         "tasks in the paper: 0.8 / 3.0; .inf: no upper band).",
     )
     clip_eps_low: number(gt=0, le=1) | None = Field(
-        None, description="PPO/GSPO lower clip (default 0.2; GSPO 3e-4)."
+        None, description="PPO, decoupled PPO and GSPO lower clip (default 0.2; GSPO 3e-4)."
     )
     clip_eps_high: number(gt=0, le=100) | None = Field(
-        None, description="PPO/GSPO upper clip (default 0.2; DAPO 0.28; GSPO 4e-4)."
+        None,
+        description="PPO, decoupled PPO and GSPO upper clip (default 0.2; DAPO 0.28; GSPO 4e-4).",
     )
     dual_clip: number(gt=1, le=10**6) | None = Field(
         None, description="Dual-clip constant c for negative advantages (PPO objectives)."
+    )
+    tis_cap: NumberOrInfinity = Field(
+        2.0,
+        gt=0,
+        description="Token TIS (sao_tis, grpo_tis): each token's importance weight is "
+        "min(ratio, tis_cap), so a token past the cap still learns at weight tis_cap (.inf: "
+        "untruncated importance sampling).",
+    )
+    mis_low: Number = Field(
+        0.5,
+        ge=0,
+        lt=1,
+        description="Sequence-masked IS (sao_mis, grpo_mis): a sequence whose geometric-mean "
+        "ratio is <= mis_low is rejected whole (0: no lower edge; below 1, or on-policy "
+        "sequences would be rejected).",
+    )
+    mis_high: NumberOrInfinity = Field(
+        2.0,
+        gt=1,
+        description="Sequence-masked IS: a sequence whose geometric-mean ratio is >= mis_high "
+        "is rejected whole (.inf: no upper edge; above 1, or on-policy sequences would be "
+        "rejected).",
+    )
+    decoupled_weight_cap: number(ge=1, le=10**6) | None = Field(
+        None,
+        description="Decoupled PPO (sao_decoupled, grpo_decoupled): a token whose behaviour "
+        "weight pi_proximal / pi_behaviour exceeds it gets no gradient (null: no cap; at least "
+        "1, or on-policy tokens would be masked). Its clip is clip_eps_low / clip_eps_high.",
     )
     critic_updates: StrictInt = Field(
         2, ge=1, le=1000, description="SAO: critic updates per policy update (K)."

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from sao_online.config import short_repr
+from sao_online.config import short_repr, with_added_fields
 from sao_online.rundir.checkpoints import (
     LEGACY_FILE,
     CheckpointError,
@@ -134,8 +134,10 @@ class RunLog:
                         ) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
             changed: list[str] = []
             if resume:
-                saved = read_config_file(path / "config.yaml")
-                changed = _differences(saved, yaml.safe_load(yaml.safe_dump(config)))
+                current = yaml.safe_load(yaml.safe_dump(config))
+                # A config field added since the run started is no change at its default.
+                saved = with_added_fields(read_config_file(path / "config.yaml"), current)
+                changed = _differences(saved, current)
                 refused = [key for key in changed if key not in may_change]
                 if refused:
                     raise RunDirError(

@@ -272,3 +272,82 @@ def test_the_output_head_on_action_positions_only_gives_the_full_forwards_update
         policy.named_parameters(), ctx.policy.parameters()
     ):
         torch.testing.assert_close(parameter.grad, expected_parameter.grad, msg=name)
+
+
+def perturb(policy, seed=0, scale=0.05):
+    """Move every weight by seeded noise: the batch sampled before is then stale."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in policy.parameters():
+            parameter.add_(scale * torch.randn(parameter.shape, generator=generator))
+
+
+# What each correction logs beside the effective sample size: the share it masked, truncated or
+# clipped.
+CORRECTION_SHARES = {
+    "tis": ["charts/truncated_fraction"],
+    "mis": [
+        "charts/masked_below_fraction",
+        "charts/masked_above_fraction",
+        "charts/rejected_sequence_fraction",
+    ],
+    "decoupled": ["charts/clip_fraction", "charts/masked_above_fraction"],
+    "nocorr": [],
+}
+
+
+@pytest.mark.parametrize("estimator", ["sao", "grpo"])
+@pytest.mark.parametrize("correction", sorted(CORRECTION_SHARES))
+def test_each_correction_method_steps_on_stale_data_and_logs_its_shares(estimator, correction):
+    name = f"{estimator}_{correction}"
+    overrides = TINY + [f"algorithm.name={name}", "algorithm.critic_warmup_steps=0"]
+    if estimator == "grpo":
+        overrides.append("algorithm.group_size=4")
+    sampler = RunContext.build(load_config(None, overrides))
+    trajectories = sample_batch(sampler)
+    for trajectory in trajectories[::3]:
+        trajectory.rewards[trajectory.action_mask.nonzero()[-1]] = 1.0
+    ctx = RunContext.build(load_config(None, overrides))
+    perturb(ctx.policy)
+    before = [p.detach().clone() for p in ctx.policy.parameters()]
+    metrics = ctx.learner.step(trajectories)
+    assert metrics["losses/skipped_nonfinite"] == 0.0
+    assert any(not torch.equal(a, b) for a, b in zip(before, ctx.policy.parameters()))
+    assert metrics["charts/ratio_max"] > 1.01  # the data is stale: the weights matter
+    assert 0.0 < metrics["charts/effective_sample_size"] <= 1.0
+    for key in CORRECTION_SHARES[correction]:
+        assert 0.0 <= metrics[key] <= 1.0, key
+    if correction == "nocorr":
+        assert metrics["charts/effective_sample_size"] == 1.0
+    if correction == "decoupled":  # one step per batch, at the proximal policy
+        assert metrics["charts/clip_fraction"] == 0.0
+        assert metrics["charts/proximal_ratio_mean"] == 1.0
+
+
+def test_one_decoupled_ppo_step_is_an_untruncated_importance_sampling_step(one_torch_thread):
+    # The learner takes one gradient step per batch from the policy whose forward pass gave the
+    # logprobs, so the proximal policy is the current one: decoupled PPO's gradient is TIS's
+    # with no cap, on stale data whose weights pi_theta / pi_behav differ from 1.
+    overrides = TINY + ["algorithm.group_size=4"]
+    sampler = RunContext.build(load_config(None, overrides + ["algorithm.name=grpo_tis"]))
+    trajectories = sample_batch(sampler)
+    for trajectory in trajectories[::3]:
+        trajectory.rewards[trajectory.action_mask.nonzero()[-1]] = 1.0
+    decoupled = RunContext.build(load_config(None, overrides + ["algorithm.name=grpo_decoupled"]))
+    untruncated = RunContext.build(
+        load_config(None, overrides + ["algorithm.name=grpo_tis", "algorithm.tis_cap=.inf"])
+    )
+    for ctx in (decoupled, untruncated):
+        perturb(ctx.policy)
+    with_proximal = decoupled.learner.step(trajectories)
+    with_cap_inf = untruncated.learner.step(trajectories)
+    assert with_cap_inf["charts/ratio_max"] > 1.05 and with_cap_inf["charts/grad_norm_policy"] > 0
+    assert with_proximal["charts/behavior_weight_mean"] == pytest.approx(
+        with_cap_inf["charts/ratio_mean"], rel=1e-6
+    )
+    assert with_proximal["charts/clip_fraction"] == 0.0
+    assert with_proximal["charts/effective_sample_size"] == pytest.approx(
+        with_cap_inf["charts/effective_sample_size"], rel=1e-6
+    )
+    for (name, a), b in zip(decoupled.policy.named_parameters(), untruncated.policy.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)

@@ -62,6 +62,8 @@ def test_dis_hand_computed_loss_gradient_and_stats():
     assert stats["ratio_max"] == pytest.approx(7.0)
     ratios = torch.tensor([1.0, 0.5, 2.0, 7.0, 0.8], dtype=torch.float64)
     assert stats["approx_kl"] == pytest.approx(float((ratios - 1 - ratios.log()).mean()))
+    # Weights 1, 0, 2, 0, 0.8: (3.8)^2 / (5 * 5.64).
+    assert stats["effective_sample_size"] == pytest.approx(3.8**2 / (5 * 5.64))
     assert stats["num_action_tokens"] == 5.0
 
 
@@ -147,6 +149,8 @@ def test_ppo_clip_hand_computed_loss_and_gradient():
     assert stats["clip_fraction_high"] == pytest.approx(0.2)
     assert stats["clip_fraction"] == pytest.approx(0.4)
     assert stats["dual_clip_fraction"] == 0.0
+    # Gradient weights r where no clip binds: 0, 0.5, 0, 1.5, 1 -> 3^2 / (5 * 3.5).
+    assert stats["effective_sample_size"] == pytest.approx(9 / 17.5)
 
 
 def test_ppo_clip_higher_lets_a_larger_ratio_through():
@@ -264,6 +268,8 @@ def test_gspo_hand_computed_loss_and_gradient():
     assert stats["clip_fraction_high"] == 0.0
     assert stats["num_sequences"] == 2.0
     assert stats["sequence_ratio_mean"] == pytest.approx((math.exp(0.2) + math.exp(-0.3)) / 2)
+    # Over the two sequences: e^0.2 and 0 (clipped), so half the sample.
+    assert stats["effective_sample_size"] == pytest.approx(0.5)
 
 
 def test_gspo_accepts_token_level_broadcast_advantages():

@@ -203,3 +203,28 @@ def test_recovery_times_in_seconds_scale_with_each_runs_seconds_per_episode(tmp_
         np.testing.assert_allclose(seconds.loc["slow", metric], 2.0 * episodes.loc["slow", metric])
     markdown = (tmp_path / "report.md").read_text()
     assert "time to 0.5 x oracle" in markdown and "wall-clock seconds from the shift" in markdown
+
+
+def test_the_corrections_stats_are_drawn_and_an_unbound_clip_is_a_sentence(tmp_path):
+    # A token-TIS run and a decoupled-PPO run: truncation and effective sample size are drawn;
+    # the decoupled clip, which never binds at one gradient step per batch, is said in words.
+    for method, truncated in (("sao_tis", 0.1), ("sao_decoupled", None)):
+        episodes = simulated_episodes(phase_length=100, phases=2, recovery_episodes=30, seed=2)
+        updates = updates_frame(episodes)
+        updates["charts/effective_sample_size"] = np.linspace(0.6, 0.9, len(updates))
+        if truncated is None:
+            updates["charts/clip_fraction_low"] = 0.0
+            updates["charts/clip_fraction_high"] = 0.0
+        else:
+            updates["charts/truncated_fraction"] = np.linspace(0.0, truncated, len(updates))
+        write_run(
+            tmp_path / "runs", "stale", method, 0, episodes, change_points=[100], updates=updates
+        )
+    out = tmp_path / "report"
+    report = write_report(tmp_path / "runs", out, reps=20).read_text()
+    figures = {path.name for path in (out / "figures").glob("*.png")}
+    assert {"stale_truncated_fraction.png", "stale_effective_sample_size.png"} <= figures
+    assert "stale_clip_fractions.png" not in figures
+    assert "The PPO clip never bound" in report
+    assert "truncated at the cap (token TIS)" in report
+    assert_real_png(out / "figures" / "stale_effective_sample_size.png")

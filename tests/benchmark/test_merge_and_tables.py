@@ -65,6 +65,25 @@ def test_merge_refuses_a_different_protocol_naming_the_difference(tmp_path):
         merge_results([first, fourth], tmp_path / "pooled")
 
 
+def test_a_config_field_added_since_a_set_was_kept_differs_only_off_its_default(tmp_path):
+    # The first set was kept before algorithm.tis_cap existed; the second records it.
+    first = _seed_set(tmp_path / "one", [0, 1, 2])
+
+    def with_cap(cap):
+        newer = copy.deepcopy(protocol(TASKS, METHODS))
+        for task in newer["tasks"].values():
+            task["config"]["algorithm"] = {"tis_cap": cap}
+            task["config_hash"] = f"recorded with tis_cap {cap}"
+        newer["methods"]["a"]["algorithm"]["U"]["tis_cap"] = cap
+        return newer
+
+    second = _seed_set(tmp_path / "two", [3, 4, 5], proto=with_cap(2.0))  # its default
+    merge_results([first, second], tmp_path / "pooled", reps=50)
+    third = _seed_set(tmp_path / "three", [6], proto=with_cap(3.0))
+    with pytest.raises(ProtocolMismatch, match=r"task T: algorithm.tis_cap: '\(absent\)' vs 3.0"):
+        merge_results([first, third], tmp_path / "pooled-3")
+
+
 def test_merge_refuses_a_run_present_twice(tmp_path):
     first = _seed_set(tmp_path / "one", [0, 1])
     second = _seed_set(tmp_path / "two", [1, 2])

@@ -18,6 +18,8 @@ from sao_online.runtime.host.machine_fit import check_machine_fit
 from sao_online.runtime.launch import run_experiment
 
 LOW, HIGH = (annotated_types.Ge, annotated_types.Gt), (annotated_types.Le, annotated_types.Lt)
+#: The fields where infinity means "no bound": no upper edge of a band, no truncation.
+INFINITY_MEANS_NO_BOUND = {"algorithm.dis_eps_high", "algorithm.tis_cap", "algorithm.mis_high"}
 
 
 def _constraints(annotation):
@@ -56,7 +58,7 @@ def test_every_numeric_field_has_a_range():
     assert all(any(isinstance(c, LOW) for c in found) for found in slots.values())
     unbounded = {p for p, found in slots.items() if not any(isinstance(c, HIGH) for c in found)}
     # Infinity means "no upper band"; a Ray resource is whatever amount a cluster declares.
-    assert unbounded == {"algorithm.dis_eps_high", "runtime.ray_worker_resources[*]"}
+    assert unbounded == INFINITY_MEANS_NO_BOUND | {"runtime.ray_worker_resources[*]"}
 
 
 def scalar_numbers():
@@ -103,8 +105,9 @@ def test_each_range_is_enforced_at_both_ends(path, kind, found):
 def test_numbers_are_finite_unless_infinity_means_no_bound(path):
     with pytest.raises(ConfigError, match=rf"^{path}: must be a number in .*, got nan$"):
         load_config(None, [f"{path}=.nan"])
-    if path == "algorithm.dis_eps_high":
-        assert math.isinf(load_config(None, [f"{path}=.inf"]).algorithm.dis_eps_high)
+    if path in INFINITY_MEANS_NO_BOUND:
+        name = path.rpartition(".")[2]
+        assert math.isinf(getattr(load_config(None, [f"{path}=.inf"]).algorithm, name))
     else:
         with pytest.raises(ConfigError, match=rf"^{path}: must be finite, in "):
             load_config(None, [f"{path}=.inf"])
@@ -131,6 +134,15 @@ def test_numbers_are_finite_unless_infinity_means_no_bound(path):
         ("optim.betas=[0.9]", "optim.betas: expected 2 numbers, got 1"),
         ("optim.betas=[0.9, 1.0]", "optim.betas[1]: must be in [0, 1), got 1"),
         ("algorithm.dual_clip=1", "algorithm.dual_clip: must be in (1, 1e+06], got 1"),
+        # An off-policy correction whose band is empty, or excludes on-policy data.
+        ("algorithm.tis_cap=0", "algorithm.tis_cap: must be in (0, inf], got 0"),
+        ("algorithm.tis_cap=-2", "algorithm.tis_cap: must be in (0, inf], got -2"),
+        ("algorithm.mis_low=2", "algorithm.mis_low: must be in [0, 1), got 2"),
+        ("algorithm.mis_high=0.5", "algorithm.mis_high: must be in (1, inf], got 0.5"),
+        (
+            "algorithm.decoupled_weight_cap=0.5",
+            "algorithm.decoupled_weight_cap: must be in [1, 1e+06], got 0.5",
+        ),
     ],
 )
 def test_values_out_of_range_are_refused_naming_the_field(override, message):

@@ -90,3 +90,13 @@ def test_resume_refuses_a_different_config_and_names_what_changed(tmp_path):
     RunLog.create(tmp_path / "run", {"budget": {"episodes": 10}, "seed": 0}, resume=True).close()
     with pytest.raises(RunDirError, match="budget.episodes"):
         RunLog.create(tmp_path / "run", {"budget": {"episodes": 20}, "seed": 0}, resume=True)
+
+
+def test_resume_takes_a_config_field_added_since_the_run_started_at_its_default(tmp_path):
+    # The run was started by a version without algorithm.tis_cap; this one writes it.
+    RunLog.create(tmp_path / "run", {"algorithm": {"name": "sao"}, "seed": 0}).close()
+    newer = {"algorithm": {"name": "sao", "tis_cap": 2.0}, "seed": 0}
+    RunLog.create(tmp_path / "run", newer, resume=True).close()
+    newer["algorithm"]["tis_cap"] = 3.0
+    with pytest.raises(RunDirError, match=r"differs in algorithm.tis_cap$"):
+        RunLog.create(tmp_path / "run", newer, resume=True)
