@@ -216,3 +216,13 @@ def test_single_rollout_methods_are_registered_methods_with_group_size_one():
     assert SINGLE_ROLLOUT_METHODS.issubset(METHODS)
     for name in SINGLE_ROLLOUT_METHODS:
         assert build_method(load_config({"algorithm": {"name": name}})).group_size == 1
+
+
+def test_a_batch_moves_to_another_device_with_its_episode_infos():
+    # Only tensors move; the episodes' infos and the unset proximal logprobs come along as they
+    # are (the learner on a GPU moves every batch it collates).
+    batch = collate([trajectory(info={"difficulty": 2}), trajectory(group_id=1)], pad_token_id=0)
+    moved = batch.to("meta")
+    assert moved.tokens.device.type == "meta" and moved.behavior_logprobs.device.type == "meta"
+    assert moved.episode_infos == batch.episode_infos and moved.proximal_logprobs is None
+    assert batch.to("cpu") is batch
