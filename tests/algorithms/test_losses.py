@@ -9,9 +9,13 @@ import torch
 
 from sao_online.losses import (
     aggregate_token_losses,
+    decoupled_ppo_loss,
     dis_policy_loss,
     gspo_loss,
+    masked_is_policy_loss,
+    policy_gradient_loss,
     ppo_clip_loss,
+    tis_policy_loss,
     value_loss,
 )
 
@@ -227,12 +231,17 @@ def test_every_loss_gives_non_action_tokens_exactly_zero_gradient():
     junk = torch.randn(2, 4)
     junk[~MASK] = float("inf")
     old = logprobs.detach() + 0.1 * junk
+    proximal = logprobs.detach() + 0.05 * junk
     advantages = torch.randn(2, 4)
     losses = [
         dis_policy_loss(logprobs, old, advantages, MASK)[0],
         ppo_clip_loss(logprobs, old, advantages, MASK, dual_clip=2.0)[0],
         ppo_clip_loss(logprobs, old, advantages, MASK, aggregation="sequence_mean")[0],
         gspo_loss(logprobs, old, advantages, MASK, eps_low=0.5, eps_high=0.5)[0],
+        tis_policy_loss(logprobs, old, advantages, MASK)[0],
+        masked_is_policy_loss(logprobs, old, advantages, MASK)[0],
+        decoupled_ppo_loss(logprobs, proximal, old, advantages, MASK, weight_cap=3.0)[0],
+        policy_gradient_loss(logprobs, old, advantages, MASK)[0],
     ]
     for loss in losses:
         (gradient,) = torch.autograd.grad(loss, logprobs)
