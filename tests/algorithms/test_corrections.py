@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from test_ablations import trajectory
 from test_losses import MASK, token_tensor, with_ratios
 
 from sao_online.losses import (
@@ -291,3 +292,68 @@ def test_docstring_examples_run():
     for module in (common, corrections):
         results = doctest.testmod(module)
         assert results.attempted > 0 and results.failed == 0, module.__name__
+
+
+# ------------------------------------------------------------------------- objectives, registry
+
+
+def test_the_registry_builds_each_correction_and_method_from_the_config():
+    from sao_online.algorithms import (
+        CORRECTIONS,
+        CriticGAE,
+        DecoupledPPO,
+        GroupNormalized,
+        PlainPolicyGradient,
+        SequenceMaskedIS,
+        TruncatedIS,
+        build_method,
+    )
+    from sao_online.config import load_config
+
+    settings = {
+        "tis_cap": 3.0,
+        "mis_low": 0.25,
+        "mis_high": 4.0,
+        "decoupled_weight_cap": 5.0,
+        "clip_eps_high": 0.28,
+    }
+    cfg = load_config({"algorithm": settings}).algorithm
+    assert CORRECTIONS["tis"](cfg) == TruncatedIS(cap=3.0)
+    assert CORRECTIONS["mis"](cfg) == SequenceMaskedIS(low=0.25, high=4.0)
+    assert CORRECTIONS["decoupled"](cfg) == DecoupledPPO(0.2, 0.28, weight_cap=5.0)
+    assert CORRECTIONS["none"](cfg) == PlainPolicyGradient()
+    expected = {"tis": TruncatedIS, "mis": SequenceMaskedIS, "decoupled": DecoupledPPO}
+    expected["nocorr"] = PlainPolicyGradient
+    for correction, objective in expected.items():
+        for estimator, kind, group_size in (("sao", CriticGAE, 1), ("grpo", GroupNormalized, 8)):
+            method = build_method(load_config({"algorithm": {"name": f"{estimator}_{correction}"}}))
+            assert type(method.estimator) is kind and type(method.objective) is objective
+            assert method.group_size == group_size and method.name == f"{estimator}_{correction}"
+
+
+def test_the_objectives_refuse_an_empty_band_when_built():
+    from sao_online.algorithms import DecoupledPPO, SequenceMaskedIS, TruncatedIS
+
+    with pytest.raises(ValueError, match="TruncatedIS.cap must be positive, got 0"):
+        TruncatedIS(cap=0.0)
+    with pytest.raises(ValueError, match=r"the band \(low, high\) = \(2.0, 0.5\) is empty"):
+        SequenceMaskedIS(low=2.0, high=0.5)
+    with pytest.raises(ValueError, match="DecoupledPPO.weight_cap must be positive"):
+        DecoupledPPO(weight_cap=-1.0)
+    with pytest.raises(ValueError, match="DecoupledPPO: eps_low must be in"):
+        DecoupledPPO(eps_low=1.5)
+
+
+def test_decoupled_ppo_needs_the_learners_proximal_logprobs():
+    from sao_online.algorithms import DecoupledPPO
+    from sao_online.batching import collate
+
+    batch = collate([trajectory()], pad_token_id=0)  # six tokens, three of them actions
+    logprobs = torch.full((1, 6), -0.5, requires_grad=True)
+    with pytest.raises(ValueError, match="DecoupledPPO needs batch.proximal_logprobs"):
+        DecoupledPPO()(logprobs, batch, torch.ones(1, 6))
+    batch.proximal_logprobs = logprobs.detach()
+    loss, stats = DecoupledPPO()(logprobs, batch, torch.ones(1, 6))
+    # Behaviour logprobs 0: w = e^-0.5 on every action token, u = 1, A = 1.
+    assert loss.item() == pytest.approx(-math.exp(-0.5))
+    assert stats["clip_fraction"] == 0.0
