@@ -1,6 +1,6 @@
 """Measure the learning tests' settings over several seeds, and with learning switched off.
 
-For each module of ``tests/learning/`` this builds its warm start once (its ``SETTING``), then
+For each module of ``tests/learning/`` this fits its warm start anew (its ``SETTING``), then
 trains each method with each seed, and again with the learning rate at 1e-12 (the policy
 cannot move: the rise must be 0), and appends one JSON line per run to ``--out``: the module's
 ``SETTING`` it was measured with, the paired mean reward before and after, the rise, the
@@ -54,20 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    harness = load_module(TESTS / "conftest.py", "learning_harness")
+    harness = load_module(TESTS / "learning_kit.py", "learning_kit")
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
     cpu_model = machine()["cpu_model"]
     names = [n for n in args.modules.split(",") if n] or sorted(
-        p.stem for p in TESTS.glob("test_*.py")
+        p.stem for p in TESTS.glob("test_*_learns.py")
     )
     for name in names:
         module = load_module(TESTS / f"{name}.py", name)
         setting = harness.LearningSetting(**module.SETTING)
         with tempfile.TemporaryDirectory() as folder:
             started, started_wall = time.process_time(), time.perf_counter()
-            warm = harness.build_warm_start(setting, Path(folder) / "warm-start")
+            warm = harness.fit_warm_start(setting, Path(folder) / "warm-start")
             warm_seconds = time.process_time() - started
             warm_wall_seconds = time.perf_counter() - started_wall
             runs = [(m, s, None) for m in args.methods.split(",") for s in args.seeds.split(",")]

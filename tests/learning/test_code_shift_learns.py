@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("learning-code-shift")
+pytestmark = [pytest.mark.learning, pytest.mark.xdist_group("learning-code-shift")]
 
 SETTING = {
     "config": "configs/code_shift.yaml",

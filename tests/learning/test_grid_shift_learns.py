@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("learning-grid-shift")
+pytestmark = [pytest.mark.learning, pytest.mark.xdist_group("learning-grid-shift")]
 
 SETTING = {
     "config": "configs/grid_shift.yaml",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("learning-reason-shift")
+pytestmark = [pytest.mark.learning, pytest.mark.xdist_group("learning-reason-shift")]
 
 SETTING = {
     "config": "configs/reason_shift.yaml",

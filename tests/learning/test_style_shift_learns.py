@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("learning-style-shift")
+pytestmark = [pytest.mark.learning, pytest.mark.xdist_group("learning-style-shift")]
 
 SETTING = {
     "config": "configs/smoke.yaml",
