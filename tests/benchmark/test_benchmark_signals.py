@@ -9,68 +9,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
+import signal_runs
 from process_tree import descendants, kill_leftovers, running, runs_of
-from tiny_model import model_section
+from signal_runs import TASK, benchmark_command, benchmark_run, environment, run_table, write_suite
 
-TASK = "Styles"
+pytestmark = pytest.mark.e2e
+
 METHODS = ("frozen", "sao", "grpo")  # frozen, the score's floor, always runs first
-#: Columns that measure time, which two runs never share.
-TIMES = ["wall_time", "charts/learner_seconds", "env_seconds"]
-
-
-def write_suite(folder: Path) -> Path:
-    suite = folder / "suite.yaml"
-    # 12 updates at 96 episodes, a checkpoint every 2: the runs are stopped between the two.
-    config = {
-        "model": model_section(),
-        "rollout": {
-            "batch_size": 8,
-            "num_slots": 8,
-            "max_turns": 1,
-            "max_action_tokens": 8,
-            "max_episode_tokens": 96,
-        },
-        "runtime": {"backend": "sync"},
-        "budget": {"episodes": 96},
-        "logging": {"checkpoint_every": 2, "flush_every": 8, "transcripts_every": 0},
-        "schedule": {
-            "parameters": {
-                "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou"], "at": [0, 48]}
-            }
-        },
-    }
-    suite.write_text(
-        yaml.safe_dump(
-            {
-                "suite": "signals",
-                "methods": ["sao", "grpo"],
-                "tasks": {TASK: {"config": config}},
-                "tiers": {"smoke": {"seeds": 1}},
-            }
-        )
-    )
-    return suite
-
-
-def benchmark_command(suite: Path, out: Path) -> list[str]:
-    command = Path(sys.executable).parent / "sao-online"
-    options = ["--suite", str(suite), "--out", str(out), "--parallel", "2", "--reps", "50"]
-    return [str(command), "benchmark", *options]
-
-
-def environment(folder: Path) -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "SAO_ONLINE_CACHE": str(folder / "cache")}
-
-
-def run_folder(out: Path, method: str) -> Path:
-    return out / "runs" / TASK / method / "seed-0"
 
 
 def result_file(out: Path, method: str) -> Path:
@@ -87,25 +37,12 @@ def result(out: Path, method: str) -> dict:
 
 
 def table(out: Path, method: str, name: str) -> pd.DataFrame:
-    folder = run_folder(out, method) / f"{name}.parquet"
-    frame = pd.concat(pd.read_parquet(part) for part in sorted(folder.glob("part-*.parquet")))
-    frame = frame.drop(columns=[column for column in TIMES if column in frame])
-    key = "version" if name == "updates" else "episode"
-    return frame.sort_values(key).reset_index(drop=True)
+    return run_table(benchmark_run(out, method), name)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("reference")
-    out = folder / "bench"
-    subprocess.run(
-        benchmark_command(write_suite(folder), out),
-        env=environment(folder),
-        check=True,
-        capture_output=True,
-        timeout=900,
-    )
-    return out
+    return signal_runs.reference(tmp_path_factory)
 
 
 @pytest.fixture
@@ -131,7 +68,7 @@ def test_sigterm_stops_every_run_leaves_no_process_and_resume_is_exact(
             start_new_session=True,  # the test's own process group never sees the signal
         )
     # sao (started with frozen, two at a time) has checkpointed and is still running.
-    midway = run_folder(out, "sao") / "checkpoints" / "latest"
+    midway = benchmark_run(out, "sao") / "checkpoints" / "latest"
     try:
         while not midway.exists():
             assert process.poll() is None, stderr.read_text()

@@ -1,6 +1,6 @@
 """``sao-online compare`` under SIGINT, SIGTERM and SIGKILL: the signal reaches every run, no
-process of the comparison outlives it, and ``--resume`` finishes the runs exactly as an
-uninterrupted comparison does.
+process of the comparison outlives it, and ``--resume`` finishes the runs exactly as they run
+uninterrupted (the reference, shared with the benchmark's signal test: ``tests/signal_runs.py``).
 
 SIGTERM once killed ``compare`` alone: its runs and their process server kept training as
 orphans, holding their run directories' locks. The process trees here are the real ones
@@ -17,45 +17,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import signal_runs
 import yaml
 from process_tree import descendants, kill_leftovers, running, runs_of
-from tiny_model import model_section
+from signal_runs import benchmark_run, environment, run_table
+
+pytestmark = pytest.mark.e2e
 
 METHODS = ("sao", "grpo")
-#: Columns that measure time, which two runs never share.
-TIMES = ["wall_time", "charts/learner_seconds", "env_seconds"]
 
 
 def write_config(folder: Path, episodes: int) -> Path:
+    """The signal tests' config as an experiment of its own (the reference's task's config)."""
     config = folder / "compare.yaml"
-    # 12 updates at 96 episodes: the runs are stopped at their first checkpoint (update 2).
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "experiment": "signals",
-                "model": model_section(),
-                "rollout": {
-                    "batch_size": 8,
-                    "num_slots": 8,
-                    "max_turns": 1,
-                    "max_action_tokens": 8,
-                    "max_episode_tokens": 96,
-                },
-                "runtime": {"backend": "sync"},
-                "budget": {"episodes": episodes},
-                "logging": {"checkpoint_every": 2, "flush_every": 8, "transcripts_every": 0},
-                "schedule": {
-                    "parameters": {
-                        "preferred": {
-                            "kind": "abrupt",
-                            "values": ["cute", "chuunibyou"],
-                            "at": [0, 48],
-                        }
-                    }
-                },
-            }
-        )
-    )
+    config.write_text(yaml.safe_dump({"experiment": "signals", **signal_runs.config(episodes)}))
     return config
 
 
@@ -74,10 +49,6 @@ def compare_command(config: Path, out: Path, *extra: str) -> list[str]:
         str(out),
         *extra,
     ]
-
-
-def environment(folder: Path) -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "SAO_ONLINE_CACHE": str(folder / "cache")}
 
 
 def interrupt(config: Path, out: Path, signum: int, tree: dict[int, str]) -> tuple[int, str]:
@@ -121,25 +92,13 @@ def leftovers():
 
 
 def table(out: Path, method: str, name: str) -> pd.DataFrame:
-    folder = out / "signals" / method / "seed-0" / f"{name}.parquet"
-    frame = pd.concat(pd.read_parquet(part) for part in sorted(folder.glob("part-*.parquet")))
-    frame = frame.drop(columns=[column for column in TIMES if column in frame])
-    key = "version" if name == "updates" else "episode"
-    return frame.sort_values(key).reset_index(drop=True)
+    return run_table(out / "signals" / method / "seed-0", name)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("reference")
-    config = write_config(folder, episodes=96)
-    subprocess.run(
-        compare_command(config, folder / "runs"),
-        env=environment(folder),
-        check=True,
-        capture_output=True,
-        timeout=900,
-    )
-    return folder / "runs"
+    """The benchmark both signal tests resume to: ``compare`` runs its sao and grpo runs alike."""
+    return signal_runs.reference(tmp_path_factory)
 
 
 @pytest.mark.parametrize(
@@ -179,7 +138,8 @@ def test_a_stop_signal_reaches_every_run_and_resume_is_exact(
     )
     for method in METHODS:
         for name in ("updates", "episodes"):
-            pd.testing.assert_frame_equal(table(out, method, name), table(reference, method, name))
+            expected = run_table(benchmark_run(reference, method), name)
+            pd.testing.assert_frame_equal(table(out, method, name), expected)
 
 
 def test_a_killed_compare_takes_its_runs_with_it(tmp_path, leftovers):

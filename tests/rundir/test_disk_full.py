@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from built_once import built_once
 from tiny_model import model_section
 
 CONFIG = {
@@ -78,18 +79,22 @@ def table(run: Path, name: str) -> pd.DataFrame:
     return frame.sort_values(key).reset_index(drop=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("reference")
-    config = folder / "config.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
-    command = [str(Path(sys.executable).parent / "sao-online"), "run", str(config)]
-    subprocess.run(
-        [*command, "--out", str(folder / "run")], check=True, capture_output=True, timeout=600
-    )
-    return folder / "run"
+    """The uninterrupted run every disk-full case resumes to: run once per session."""
+
+    def run(folder: Path) -> None:
+        config = folder / "config.yaml"
+        config.write_text(yaml.safe_dump(CONFIG))
+        command = [str(Path(sys.executable).parent / "sao-online"), "run", str(config)]
+        subprocess.run(
+            [*command, "--out", str(folder / "run")], check=True, capture_output=True, timeout=600
+        )
+
+    return built_once(tmp_path_factory, "disk-full-reference", run) / "run"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("full_at", ["lock", "table part", "checkpoint"])
 def test_a_full_disk_is_one_line_naming_the_file_and_resume_is_exact(tmp_path, reference, full_at):
     prefix = private_mounts()
