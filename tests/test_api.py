@@ -41,6 +41,7 @@ def run_script(path: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_the_readme_example_runs_compares_and_reports(tmp_path):
     script = tmp_path / "example.py"
     script.write_text(readme_api_example())
@@ -58,6 +59,7 @@ def test_the_readme_example_runs_compares_and_reports(tmp_path):
     assert "sao_running_mean" in report and "grpo" in report
 
 
+@pytest.mark.e2e
 def test_a_script_without_a_main_guard_stops_at_once_saying_why(tmp_path):
     script = tmp_path / "unguarded.py"
     script.write_text(

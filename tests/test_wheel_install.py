@@ -17,6 +17,10 @@ import sysconfig
 import venv
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[1]
 LEFT_OUT = (".venv", ".git", "runs", "build", "*.egg-info", "__pycache__", ".*_cache")
 

@@ -6,6 +6,8 @@ import pytest
 
 from sao_online.bench.sync_vs_async import run_async_benchmark
 
+pytestmark = pytest.mark.e2e
+
 
 def test_quick_benchmark_reports_consistent_numbers():
     # Two batches of 8: the steady window (first update to last) holds one batch. Each side's

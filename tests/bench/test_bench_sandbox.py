@@ -10,6 +10,11 @@ from sao_online.bench.sandbox import run_sandbox_benchmark, workload
 from sao_online.cli import main
 from sao_online.environments import CodeShiftEnv
 
+# The sandbox modules run on one worker: the containment tests find no sao-sandbox-* folder
+# in the shared temp dir only while no other sandbox runs, and fork bombs and wall-clock
+# limits must not meet each other's bursts.
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 
 def test_workload_is_six_programs_per_task_with_hand_counted_passes():
     runs = workload(num_tasks=1)

@@ -13,7 +13,7 @@ from ray.cluster_utils import Cluster
 from sao_online.benchmark import run_benchmark
 
 _SMALL_STORE = 80 * 1024 * 1024
-pytestmark = pytest.mark.xdist_group("ray-benchmark")
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("ray-benchmark")]
 
 TINY = {
     "model": {

@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from sao_online.cache import weights_id
+
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = {"StyleShift", "ToolShift", "ReasonShift", "GridShift", "CodeShift"}

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from tqdm import tqdm
 
 from sao_online.benchmark.local_runner import CoreUse, process_cpu_seconds
@@ -27,6 +28,7 @@ def _burn(job: dict, progress) -> dict:
     return {"result": job["name"], "cpu_seconds": process_cpu_seconds()}
 
 
+@pytest.mark.e2e
 def test_the_session_counts_the_cpu_time_of_the_jobs_and_of_what_they_waited_for():
     jobs = [{"name": f"job-{k}"} for k in range(3)]
     measured: dict[str, float] = {}

@@ -127,6 +127,7 @@ def test_built_in_names_load_without_importing_anything():
     assert load_method_factory("frozen").__name__ == "frozen"
 
 
+@pytest.mark.e2e
 def test_workers_of_the_local_backend_import_the_method_module(
     plugin_module, tmp_path, monkeypatch
 ):

@@ -137,6 +137,7 @@ MY_TASKS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e
 def test_a_users_suite_runs_a_task_from_their_own_module(tmp_path, monkeypatch):
     (tmp_path / "my_coins.py").write_text(MY_TASKS)
     monkeypatch.syspath_prepend(str(tmp_path))

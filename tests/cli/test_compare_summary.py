@@ -33,6 +33,7 @@ def test_phase_rewards_average_each_phase_and_its_last_quarter_over_seeds():
     assert (table["seeds"] == 2).all()
 
 
+@pytest.mark.e2e
 def test_compare_without_out_uses_logging_out_and_ends_with_results_and_the_next_step(
     capsys, tmp_path, monkeypatch
 ):

@@ -29,6 +29,7 @@ def run_cli(args, cwd, cache):
     )
 
 
+@pytest.mark.e2e
 def test_transformers_progress_bars_show_only_with_verbose(tmp_path):
     args = ["run", "smoke", "--threads", "1", "--set", "budget.episodes=16"]
     args += ["--set", "model.warm_start_steps=4"]  # a warm start: loading it is a bar

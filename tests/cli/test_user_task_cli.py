@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 TASK_MODULE = textwrap.dedent("""
@@ -54,6 +55,7 @@ def cli(args: list[str], cwd: Path, timeout: float = 400) -> subprocess.Complete
     )
 
 
+@pytest.mark.e2e
 def test_a_users_module_task_runs_through_compare_with_workers_and_report(tmp_path):
     (tmp_path / "side_tasks.py").write_text(TASK_MODULE)
     config = {

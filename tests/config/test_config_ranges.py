@@ -165,6 +165,7 @@ def test_a_staleness_bound_beyond_the_budget_is_lowered_with_a_warning():
     assert config.runtime.max_staleness == 2
 
 
+@pytest.mark.e2e
 def test_a_huge_staleness_bound_runs_to_its_budget(tmp_path):
     # The local backend computes its capacity from the bound, never loops over its values:
     # a bound of 10^9 runs like any other.

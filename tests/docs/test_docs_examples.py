@@ -112,6 +112,7 @@ def output_after(page: Path, example: Example) -> str | None:
     return follow.group(1) if follow else None
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("page", pages_with(("python",)), ids=page_id)
 def test_python_examples_run_as_a_script(page, tmp_path):
     blocks = [example for example in to_check(("python",)) if example.page == page]

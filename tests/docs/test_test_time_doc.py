@@ -90,16 +90,17 @@ def test_collecting_runs_make_test_keeps_its_report_and_replaces_a_run_of_the_sa
 ):
     calls = []
 
-    def make_test(checkout, report):  # what `make test PYTEST_ARGS=--junitxml=...` leaves
-        calls.append(checkout)
+    def make_test(checkout, report, target):  # what `make TARGET PYTEST_ARGS=--junitxml=...` leaves
+        calls.append((checkout, target))
         report.write_text(REPORT)
 
     monkeypatch.setattr(kept_in, "run_make_test", make_test)
-    for setting in ("first", "again"):
-        assert kept_in.main(["--label", "mine", "--setting", setting]) == 0
-    assert calls == [ROOT, ROOT]
+    assert kept_in.main(["--label", "mine", "--setting", "first"]) == 0
+    assert kept_in.main(["--label", "mine", "--setting", "again", "--target", "test-all"]) == 0
+    assert calls == [(ROOT, "test"), (ROOT, "test-all")]
     [run] = json.loads((tmp_path / "runs.json").read_text())
     assert run["setting"] == "again" and run["tests"] == 4 and run["wall_seconds"] == 12.5
+    assert run["target"] == "test-all"
     assert len(run["commit"]) == 40
     tests = pd.read_csv(tmp_path / "tests.csv")
     assert list(tests["run"]) == ["mine"] * 4 and tests["seconds"].sum() == 10.75

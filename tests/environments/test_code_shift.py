@@ -16,6 +16,11 @@ from sao_online.environments import CodeShiftEnv, list_envs
 from sao_online.environments.code_shift import Task, extract_program, program_for
 from sao_online.environments.sandbox import SandboxUnavailable, make_sandbox
 
+# The sandbox modules run on one worker: the containment tests find no sao-sandbox-* folder
+# in the shared temp dir only while no other sandbox runs, and fork bombs and wall-clock
+# limits must not meet each other's bursts.
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 REGIMES = [
     {"boundary": b, "helper_version": v} for b in ("inclusive", "exclusive") for v in ("v1", "v2")
 ]
@@ -252,6 +257,7 @@ def test_default_sandbox_is_the_strongest_available_and_info_says_which():
     env.close()
 
 
+@pytest.mark.docker
 def test_docker_container_is_removed_on_close():
     try:
         env = gymnasium.make("sao_online/CodeShift-v0", sandbox="docker")
@@ -292,6 +298,7 @@ def test_envs_in_a_process_share_one_sandbox_per_backend():
         sandboxes.release_sandbox(shared)
 
 
+@pytest.mark.docker
 def test_closing_a_docker_env_releases_its_sockets():
     """Each CodeShift env on docker left two connections to the engine open after close()."""
     import gc

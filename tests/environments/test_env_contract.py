@@ -27,6 +27,11 @@ from sao_online.environments import (
     register_envs,
 )
 
+# The sandbox modules run on one worker: the containment tests find no sao-sandbox-* folder
+# in the shared temp dir only while no other sandbox runs, and fork bombs and wall-clock
+# limits must not meet each other's bursts.
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 ENV_CLASSES = {
     "sao_online/StyleShift-v0": StyleShiftEnv,
     "sao_online/ToolShift-v0": ToolShiftEnv,

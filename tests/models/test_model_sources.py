@@ -103,6 +103,7 @@ def test_missing_local_models_fail_clearly_without_touching_the_network(tmp_path
     assert no_network == []
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("backend", ["sync", "local"])
 def test_any_local_hf_folder_runs_end_to_end(tmp_path, no_network, backend):
     model, tokenizer = build_chat_policy(seed=4)

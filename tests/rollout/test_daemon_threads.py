@@ -7,6 +7,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from sao_online.rollout.daemon_threads import DaemonThreads
 
 
@@ -52,6 +54,7 @@ def test_an_exception_reaches_the_future():
     assert isinstance(task.future.exception(timeout=60), ZeroDivisionError)
 
 
+@pytest.mark.e2e
 def test_a_hung_call_does_not_keep_the_interpreter_from_exiting():
     code = (
         "import threading\n"

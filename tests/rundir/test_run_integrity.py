@@ -233,6 +233,7 @@ def test_a_second_writer_is_refused_and_a_dead_writers_lock_is_taken_over(tmp_pa
     again.close()
 
 
+@pytest.mark.e2e
 def test_cli_overwrite_into_a_live_run_is_a_one_line_error(tmp_path):
     run = tmp_path / "run"
     holder = hold_lock(run)

@@ -23,6 +23,8 @@ from sao_online.config import ConfigError, load_config
 from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
+pytestmark = pytest.mark.e2e
+
 TINY = tiny_overrides(
     "runtime.num_workers=2",
     "algorithm.critic_warmup_steps=0",

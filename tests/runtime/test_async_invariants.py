@@ -20,6 +20,8 @@ from sao_online.config import load_config
 from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
 
+pytestmark = pytest.mark.e2e
+
 TINY = tiny_overrides(
     "algorithm.critic_warmup_steps=0",
 )

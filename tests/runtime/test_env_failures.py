@@ -202,6 +202,7 @@ def cli_run(tmp_path: Path, backend: str, **env: object) -> subprocess.Completed
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("backend", "fault", "message"),
     [
@@ -225,6 +226,7 @@ def test_the_command_line_stops_with_one_line_naming_the_env(tmp_path, backend, 
     assert re.search(message, errors[0]), errors[0]
 
 
+@pytest.mark.e2e
 def test_a_run_can_end_the_episodes_whose_step_hangs_and_count_them(tmp_path):
     result = cli_run(tmp_path, "sync", kwargs={"fault": "hang", "every": 3}, on_step_timeout="end")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -33,7 +33,7 @@ TINY = tiny_overrides(
 )
 _SMALL_STORE = 80 * 1024 * 1024
 # Both tests on one xdist worker: the cluster (two raylets, about 10 s to start) is started once.
-pytestmark = pytest.mark.xdist_group("ray-two-nodes")
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("ray-two-nodes")]
 
 
 @pytest.fixture(scope="module")

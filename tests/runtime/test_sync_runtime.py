@@ -75,6 +75,7 @@ def test_evaluations_cover_every_phase_seen(tmp_path):
     assert (evals["num_episodes"] == 4).all()
 
 
+@pytest.mark.e2e
 def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     out = tmp_path / "run"
     overrides = TINY + SCHEDULE + ["budget.episodes=48", "logging.flush_every=4"]

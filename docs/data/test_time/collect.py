@@ -1,9 +1,12 @@
-"""Keep where one ``make test`` spent its time: one row per test, read from pytest's JUnit report.
+"""Keep where one ``make test`` (or ``make test-all``) spent its time: one row per test, read
+from pytest's JUnit report.
 
 Usage (on a quiet machine; the label names the run in the tables):
 
     python docs/data/test_time/collect.py --label fresh-1 --setting "fresh clone, empty cache" \
         --checkout PATH_OF_THE_CLONE     # runs `make test` there, keeping its JUnit report
+    python docs/data/test_time/collect.py --label all-1 --target test-all --setting "..." \
+        --checkout PATH_OF_THE_CLONE     # every test (what CI runs)
     python docs/data/test_time/collect.py --label mine --setting "..." \
         --report tests.xml --commit HASH  # a report of a `make test PYTEST_ARGS=--junitxml=...`
     python docs/data/test_time/table.py
@@ -13,7 +16,8 @@ a module-scoped fixture's setup counts in the test that built it. The run's wall
 pytest's own (the report's ``time``), so the set-up ``make`` does before pytest starts is not
 in them. Rows go to ``tests.csv`` (column ``run``: the label), the run's record to
 ``runs.json``: the commit and whether tracked files differed from it when the run started, the
-machine, the number of workers and the totals. Collecting a label again replaces that run.
+make target, the machine, the number of workers and the totals. Collecting a label again
+replaces that run.
 """
 
 from __future__ import annotations
@@ -81,9 +85,13 @@ def git(checkout: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-def run_make_test(checkout: Path, report: Path) -> None:
-    """``make test`` in ``checkout`` with its JUnit report at ``report``; exit if it failed."""
-    command = ["make", "test", f"PYTEST_ARGS=--junitxml={report}"]
+#: The make targets that run tests: the fast tier and every test.
+TARGETS = ("test", "test-all")
+
+
+def run_make_test(checkout: Path, report: Path, target: str = "test") -> None:
+    """``make TARGET`` in ``checkout`` with its JUnit report at ``report``; exit if it failed."""
+    command = ["make", target, f"PYTEST_ARGS=--junitxml={report}"]
     if subprocess.run(command, cwd=checkout).returncode:
         raise SystemExit(f"collect.py: `{' '.join(command)}` failed in {checkout}: nothing kept")
 
@@ -93,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", required=True, help="the run's name in the tables")
     parser.add_argument("--setting", required=True, help="how it ran, in words")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (-n)")
+    parser.add_argument("--target", choices=TARGETS, default="test", help="the make target run")
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout that runs it")
     parser.add_argument("--report", type=Path, help="an existing report (default: run make test)")
     parser.add_argument("--commit", help="the commit an existing report ran (with --report)")
@@ -108,13 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         commit = git(args.checkout, "rev-parse", "HEAD")
         dirty = bool(git(args.checkout, "status", "--porcelain", "--untracked-files=no"))
         report = Path(tempfile.mkdtemp()) / "tests.xml"
-        run_make_test(args.checkout, report)
+        run_make_test(args.checkout, report, args.target)
     tests, totals = read_report(report, args.checkout)
     tests.insert(0, "run", args.label)
     record = {
         "label": args.label,
         "setting": args.setting,
         "workers": args.workers,
+        "target": args.target,
         "commit": commit,
         "dirty": dirty,
         **totals,

@@ -8,6 +8,11 @@ import pytest
 from sao_online.environments.sandbox import Limits, TestCase, make_sandbox
 from sao_online.environments.sandbox.base import Ending, interpret_output, same_value
 
+# The sandbox modules run on one worker: the containment tests find no sao-sandbox-* folder
+# in the shared temp dir only while no other sandbox runs, and fork bombs and wall-clock
+# limits must not meet each other's bursts.
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 ADD = "def add(a, b):\n    return a + b\n"
 TESTS = [TestCase((1, 2), 3), TestCase((2, 2), 5), TestCase((-1, 1), 0, name="zero")]
 
@@ -227,6 +232,7 @@ def test_concurrent_runs_do_not_disturb_each_other(sandbox):
         assert bombed.result().status in ("timeout", "cpu_limit")
 
 
+@pytest.mark.docker
 def test_unavailable_backends_say_why():
     from sao_online.environments.sandbox import backend_problems
     from sao_online.environments.sandbox.docker_backend import DockerSandbox, docker_problem
@@ -242,6 +248,7 @@ def test_unavailable_backends_say_why():
         DockerSandbox(image="sao-online-no-such-image:1")
 
 
+@pytest.mark.docker
 def test_docker_container_goes_away_with_a_killed_process():
     """No atexit runs after SIGKILL: the container's stdin lifeline closes and Docker removes it."""
     import subprocess

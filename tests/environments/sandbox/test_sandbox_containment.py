@@ -21,6 +21,11 @@ from conftest import sandbox_processes
 from sao_online.environments import CodeShiftEnv
 from sao_online.environments.sandbox.base import run_uid_block
 
+# The sandbox modules run on one worker: the containment tests find no sao-sandbox-* folder
+# in the shared temp dir only while no other sandbox runs, and fork bombs and wall-clock
+# limits must not meet each other's bursts.
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 WALL_SECONDS = 3.0
 #: A step still running after this long was never stopped: the test fails instead of hanging.
 #: Patience, not a speed bound (the limits stop a program within seconds even on a busy machine).

@@ -18,6 +18,11 @@ import pytest
 
 from sao_online.environments.sandbox import Limits, TestCase, make_sandbox
 
+# The sandbox modules run on one worker: the containment tests find no sao-sandbox-* folder
+# in the shared temp dir only while no other sandbox runs, and fork bombs and wall-clock
+# limits must not meet each other's bursts.
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 #: Writable places a program might try, and the ones it is given.
 PLACES = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/work", "/dev/mqueue", "/root", "/home"]
 
