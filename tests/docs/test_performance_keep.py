@@ -24,6 +24,7 @@ def quiet_clean(monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.3, 0.4))
 
 
+@pytest.mark.e2e  # runs a stand-in benchmark as a child process
 def test_a_kept_result_holds_the_command_its_load_and_provenance(tmp_path, quiet_clean):
     result = {"measured_at": "2026-12-07T01:02:03Z", "ratio": 1.5}
     path = keep_result("bench_throughput_trl", tmp_path, command=_printing(result))
@@ -38,6 +39,7 @@ def test_a_kept_result_holds_the_command_its_load_and_provenance(tmp_path, quiet
     assert kept["load"].startswith("load average 0.2-0.2 over the run, other processes using")
 
 
+@pytest.mark.e2e  # runs a stand-in benchmark as a child process
 def test_a_replaced_result_moves_to_the_history_numbered_in_order(tmp_path, quiet_clean):
     for ratio in (1.0, 2.0, 3.0):
         keep_result("bench_learner", tmp_path, command=_printing({"ratio": ratio}))
@@ -54,6 +56,7 @@ def test_a_replaced_result_moves_to_the_history_numbered_in_order(tmp_path, quie
     assert json.loads((tmp_path / "bench_learner.json").read_text())["result"]["ratio"] == 3.0
 
 
+@pytest.mark.e2e  # runs a stand-in benchmark as a child process
 def test_a_dirty_tree_a_busy_machine_and_a_failed_command_are_refused(tmp_path, monkeypatch):
     command = _printing({"ratio": 1})
     monkeypatch.setattr(performance_keep, "source_state", lambda: {"commit": "c0", "dirty": True})
@@ -86,6 +89,7 @@ def test_measure_names_the_table_and_returns_2_on_refusal(monkeypatch, capsys):
     assert "uncommitted changes" in capsys.readouterr().err
 
 
+@pytest.mark.e2e  # runs a stand-in benchmark as a child process
 def test_the_benchmarks_own_children_count_as_its_own_cpu_time():
     before = performance_keep._own_seconds()
     burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
@@ -93,6 +97,7 @@ def test_the_benchmarks_own_children_count_as_its_own_cpu_time():
     assert performance_keep._own_seconds() - before >= 0.3
 
 
+@pytest.mark.e2e  # runs a stand-in benchmark as a child process
 def test_the_watch_samples_the_load_while_the_command_runs(monkeypatch):
     loads = itertools.chain([0.1, 0.7, 0.4], itertools.repeat(0.2))
     monkeypatch.setattr(os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
