@@ -184,17 +184,16 @@ def render_config_reference(argument: str | None = None) -> str:
     from sao_online.config.schema import config_json_schema
 
     schema = config_json_schema()
-    top_level = [
-        name
-        for name, spec in ExperimentConfig.model_fields.items()
-        if not (isinstance(spec.annotation, type) and issubclass(spec.annotation, BaseModel))
-    ]
-    sections = [name for name in ExperimentConfig.model_fields if name not in top_level]
     defaults = {name: (default, text) for name, default, text in describe_fields()}
 
-    def table(names: Iterable[str], properties: dict[str, Any], prefix: str) -> str:
+    def is_section(spec: Any) -> bool:
+        return isinstance(spec.annotation, type) and issubclass(spec.annotation, BaseModel)
+
+    def table(model: type[BaseModel], properties: dict[str, Any], prefix: str) -> str:
         rows = ["| field | allowed | default | what it sets |", "|---|---|---|---|"]
-        for name in names:
+        for name, spec in model.model_fields.items():
+            if is_section(spec):
+                continue  # a section of its own, below
             default, text = defaults[prefix + name]
             rows.append(
                 f"| `{prefix}{name}` | {_allowed(properties[name])} | "
@@ -202,17 +201,17 @@ def render_config_reference(argument: str | None = None) -> str:
             )
         return "\n".join(rows)
 
-    parts = [
-        "### Top level\n\n" + table(top_level, schema["properties"], ""),
-    ]
-    for section in sections:
-        model = ExperimentConfig.model_fields[section].annotation
+    def sections(model: type[BaseModel], prefix: str) -> Iterable[tuple[str, type[BaseModel]]]:
+        for name, spec in model.model_fields.items():
+            if is_section(spec):
+                yield prefix + name, spec.annotation
+                yield from sections(spec.annotation, f"{prefix}{name}.")
+
+    parts = ["### Top level\n\n" + table(ExperimentConfig, schema["properties"], "")]
+    for path, model in sections(ExperimentConfig, ""):
         properties = schema["$defs"][model.__name__]["properties"]
         summary = (model.__doc__ or "").strip().splitlines()[0]
-        parts.append(
-            f"### `{section}`\n\n{summary}\n\n"
-            + table(model.model_fields, properties, section + ".")
-        )
+        parts.append(f"### `{path}`\n\n{summary}\n\n" + table(model, properties, path + "."))
     return "\n\n".join(parts)
 
 

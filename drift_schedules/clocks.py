@@ -209,6 +209,14 @@ class WallClock(Clock):
             self._origin = self._timer()
             self._carried = 0.0
 
+    def use_timer(self, timer: Callable[[], float]) -> None:
+        """Count on from the current reading with another seconds source (a simulated run's
+        virtual clock)."""
+        with self._lock:
+            self._carried += max(self._timer() - self._origin, 0.0)
+            self._timer = timer
+            self._origin = timer()
+
     def now(self) -> float:
         with self._lock:
             return self._carried + max(self._timer() - self._origin, 0.0)

@@ -345,9 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from sao_online.commands.configs import add_configs_parser
     from sao_online.commands.init_task import add_init_parser
+    from sao_online.commands.sim import add_sim_parser
 
     add_configs_parser(commands)
     add_init_parser(commands)
+    add_sim_parser(commands)
 
     # --verbose after the command too (`sao-online run demo --verbose`), subcommands included.
     for sub in _all_subparsers(parser):

@@ -38,6 +38,8 @@ class Trajectory:
             ``prompt_keys`` (what kind of prompt the episode got, e.g. its difficulty).
         started_at / finished_at: wall-clock seconds (time.time()).
         env_seconds: seconds spent inside env.step/reset for this episode.
+        latency_seconds: the part of ``env_seconds`` the environment reports as simulated
+            latency (``info["latency"]``, e.g. from ``LatencyWrapper``).
         env_steps: ``env.step`` calls of the episode (an action cut by a cap is not stepped).
         tag: the ``EpisodeRequest.tag`` the episode was started with.
     """
@@ -63,6 +65,7 @@ class Trajectory:
     started_at: float = 0.0
     finished_at: float = 0.0
     env_seconds: float = 0.0
+    latency_seconds: float = 0.0
     env_steps: int = 0
     tag: Any = None
 

@@ -102,6 +102,22 @@ def _learner(args: argparse.Namespace) -> dict[str, Any]:
     return run_learner_benchmark(quick=args.quick)
 
 
+def _simulated(args: argparse.Namespace) -> dict[str, Any]:
+    from sao_online.bench.simulated import run_simulated_benchmark
+
+    return run_simulated_benchmark(quick=args.quick, repeats=args.repeats)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
+    return value
+
+
 def add_bench_parser(commands: argparse._SubParsersAction) -> None:
     """``sao-online bench NAME [flags]``, one subcommand per benchmark."""
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
@@ -162,3 +178,12 @@ def add_bench_parser(commands: argparse._SubParsersAction) -> None:
     add("contention", "the throughput workload with and without a busy core", _contention)
     add("sandbox", "program executions per second of each sandbox backend", _sandbox)
     add("learner", "seconds per learner update of each of the demo's methods", _learner)
+    simulated = add(
+        "simulated", "the simulated runtime's real seconds per episode against sync", _simulated
+    )
+    simulated.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=3,
+        help="runs per backend, alternating (default 3)",
+    )

@@ -31,6 +31,8 @@ from sao_online.config.sections import (
     RegularizerConfig,
     RolloutConfig,
     RuntimeConfig,
+    SimCostConfig,
+    SimPreset,
     WarmStartRegimes,
 )
 
@@ -55,6 +57,8 @@ __all__ = [
     "RegularizerConfig",
     "RolloutConfig",
     "RuntimeConfig",
+    "SimCostConfig",
+    "SimPreset",
     "WarmStartRegimes",
     "apply_overrides",
     "describe_fields",

@@ -98,8 +98,15 @@ class ExperimentConfig(Section):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """The config as plain data (what ``load_config`` reads back to an equal config)."""
-        return self.model_dump()
+        """The config as plain data (what ``load_config`` reads back to an equal config).
+
+        ``runtime.sim`` is left out unless the backend is ``simulated``, the only one that
+        reads it: a run's recorded config (and its hash) says only what the run depends on.
+        """
+        data = self.model_dump()
+        if self.runtime.backend != "simulated":
+            del data["runtime"]["sim"]
+        return data
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)

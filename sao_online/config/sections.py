@@ -36,7 +36,8 @@ from sao_online.config.names import (
 
 #: Values of the fixed-choice fields (each list is spelled here only; ``typing.get_args`` reads
 #: it elsewhere).
-Backend = Literal["sync", "local", "ray"]
+Backend = Literal["sync", "local", "ray", "simulated"]
+SimPreset = Literal["gpu-fleet"]
 KLEstimator = Literal["exact", "k3"]
 AdvantageLevel = Literal["token", "last_token", "average"]
 ActionCapPolicy = Literal["truncate", "submit"]
@@ -394,11 +395,79 @@ class RolloutConfig(Section):
     )
 
 
+class SimCostConfig(Section):
+    """The simulated runtime's cost model: how long each thing takes on its virtual clock.
+
+    Every field is in seconds and defaults to the preset's value; set one to override it. The
+    time of one decoding step of a rollout worker is ``decode_step_seconds + decode_slot_seconds
+    x slots + decode_cached_token_seconds x cached tokens + prefill_token_seconds x tokens fed
+    beyond one per slot``; an environment call takes ``env_call_seconds`` plus the env's
+    simulated latency (``env.latency_mean``, ``env.latency_sigma``, drawn from the run's seed);
+    a learner update takes ``learner_update_seconds`` plus the longer of its two lanes (policy:
+    ``learner_policy_token_seconds`` per token of the batch; critic:
+    ``learner_critic_token_seconds`` per token per critic update), then publishing the weights
+    takes ``publish_seconds``.
+    """
+
+    preset: SimPreset = Field(
+        "gpu-fleet",
+        description="Where the fields left null come from: gpu-fleet (rollout workers that are "
+        "GPU replicas serving a ~30B model, a learner on 16 GPUs, from published figures); see "
+        "the simulated runtime guide.",
+    )
+    decode_step_seconds: number(gt=0, le=3600) | None = Field(
+        None,
+        description="Fixed seconds of one decoding step of a rollout worker, whatever it feeds; "
+        "must be > 0, or virtual time would not move while tokens are sampled (null: the "
+        "preset's value).",
+    )
+    decode_slot_seconds: number(ge=0, le=3600) | None = Field(
+        None, description="Seconds per slot fed in a decoding step (null: the preset's value)."
+    )
+    decode_cached_token_seconds: number(ge=0, le=60) | None = Field(
+        None,
+        description="Seconds per cached token the step's slots attend to (null: the preset's "
+        "value).",
+    )
+    prefill_token_seconds: number(ge=0, le=60) | None = Field(
+        None,
+        description="Seconds per prompt or observation token fed beyond one per slot (null: "
+        "the preset's value).",
+    )
+    env_call_seconds: number(ge=0, le=86400) | None = Field(
+        None,
+        description="Seconds of every env reset and step, before the env's simulated latency "
+        "(null: the preset's value).",
+    )
+    learner_update_seconds: number(gt=0, le=86400) | None = Field(
+        None,
+        description="Fixed seconds of one learner update; must be > 0 (null: the preset's value).",
+    )
+    learner_policy_token_seconds: number(ge=0, le=60) | None = Field(
+        None,
+        description="Seconds per token of the batch for the policy's forward, backward and step "
+        "(null: the preset's value).",
+    )
+    learner_critic_token_seconds: number(ge=0, le=60) | None = Field(
+        None,
+        description="Seconds per token of the batch per critic update (value pass included); the "
+        "critic runs beside the policy, so an update costs the longer lane (null: the preset's "
+        "value).",
+    )
+    publish_seconds: number(ge=0, le=86400) | None = Field(
+        None,
+        description="Seconds to publish new weights to the rollout workers after an update "
+        "(null: the preset's value).",
+    )
+
+
 class RuntimeConfig(Section):
     """How rollouts and the learner run."""
 
     backend: Backend = Field(
-        "local", description="sync, local (rollout-worker processes) or ray (Ray actors)."
+        "local",
+        description="sync, local (rollout-worker processes), ray (Ray actors) or simulated (the "
+        "same roles in one process on a virtual clock: deterministic, time from runtime.sim).",
     )
     num_workers: StrictInt = Field(
         2,
@@ -451,6 +520,10 @@ class RuntimeConfig(Section):
         None,
         description="Ray cluster to join ('auto', 'ray://host:port'); unset starts a private "
         "local Ray with num_workers CPUs.",
+    )
+    sim: SimCostConfig = Field(
+        default_factory=SimCostConfig,
+        description="The simulated backend's cost model (read only by backend: simulated).",
     )
 
 

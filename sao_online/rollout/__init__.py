@@ -8,15 +8,25 @@
 - ``prompt_sharing``: one prefill for the slots of a group that start the same prompt.
 """
 
-from sao_online.rollout.engine import ActionCapPolicy, RolloutEngine
-from sao_online.rollout.env_calls import EnvError
+from sao_online.rollout.engine import (
+    ActionCapPolicy,
+    EngineRound,
+    EnvCallStrategy,
+    PendingWork,
+    RolloutEngine,
+)
+from sao_online.rollout.env_calls import EnvCalls, EnvError
 from sao_online.rollout.episode import TRUNCATED_BY_KEY, EpisodeRequest, RolloutStats
 
 __all__ = [
     "TRUNCATED_BY_KEY",
     "ActionCapPolicy",
+    "EngineRound",
+    "EnvCallStrategy",
+    "EnvCalls",
     "EnvError",
     "EpisodeRequest",
+    "PendingWork",
     "RolloutEngine",
     "RolloutStats",
 ]

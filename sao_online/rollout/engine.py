@@ -31,6 +31,10 @@ Token layout, logprobs and caps:
 - ``interrupt(tag)``, called from the request source, stops a running episode at once (its
   environment call, if any, finishes unheard) and returns what it did so far as a trajectory
   truncated by ``"interrupted"``, so a caller can account for the tokens it spent.
+- ``run`` drives the loop itself; a caller that keeps its own time (the simulated runtime, on a
+  virtual clock) turns it one round at a time with ``reset_slots`` and ``advance``, gives the
+  engine its own ``env_calls`` (when environment answers arrive) and ``clock`` (the episode
+  timestamps), and reads ``pending_work`` before each decoding step to price it.
 - Each action token is stamped with ``engine.policy_version`` read when it was sampled. The
   ``on_decode_step`` hook runs between decoding steps; it may load new weights into the model
   in place and bump ``policy_version``. Keys and values already cached stay those of the weights
@@ -49,7 +53,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -67,6 +72,67 @@ from sao_online.types import Trajectory
 
 # How long the loop waits for an environment call when idle slots might get new requests.
 _ENV_POLL_SECONDS = 0.01
+
+
+class EnvCallStrategy(Protocol):
+    """How the engine runs its environment calls: ``EnvCalls`` (inline or on threads, with
+    deadlines), or a simulation's calls answered on its own clock. See ``EnvCalls`` for what
+    each method promises."""
+
+    def call(
+        self,
+        slot: int,
+        fn: Callable[[], Any],
+        on_done: Callable[[Any, float, list], None],
+        finished: list,
+        what: str,
+        on_timeout: Callable[[float, list], None] | None = None,
+    ) -> None: ...
+
+    def apply_ready(self, finished: list) -> None: ...
+
+    def wait(self, timeout: float | None) -> None: ...
+
+    def forget(self, slot: int) -> None: ...
+
+    def abandon(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class EngineRound:
+    """What one round of the engine's loop (``RolloutEngine.advance``) did.
+
+    Attributes:
+        finished: trajectories completed in this round, in completion order.
+        running: whether any episode was in flight after the slots took new requests and the
+            returned environment calls were applied (False: the engine is idle).
+        decoded: whether a decoding step ran (False with ``running``: every running episode
+            waits for its environment).
+        idle_slots: whether a slot is free (it asked the source and got nothing).
+    """
+
+    finished: list[Trajectory] = field(default_factory=list)
+    running: bool = False
+    decoded: bool = False
+    idle_slots: bool = False
+
+
+@dataclass(frozen=True)
+class PendingWork:
+    """What the next decoding step will compute (read before it, e.g. to price it).
+
+    Attributes:
+        slots: slots that feed tokens in the step.
+        fed_tokens: tokens fed in all (one per decoding slot, a whole segment per prefilling
+            one).
+        cached_tokens: keys and values already cached for those slots (what attention reads).
+    """
+
+    slots: int
+    fed_tokens: int
+    cached_tokens: int
 
 
 class RolloutEngine:
@@ -111,6 +177,9 @@ class RolloutEngine:
         on_env_step_timeout: ``"stop"`` raises ``EnvError`` for a step past the timeout;
             ``"end"`` ends its episode (truncated, behaviour ``"step_timeout"``). A reset past
             it always raises.
+        env_calls: runs the environment calls; None builds ``EnvCalls(env_workers,
+            env_step_timeout)`` (the simulated runtime passes calls answered on its clock).
+        clock: the seconds stamped on episodes (``started_at``, ``finished_at``).
 
     Raises:
         ValueError: an argument is out of range, or the model cannot be served (attention
@@ -119,6 +188,11 @@ class RolloutEngine:
     Attributes:
         policy_version: stamped on every action token sampled from now on.
         on_decode_step: None or ``hook(engine)``, called before every decoding step.
+        round_timings: None, or a list to which every round that decodes appends ``(slots,
+            fed tokens, cached tokens, seconds)``: what its step computed (``PendingWork``)
+            and how long the whole round took (taking requests, applying env answers,
+            decoding, bookkeeping; not the waits between rounds). The simulated runtime's cost
+            model is fitted to these.
         stats: ``RolloutStats`` counters since the engine was built.
         decoder: the ``SlotDecoder`` (its ``decode_forwards`` / ``prefill_forwards`` count
             model calls, ``cache.resizes`` the cache resizes).
@@ -148,6 +222,8 @@ class RolloutEngine:
         share_prompt_prefill: bool = True,
         env_step_timeout: float | None = None,
         on_env_step_timeout: str = "stop",
+        env_calls: EnvCallStrategy | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         validate_sampling(temperature, top_p)
         if not isinstance(num_slots, int) or num_slots < 1:
@@ -195,14 +271,18 @@ class RolloutEngine:
         )
         self.policy_version = 0
         self.on_decode_step: Callable[[RolloutEngine], None] | None = None
+        self.round_timings: list[tuple[int, int, int, float]] | None = None
         self.stats = RolloutStats()
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         self.env_workers = env_workers
         self.share_prompt_prefill = share_prompt_prefill
         self.on_env_step_timeout = on_env_step_timeout
+        self.clock = clock
         try:
-            self._env = EnvCalls(env_workers, timeout=env_step_timeout)
+            self._env = (
+                EnvCalls(env_workers, timeout=env_step_timeout) if env_calls is None else env_calls
+            )
             self.decoder = SlotDecoder(
                 self.model,
                 num_slots,
@@ -214,7 +294,7 @@ class RolloutEngine:
             )
         except ValueError as error:
             raise ValueError(f"RolloutEngine: {error}") from error
-        self._reset_slots()
+        self.reset_slots()
 
     def close(self) -> None:
         """Stops the environment threads (calls already running finish on their own)."""
@@ -226,7 +306,8 @@ class RolloutEngine:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _reset_slots(self) -> None:
+    def reset_slots(self) -> None:
+        """Empties every slot (episodes in flight are dropped); ``run`` starts with this."""
         self._env.abandon()  # calls of an abandoned run
         self.decoder.reset()
         self._episodes: list[EpisodeState | None] = [None] * self.num_slots
@@ -258,43 +339,68 @@ class RolloutEngine:
         """
         if max_episodes is not None and max_episodes < 0:
             raise ValueError(f"run: max_episodes must be >= 0, got {max_episodes}")
-        self._reset_slots()
-        started = 0
+        self.reset_slots()
+        if max_episodes is not None:
+            source = _at_most(source, max_episodes)
         while True:
-            finished: list[Trajectory] = []
-            for slot in range(self.num_slots):
-                if self._episodes[slot] is not None:
-                    continue
-                if max_episodes is not None and started >= max_episodes:
-                    break
-                request = source()
-                if request is None:
-                    break
-                if any(
-                    episode is not None and episode.request.env is request.env
-                    for episode in self._episodes
-                ):
-                    raise ValueError(
-                        "run: the request's env is already running an episode in another slot; "
-                        "give every concurrent episode its own env instance"
-                    )
-                started += 1
-                self._start_episode(slot, request, finished)
-            self._env.apply_ready(finished)
-            if not any(episode is not None for episode in self._episodes):
-                yield from finished
+            turn = self.advance(source)
+            if not turn.running:
+                yield from turn.finished
                 return
-            if not any(self._pending):
+            if not turn.decoded and not turn.finished:
                 # Every running episode waits for its environment: nothing to decode.
-                if not finished:
-                    idle_slots = any(episode is None for episode in self._episodes)
-                    self._env.wait(_ENV_POLL_SECONDS if idle_slots else None)
-                yield from finished
+                self._env.wait(_ENV_POLL_SECONDS if turn.idle_slots else None)
+            yield from turn.finished
+
+    def advance(self, source: Callable[[], EpisodeRequest | None]) -> EngineRound:
+        """One round of the loop: idle slots take requests from ``source`` (until it gives
+        None), returned environment calls are applied, and one decoding step runs for every slot
+        that has tokens to feed (``on_decode_step`` first).
+
+        ``run`` is this in a loop, after ``reset_slots``, waiting for the environments when no
+        slot can decode; a caller that keeps its own time calls it directly.
+        """
+        began = time.perf_counter()
+        turn = EngineRound()
+        for slot in range(self.num_slots):
+            if self._episodes[slot] is not None:
                 continue
+            request = source()
+            if request is None:
+                turn.idle_slots = True
+                break
+            if any(
+                episode is not None and episode.request.env is request.env
+                for episode in self._episodes
+            ):
+                raise ValueError(
+                    "run: the request's env is already running an episode in another slot; "
+                    "give every concurrent episode its own env instance"
+                )
+            self._start_episode(slot, request, turn.finished)
+        self._env.apply_ready(turn.finished)
+        turn.running = any(episode is not None for episode in self._episodes)
+        if turn.running and any(self._pending):
             if self.on_decode_step is not None:
                 self.on_decode_step(self)
-            self._decode_step(finished)
-            yield from finished
+            work = self.pending_work() if self.round_timings is not None else None
+            self._decode_step(turn.finished)
+            turn.decoded = True
+            if work is not None:
+                seconds = time.perf_counter() - began
+                self.round_timings.append(
+                    (work.slots, work.fed_tokens, work.cached_tokens, seconds)
+                )
+        return turn
+
+    def pending_work(self) -> PendingWork:
+        """What the next decoding step computes (see ``PendingWork``)."""
+        fed = [slot for slot, tokens in enumerate(self._pending) if tokens]
+        return PendingWork(
+            slots=len(fed),
+            fed_tokens=sum(len(self._pending[slot]) for slot in fed),
+            cached_tokens=sum(self.decoder.lengths[slot] for slot in fed),
+        )
 
     def _start_episode(
         self, slot: int, request: EpisodeRequest, finished: list[Trajectory]
@@ -316,7 +422,9 @@ class RolloutEngine:
     ) -> None:
         """Lays out the first observation as the prompt of the slot's new episode."""
         self.stats.env_seconds += seconds
-        self._feed_or_finish(slot, self.turns.open(self._episodes[slot], result, seconds), finished)
+        outcome = self.turns.open(self._episodes[slot], result, seconds)
+        self._episodes[slot].started_at = self.clock()
+        self._feed_or_finish(slot, outcome, finished)
 
     def _feed_or_finish(
         self, slot: int, outcome: list[int] | EpisodeEnd, finished: list[Trajectory]
@@ -345,7 +453,9 @@ class RolloutEngine:
         for slot, episode in enumerate(self._episodes):
             if episode is not None and episode.request.tag == tag:
                 self._env.forget(slot)
-                trajectory = episode.to_trajectory(terminated=False, truncated_by=INTERRUPTED)
+                trajectory = episode.to_trajectory(
+                    terminated=False, truncated_by=INTERRUPTED, finished_at=self.clock()
+                )
                 self.stats.episodes_interrupted += 1
                 self._free(slot)
                 return trajectory
@@ -440,7 +550,9 @@ class RolloutEngine:
         """Builds the slot's trajectory, appends it to ``finished`` and frees the slot."""
         episode = self._episodes[slot]
         finished.append(
-            episode.to_trajectory(terminated=end.terminated, truncated_by=end.truncated_by)
+            episode.to_trajectory(
+                terminated=end.terminated, truncated_by=end.truncated_by, finished_at=self.clock()
+            )
         )
         self.stats.episodes_finished += 1
         self._free(slot)
@@ -449,3 +561,21 @@ class RolloutEngine:
         self._episodes[slot] = None
         self._pending[slot] = []
         self.decoder.restart(slot)
+
+
+def _at_most(
+    source: Callable[[], EpisodeRequest | None], count: int
+) -> Callable[[], EpisodeRequest | None]:
+    """``source`` that gives None once it has given ``count`` requests (and is not asked again)."""
+    given = 0
+
+    def capped() -> EpisodeRequest | None:
+        nonlocal given
+        if given >= count:
+            return None
+        request = source()
+        if request is not None:
+            given += 1
+        return request
+
+    return capped

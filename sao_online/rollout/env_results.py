@@ -25,6 +25,16 @@ from sao_online.rollout.env_calls import EnvError
 STEP_TIMEOUT = "step_timeout"
 
 
+def reported_latency(info: Any) -> float:
+    """The simulated latency an env call reports in ``info["latency"]`` (``LatencyWrapper``'s
+    contract), in seconds; 0 when it reports none or nothing usable."""
+    latency = info.get("latency", 0.0) if isinstance(info, Mapping) else 0.0
+    if isinstance(latency, bool) or not isinstance(latency, numbers.Real):
+        return 0.0
+    latency = float(latency)
+    return latency if math.isfinite(latency) and latency > 0 else 0.0
+
+
 def env_label(env: Any) -> str:
     """``env <id> (<file of its class>)`` for messages about a user's environment."""
     spec = getattr(env, "spec", None)

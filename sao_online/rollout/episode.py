@@ -81,6 +81,7 @@ class EpisodeState:
     theta: dict[str, Any] = field(default_factory=dict)
     started_at: float = 0.0
     env_seconds: float = 0.0
+    latency_seconds: float = 0.0
     messages: list[dict[str, str]] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     action_mask: list[bool] = field(default_factory=list)
@@ -111,11 +112,14 @@ class EpisodeState:
         self.rewards.append(0.0)
         self.turn_ids.append(self.turn)
 
-    def to_trajectory(self, *, terminated: bool, truncated_by: str | None) -> Trajectory:
+    def to_trajectory(
+        self, *, terminated: bool, truncated_by: str | None, finished_at: float | None = None
+    ) -> Trajectory:
         """The finished episode as a ``Trajectory``.
 
         ``truncated_by`` names what truncated it (a cap or the environment), recorded in the
         trajectory's info under ``TRUNCATED_BY_KEY``; None when it was not truncated.
+        ``finished_at`` is its end on the caller's clock (None: ``time.time()``).
         """
         request = self.request
         info = _json_safe(self.last_info)
@@ -141,8 +145,9 @@ class EpisodeState:
             info=info,
             prompt_info=dict(self.prompt_info),
             started_at=self.started_at,
-            finished_at=time.time(),
+            finished_at=time.time() if finished_at is None else finished_at,
             env_seconds=self.env_seconds,
+            latency_seconds=self.latency_seconds,
             env_steps=self.turn,
             tag=request.tag,
         )

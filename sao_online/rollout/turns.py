@@ -20,7 +20,6 @@ The caps:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -28,7 +27,13 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao_online.config import ActionCapPolicy
 from sao_online.models.chat import ChatLayout
-from sao_online.rollout.env_results import STEP_TIMEOUT, checked_reset, checked_step, env_label
+from sao_online.rollout.env_results import (
+    STEP_TIMEOUT,
+    checked_reset,
+    checked_step,
+    env_label,
+    reported_latency,
+)
 from sao_online.rollout.episode import EpisodeState, prompt_info
 
 
@@ -115,8 +120,8 @@ class TurnRules:
         requested = episode.request.options or {}
         episode.phase = int(info.get("phase", requested.get("phase", 0)))
         episode.theta = dict(info.get("theta", requested.get("drift", {})))
-        episode.started_at = time.time()
         episode.env_seconds = seconds
+        episode.latency_seconds = reported_latency(info)
         episode.messages = [{"role": "user", "content": str(observation)}]
         episode.last_info = info
         episode.prompt_info = prompt_info(env, info)
@@ -166,6 +171,7 @@ class TurnRules:
             result, f"{env_label(episode.request.env)}: step {episode.turn + 1}"
         )
         episode.env_seconds += seconds
+        episode.latency_seconds += reported_latency(info)
         episode.rewards[-1] += float(reward)
         episode.turn += 1
         episode.last_info = info

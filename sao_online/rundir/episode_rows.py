@@ -125,8 +125,13 @@ def episode_record(
     trained_version: int,
     straddles_change: bool,
     wall_time: float,
+    finished_time: float = math.nan,
 ) -> dict[str, Any]:
-    """One row of ``episodes.parquet`` (see the analysis package for the column contract)."""
+    """One row of ``episodes.parquet`` (see the analysis package for the column contract).
+
+    ``wall_time`` is when the learner took the episode, ``finished_time`` when it finished, both
+    in seconds since the run started on the run's clock (virtual for a simulated run).
+    """
     oldest = trajectory.oldest_version
     return {
         **_planned_columns(
@@ -140,6 +145,7 @@ def episode_record(
             straddles_change=straddles_change,
             wall_time=wall_time,
         ),
+        "finished_time": float(finished_time),
         "reward": trajectory.total_reward,
         "behavior": trajectory.behavior,
         "policy_version": oldest,
@@ -152,6 +158,7 @@ def episode_record(
         "dropped": False,
         "dropped_reason": "",
         "env_seconds": trajectory.env_seconds,
+        "env_latency_seconds": trajectory.latency_seconds,
         "env_steps": trajectory.env_steps,
         **prompt_columns(config, trajectory.prompt_info),
     }
@@ -186,6 +193,7 @@ def dropped_episode_record(
             straddles_change=plan.straddles_change,
             wall_time=wall_time,
         ),
+        "finished_time": math.nan,
         "reward": math.nan,
         "behavior": "",
         "policy_version": oldest,
@@ -198,6 +206,7 @@ def dropped_episode_record(
         "dropped": True,
         "dropped_reason": reason,
         "env_seconds": spent.env_seconds if spent is not None else 0.0,
+        "env_latency_seconds": spent.latency_seconds if spent is not None else 0.0,
         "env_steps": spent.env_steps if spent is not None else 0,
         **prompt_columns(config, spent.prompt_info if spent is not None else {}),
     }

@@ -1,4 +1,5 @@
-"""The one place where ``runtime.backend`` is turned into a way of running: sync, local or ray.
+"""The one place where ``runtime.backend`` is turned into a way of running: sync, local, ray or
+simulated.
 
 Ray is imported only when the ``ray`` backend is chosen (it is an optional dependency).
 """
@@ -13,6 +14,7 @@ from sao_online.config import Backend, ConfigError, ExperimentConfig
 from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.scheduling.async_runtime import run_async
 from sao_online.runtime.scheduling.sync import run_sync
+from sao_online.runtime.simulation.runtime import run_simulated
 from sao_online.runtime.workers.pool import WorkerPool
 
 #: Every value ``runtime.backend`` may take.
@@ -41,6 +43,8 @@ def run_backend(loop: TrainingLoop, state: dict[str, Any] | None = None) -> None
     backend = loop.ctx.config.runtime.backend
     if backend == "sync":
         run_sync(loop, state.get("engine") if state else None)
+    elif backend == "simulated":
+        run_simulated(loop, state)
     elif backend in BACKENDS:
         run_async(
             loop,

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from sao_online.config import ExperimentConfig
-from sao_online.rollout import RolloutEngine
+from sao_online.rollout import EnvCallStrategy, RolloutEngine
 
 
 def build_engine(
-    config: ExperimentConfig, model: torch.nn.Module, tokenizer: Any, *, seed: int, num_slots: int
+    config: ExperimentConfig,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    seed: int,
+    num_slots: int,
+    env_calls: EnvCallStrategy | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> RolloutEngine:
     """A rollout engine with the config's sampling settings and caps (the one place they are read).
 
     With simulated env latency (``env.latency_mean > 0``) environments are stepped by a thread per
     slot, so one slow step stalls only its own episode; without it they are stepped one at a
     time, which keeps a run deterministic for its seed. Either way each call has the deadline
-    ``env.step_timeout`` (``env.on_step_timeout`` says what a step past it does).
+    ``env.step_timeout`` (``env.on_step_timeout`` says what a step past it does). A caller with
+    its own ``env_calls`` and ``clock`` (the simulated runtime) replaces both.
     """
     rollout = config.rollout
     env_workers = num_slots if config.env.latency_mean > 0 else 0
@@ -39,4 +49,6 @@ def build_engine(
         lean_forward=rollout.lean_forward,
         env_step_timeout=config.env.step_timeout,
         on_env_step_timeout=config.env.on_step_timeout,
+        env_calls=env_calls,
+        clock=clock,
     )

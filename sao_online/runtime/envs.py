@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import gymnasium
@@ -80,11 +81,17 @@ def resolve_schedule(config: ExperimentConfig) -> Schedule:
     return schedule
 
 
+def _no_sleep(seconds: float) -> None:
+    """The simulated runtime counts env latency on its virtual clock instead of sleeping."""
+
+
 def make_env(config: ExperimentConfig, seed: int = 0, attempt: int = 0) -> gymnasium.Env:
     """The run's env; with simulated latency, its delays are seeded by ``seed`` and ``attempt``.
 
     An episode run again (``EpisodePlan.attempt`` > 0) draws fresh delays, as a retried call to
-    a real service would: the simulated latency is noise, not a property of the prompt.
+    a real service would: the simulated latency is noise, not a property of the prompt. On the
+    simulated backend the delays are drawn but never slept: each call reports its latency in
+    ``info["latency"]`` and the simulation counts it on its virtual clock.
     """
     env = gymnasium.make(config.env.id, disable_env_checker=True, **config.env.kwargs)
     if config.env.latency_mean > 0:
@@ -92,7 +99,11 @@ def make_env(config: ExperimentConfig, seed: int = 0, attempt: int = 0) -> gymna
             seed if attempt == 0 else int(np.random.default_rng([seed, attempt]).integers(2**31))
         )
         env = LatencyWrapper(
-            env, mean=config.env.latency_mean, sigma=config.env.latency_sigma, seed=latency_seed
+            env,
+            mean=config.env.latency_mean,
+            sigma=config.env.latency_sigma,
+            seed=latency_seed,
+            sleep=_no_sleep if config.runtime.backend == "simulated" else time.sleep,
         )
     return env
 

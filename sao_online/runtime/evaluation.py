@@ -79,14 +79,21 @@ def evaluate_snapshot(
 
 
 class BackgroundEvaluator:
-    """Runs evaluations of pinned snapshots in one background thread; rows are logged on collect."""
+    """Runs evaluations of pinned snapshots in one background thread; rows are logged on collect.
 
-    def __init__(self, ctx: RunContext) -> None:
+    While one evaluation runs the next due one is skipped (snapshots are whole model copies), so
+    which versions are evaluated depends on the machine's speed. ``inline`` evaluates every due
+    version at once in the caller's thread instead (the simulated runtime, whose runs must not
+    depend on the machine).
+    """
+
+    def __init__(self, ctx: RunContext, inline: bool = False) -> None:
         self.ctx = ctx
         self.every = ctx.config.eval.every_updates
+        self.inline = inline
         self._executor = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="evaluation")
-            if self.every
+            if self.every and not inline
             else None
         )
         self._futures: list[Future] = []
@@ -95,16 +102,27 @@ class BackgroundEvaluator:
         """Snapshot and evaluate at every ``every``-th version (version 0 is the warm start)."""
         if not self.every or version % self.every:
             return
+        if self.inline:
+            done: Future = Future()
+            done.set_result(evaluate_snapshot(self.ctx, self._snapshot(), version, world_time))
+            self._futures.append(done)
+            return
         if any(not future.done() for future in self._futures):
             return  # at most one evaluation queued: snapshots are whole model copies
-        # A deep copy has its own config, so the engine's temporary attention switch in the
-        # evaluation thread never touches the policy being trained.
+        self._futures.append(
+            self._executor.submit(
+                evaluate_snapshot, self.ctx, self._snapshot(), version, world_time
+            )
+        )
+
+    def _snapshot(self) -> Any:
+        """A frozen copy of the policy. A deep copy has its own config, so the engine's
+        temporary attention switch during an evaluation never touches the policy being
+        trained."""
         snapshot = copy.deepcopy(self.ctx.policy).eval()
         snapshot.requires_grad_(False)
         snapshot.zero_grad(set_to_none=True)
-        self._futures.append(
-            self._executor.submit(evaluate_snapshot, self.ctx, snapshot, version, world_time)
-        )
+        return snapshot
 
     def collect(self, log: Any, wait: bool = False) -> None:
         """Log the rows of finished evaluations (all of them when ``wait``)."""
@@ -117,6 +135,6 @@ class BackgroundEvaluator:
         self._futures = remaining
 
     def close(self, log: Any) -> None:
+        self.collect(log, wait=True)
         if self._executor is not None:
-            self.collect(log, wait=True)
             self._executor.shutdown()

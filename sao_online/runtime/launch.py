@@ -170,6 +170,8 @@ def learner_threads(config: ExperimentConfig) -> int:
     setting = config.runtime.torch_threads
     if setting != AUTO:
         return int(setting)
+    if config.runtime.backend == "simulated":
+        return 1  # a number the machine's load cannot change: the run must not depend on it
     free = census().free
     if config.runtime.backend in ("local", "ray"):
         free -= config.runtime.num_workers  # each rollout worker runs one thread of its own

@@ -1,4 +1,12 @@
-"""The training loop every backend shares: log episodes, update, evaluate, checkpoint, progress."""
+"""The training loop every backend shares: log episodes, update, evaluate, checkpoint, progress.
+
+Time: the loop owns the run's clock of seconds (``wall_time``; the ``wall_time`` columns of
+episodes and updates). It is the machine's time, except for the ``simulated`` backend, where it
+is a ``VirtualClock`` that the simulation moves: there the loop also evaluates inline (a
+background evaluation would be skipped or not depending on the machine's speed), lets the
+simulation charge each update's virtual cost (``after_learner_step``), and logs the real
+seconds beside the virtual ones (``sim/real_seconds``, ``sim/learner_real_seconds``).
+"""
 
 from __future__ import annotations
 
@@ -20,9 +28,14 @@ from sao_online.rundir.tracking import TensorBoardLog, TranscriptLog, WandbLog
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.runtime.scheduling.planner import EpisodePlan
+from sao_online.runtime.simulation.clock import MachineClock, VirtualClock
 from sao_online.types import Trajectory
 
 STALENESS_HISTOGRAM_FILE = "staleness_histogram.csv"
+DECODE_ROUNDS_FILE = "decode_rounds.csv"
+"""Per decoding round of the rollout workers (asynchronous backends): slots, fed_tokens,
+cached_tokens, seconds (``RolloutEngine.round_timings``); ``sao-online sim fit`` reads it."""
+DECODE_ROUND_COLUMNS = ("slots", "fed_tokens", "cached_tokens", "seconds")
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -85,16 +98,35 @@ class TrainingLoop:
         self.log = log
         self.progress = progress
         self.episodes_logged = 0
-        self.started = time.time()
+        self.simulated = ctx.config.runtime.backend == "simulated"
+        self.clock: MachineClock | VirtualClock = (
+            VirtualClock() if self.simulated else MachineClock()
+        )
+        if self.simulated and isinstance(ctx.clock, WallClock):
+            ctx.clock.use_timer(self.clock.now)  # a schedule on seconds reads virtual seconds
+        self.started = self.clock.now()
+        self.real_started = time.time()
         self.elapsed_before = 0.0  # wall time of earlier sessions of a resumed run
+        self.real_elapsed_before = 0.0
         self.tokens = 0
-        self.evaluator = BackgroundEvaluator(ctx)
+        self.evaluator = BackgroundEvaluator(ctx, inline=self.simulated)
+        #: Called with the batch and the update's metrics right after each learner step (the
+        #: simulated runtime moves its clock there by the update's cost).
+        self.after_learner_step: Callable[[Sequence[Trajectory], dict[str, float]], None] | None
+        self.after_learner_step = None
+        #: Decoding rounds the workers reported since the last checkpoint (``DECODE_ROUNDS_FILE``).
+        self.decode_rounds: list[tuple[int, int, int, float]] = []
         self.stop_requested = threading.Event()  # set by the first Ctrl-C (see launch.py)
         self.transcripts: TranscriptLog | None = None
         self.trackers: list[TensorBoardLog | WandbLog] = []
 
     def wall_time(self) -> float:
-        return self.elapsed_before + time.time() - self.started
+        """Seconds since the run started (earlier sessions included), on the run's clock."""
+        return self.elapsed_before + self.clock.now() - self.started
+
+    def real_time(self) -> float:
+        """Seconds of the machine's time the run took so far (earlier sessions included)."""
+        return self.real_elapsed_before + time.time() - self.real_started
 
     def start(self) -> None:
         """Called by every backend before its first update: starts the run clock (seconds) and
@@ -140,12 +172,16 @@ class TrainingLoop:
                     trained_version=trained_version,
                     straddles_change=straddles.get(trajectory.group_id, False),
                     wall_time=now,
+                    finished_time=self.elapsed_before + trajectory.finished_at - self.started,
                 )
             )
             self.episodes_logged += 1
         self.log.log("episodes", rows)
-        step_started = time.time()
+        step_started, real_step_started = self.clock.now(), time.time()
         metrics = learner.step(trajectories)
+        real_learner_seconds = time.time() - real_step_started
+        if self.after_learner_step is not None:
+            self.after_learner_step(trajectories, metrics)
         # The counting clocks move with training, so a checkpoint's clock counts exactly what it
         # trained on (episodes finished but not trained yet are run again by a resumed session).
         if isinstance(self.ctx.clock, VersionClock):
@@ -161,11 +197,14 @@ class TrainingLoop:
                 "version": learner.version,
                 "episodes_seen": self.episodes_logged,
                 "wall_time": self.wall_time(),
-                "charts/learner_seconds": time.time() - step_started,
+                "charts/learner_seconds": self.clock.now() - step_started,
                 "charts/action_tokens_total": float(self.tokens),
                 **(extra or {}),
             }
         )
+        if self.simulated:
+            metrics["sim/learner_real_seconds"] = real_learner_seconds
+            metrics["sim/real_seconds"] = self.real_time()
         self.log.log("updates", metrics)
         if self.transcripts is not None:
             self.transcripts.add(trajectories, first_episode)
@@ -185,6 +224,7 @@ class TrainingLoop:
             "planner": self.ctx.planner.state_dict(),
             "episodes_logged": self.episodes_logged,
             "wall_time": self.wall_time(),
+            "real_time": self.real_time(),
             "tokens": self.tokens,
             "clock": self.ctx.clock.state_dict(),
         }
@@ -193,14 +233,21 @@ class TrainingLoop:
         self.ctx.learner.load_state_dict(state["learner"])
         self.ctx.planner.load_state_dict(state["planner"])
         self.episodes_logged = state["episodes_logged"]
-        self.elapsed_before = state["wall_time"]
-        self.started = time.time()
+        if self.simulated:  # virtual seconds go on from the checkpoint's reading, exactly
+            self.clock.advance_to(state["wall_time"])
+            self.elapsed_before, self.started = 0.0, 0.0
+        else:
+            self.elapsed_before = state["wall_time"]
+            self.started = self.clock.now()
+        self.real_elapsed_before = state.get("real_time", state["wall_time"])
+        self.real_started = time.time()
         self.tokens = state["tokens"]
         if "clock" in state:
             self.ctx.clock.load_state_dict(state["clock"])
 
     def checkpoint(self, extra: dict[str, Any] | None = None) -> None:
         self.evaluator.collect(self.log, wait=True)  # evals up to here belong to this checkpoint
+        self._write_decode_rounds()
         self.log.save_checkpoint(self.ctx.learner.version, {**self.state_dict(), **(extra or {})})
 
     def finish(self) -> None:
@@ -210,10 +257,20 @@ class TrainingLoop:
         self.log.flush()
         for tracker in self.trackers:
             tracker.close()
+        self._write_decode_rounds()
         histogram = staleness_histogram(self.log.read("episodes"))
         write_text_atomically(
             self.log.path / STALENESS_HISTOGRAM_FILE, histogram.to_csv(index=False)
         )
+
+    def _write_decode_rounds(self) -> None:
+        """Append the decoding rounds reported since the last write to ``DECODE_ROUNDS_FILE``."""
+        if not self.decode_rounds:
+            return
+        path = self.log.path / DECODE_ROUNDS_FILE
+        rows = pd.DataFrame(self.decode_rounds, columns=list(DECODE_ROUND_COLUMNS))
+        rows.to_csv(path, mode="a", header=not path.exists(), index=False)
+        self.decode_rounds = []
 
     def checkpoint_due(self) -> bool:
         every = self.ctx.config.logging.checkpoint_every

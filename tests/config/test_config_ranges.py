@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 import typing
@@ -94,8 +95,8 @@ def test_each_range_is_enforced_at_both_ends(path, kind, found):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConfigWarning)
                 loaded = load_config(None, [f"{path}={closed!r}", *COMPANIONS.get(path, [])])
-            section, _, name = path.rpartition(".")
-            holder = getattr(loaded, section) if section else loaded
+            *sections, name = path.split(".")
+            holder = functools.reduce(getattr, sections, loaded)
             assert getattr(holder, name) == closed
 
 

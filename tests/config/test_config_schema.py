@@ -20,7 +20,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
     [
         (
             "runtime.backend=cluster",
-            "runtime.backend: must be one of sync, local, ray, got 'cluster'",
+            "runtime.backend: must be one of sync, local, ray, simulated, got 'cluster'",
         ),
         ("regularizers.kl_estimator=k2", "regularizers.kl_estimator: must be one of exact, k3"),
         (

@@ -68,7 +68,7 @@ def test_the_config_reference_lists_every_field_with_its_range_and_default():
     rows = re.findall(r"^\| `([\w.]+)` \|", reference, flags=re.M)
     assert rows == [name for name, _, _ in describe_fields()]
     assert "| `algorithm.dis_eps_low` | number in (0, 1] | `0.3` |" in reference
-    assert "| `runtime.backend` | `sync`, `local`, `ray` | `local` |" in reference
+    assert "| `runtime.backend` | `sync`, `local`, `ray`, `simulated` | `local` |" in reference
     assert "| `runtime.torch_threads` | integer in [1, 4096] or `auto` | `auto` |" in reference
 
 

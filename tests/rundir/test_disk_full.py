@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 from built_once import built_once
+from machine_time import without_machine_time
 from tiny_model import model_section
 
 CONFIG = {
@@ -36,7 +37,6 @@ CONFIG = {
     # Parts are written only at checkpoints: lock, config, parts, tensors, in that order.
     "logging": {"checkpoint_every": 2, "flush_every": 1000, "transcripts_every": 0},
 }
-TIMES = ["wall_time", "charts/learner_seconds", "env_seconds"]
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 #: Mounts a tmpfs of $SIZE bytes on $1, fills $FILL bytes, runs the command, grows the tmpfs,
@@ -74,7 +74,7 @@ def pages(path: Path) -> int:
 def table(run: Path, name: str) -> pd.DataFrame:
     parts = sorted((run / f"{name}.parquet").glob("part-*.parquet"))
     frame = pd.concat(pd.read_parquet(part) for part in parts)
-    frame = frame.drop(columns=[column for column in TIMES if column in frame])
+    frame = without_machine_time(frame)
     key = "version" if name == "updates" else "episode"
     return frame.sort_values(key).reset_index(drop=True)
 

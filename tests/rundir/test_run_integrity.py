@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from machine_time import without_machine_time
 from tiny_model import SMALLEST_MODEL, tiny_overrides
 
 from sao_online.analysis import RunLoadError, load_runs
@@ -344,13 +345,9 @@ def test_the_repair_advice_for_a_damaged_part_of_a_finished_run_is_true(tmp_path
     )
     run = tmp_path / "runs" / "exp" / "sao" / "seed-0"
     run_experiment(config, out=run)
-    times = ["wall_time", "charts/learner_seconds", "env_seconds"]
 
     def tables() -> list[pd.DataFrame]:
-        return [
-            load_runs(run, table).drop(columns=times, errors="ignore")
-            for table in ("episodes", "updates")
-        ]
+        return [without_machine_time(load_runs(run, table)) for table in ("episodes", "updates")]
 
     before = tables()
     assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == [

@@ -6,6 +6,7 @@ import time
 
 import pandas as pd
 import pytest
+from machine_time import without_machine_time
 from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
@@ -30,12 +31,8 @@ def test_sync_run_is_deterministic_for_a_seed(tmp_path):
     first = run_experiment(tiny_config("budget.episodes=32"), out=tmp_path / "a")
     second = run_experiment(tiny_config("budget.episodes=32"), out=tmp_path / "b")
     assert first["updates"] == second["updates"] == 4
-    a = pd.read_parquet(tmp_path / "a" / "updates.parquet").drop(
-        columns=["wall_time", "charts/learner_seconds"]
-    )
-    b = pd.read_parquet(tmp_path / "b" / "updates.parquet").drop(
-        columns=["wall_time", "charts/learner_seconds"]
-    )
+    a = without_machine_time(pd.read_parquet(tmp_path / "a" / "updates.parquet"))
+    b = without_machine_time(pd.read_parquet(tmp_path / "b" / "updates.parquet"))
     pd.testing.assert_frame_equal(a, b)
     episodes = pd.read_parquet(tmp_path / "a" / "episodes.parquet")
     assert list(episodes["episode"]) == list(range(32))

@@ -27,6 +27,10 @@ Roles:
   ``dropped_reason`` "stale" and what it spent (tokens, env seconds: the worker's report of the
   interrupted episode). An episode already run ``MAX_REQUEUES`` times before is waited for,
   so an environment that is always slow for some prompt cannot starve the run.
+- Time: every reading of time (waits, silence) comes from the ``clock`` the runtime is given:
+  the machine's monotonic seconds for processes and Ray actors, the virtual clock for the
+  simulated runtime (``sao_online.runtime.simulation``), which runs this same class over a
+  worker pool of its own.
 - Faults: a worker that dies is restarted; the plans it held are logged as dropped episodes
   (``dropped=True``, ``dropped_reason`` "worker_fault", reward NaN), released from the gate and
   issued again, so the run still trains on its full budget. A worker that holds plans but sends
@@ -42,7 +46,7 @@ from __future__ import annotations
 import warnings
 from collections import defaultdict, deque
 from collections.abc import Callable
-from time import monotonic, perf_counter
+from time import monotonic
 from typing import Any
 
 from sao_online.rollout import EnvError
@@ -80,13 +84,19 @@ class AsyncRuntime:
         loop: the run's ``TrainingLoop`` (already restored when resuming).
         pool: the rollout workers; the runtime launches them and closes the pool at the end.
         pending_plans: admitted-but-untrained plans of an interrupted session, issued first.
+        clock: seconds for the learner's waits and the workers' silence (monotonic by default).
     """
 
     def __init__(
-        self, loop: TrainingLoop, pool: WorkerPool, pending_plans: list[EpisodePlan] | None = None
+        self,
+        loop: TrainingLoop,
+        pool: WorkerPool,
+        pending_plans: list[EpisodePlan] | None = None,
+        clock: Callable[[], float] = monotonic,
     ) -> None:
         self.loop = loop
         self.pool = pool
+        self.clock = clock
         self.config = loop.ctx.config
         self.num_workers = self.config.runtime.num_workers
         self.batch_size = self.config.rollout.batch_size
@@ -118,6 +128,7 @@ class AsyncRuntime:
         # it waited for each cause since its last update.
         self.wait_cause: str | None = None
         self.waited = {"bound": 0.0, "episodes": 0.0}
+        self.publish_seconds = 0.0  # the last publish (logged with the next update)
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -129,7 +140,7 @@ class AsyncRuntime:
         )
         self.incarnations += 1
         self.pool.launch(index, seed)
-        self.last_heard[index] = monotonic()
+        self.last_heard[index] = self.clock()
 
     def _replace_dead_worker(self, index: int) -> None:
         """Drop the dead worker's plans (logged, released, issued again) and start another."""
@@ -201,11 +212,11 @@ class AsyncRuntime:
         messages, dead = self.pool.receive(timeout)
         # A worker's last results (or its error report) count even if it died after sending them.
         for index, message in messages:
-            self.last_heard[index] = monotonic()
+            self.last_heard[index] = self.clock()
             self._handle(index, message)
         for index in sorted(dead):
             self._replace_dead_worker(index)
-        now = monotonic()
+        now = self.clock()
         for index in range(self.num_workers):
             silent = now - self.last_heard.get(index, now)
             holds = self.outstanding[index] or self.interrupting[index]
@@ -224,6 +235,9 @@ class AsyncRuntime:
     def _handle(self, index: int, message: tuple) -> None:
         kind = message[0]
         if kind == "alive":
+            return
+        if kind == "timings":
+            self.loop.decode_rounds.extend(message[1])
             return
         if kind == "env_error":
             raise EnvError(message[1])
@@ -344,10 +358,13 @@ class AsyncRuntime:
                 "charts/worker_restarts": float(self.restarts),
                 "charts/learner_wait_bound_seconds": self.waited["bound"],
                 "charts/learner_wait_episodes_seconds": self.waited["episodes"],
+                "charts/publish_seconds": self.publish_seconds,
             },
         )
         self.waited = {"bound": 0.0, "episodes": 0.0}
+        began = self.clock()
         self.pool.publish(ctx.policy, ctx.learner.version)
+        self.publish_seconds = self.clock() - began
         self.gate.set_version(ctx.learner.version)
         if self.loop.checkpoint_due():
             self.loop.checkpoint(self.checkpoint_extra())
@@ -391,10 +408,10 @@ class AsyncRuntime:
         """One scheduling round: admit what the gate allows, collect results for up to
         ``timeout`` seconds, and train on every batch that is ready."""
         self._admit()
-        began = perf_counter()
+        began = self.clock()
         self._collect(timeout)
         if self.wait_cause is not None:
-            self.waited[self.wait_cause] += perf_counter() - began
+            self.waited[self.wait_cause] += self.clock() - began
         while (batch := self._next_batch()) is not None:
             self._train(batch)
             self._admit()

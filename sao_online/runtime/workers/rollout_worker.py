@@ -17,6 +17,8 @@ Messages emitted (plain tuples, picklable):
   the trajectory holds what it did so far (None: it had not started);
 - ``("alive",)``: the worker's loop is turning (at most every ``HEARTBEAT_SECONDS``; the
   runtime restarts a worker that holds episodes and stays silent far longer);
+- ``("timings", rows)``: with the heartbeat, the engine's ``round_timings`` since the last one
+  (``(slots, fed tokens, cached tokens, seconds)`` per decoding round);
 - ``("env_error", text)``: an environment broke the contract (``EnvError``; one line naming
   the env, the call and the field); the worker stops after this;
 - ``("error", text)``: the worker failed otherwise (the text holds the traceback); it stops.
@@ -38,7 +40,7 @@ import torch
 from sao_online.algorithms import load_method_factory
 from sao_online.config import load_config
 from sao_online.pretrain import base_policy
-from sao_online.rollout import EnvError, RolloutEngine
+from sao_online.rollout import EnvError, EpisodeRequest, RolloutEngine
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import plan_to_request
 from sao_online.runtime.scheduling.planner import EpisodePlan
@@ -74,6 +76,77 @@ class WeightSource(Protocol):
         ...
 
 
+class WorkerTasks:
+    """The episodes one rollout worker holds, and what orders do to them.
+
+    Every worker body (processes and Ray actors through ``run_rollout_worker``, the simulated
+    runtime's workers) keeps its queue here, so an order means the same everywhere: a task waits
+    in ``queued`` until a slot is free and the worker's weights are at least as new as the
+    version that admitted it; an ``Interrupt`` drops a queued task or stops a running episode.
+
+    Args:
+        config: the run's config (episode requests are built from it).
+        emit: sends one message to the learner.
+    """
+
+    def __init__(self, config: Any, emit: Callable[[tuple], None]) -> None:
+        self.config = config
+        self.emit = emit
+        self.queued: deque[Task] = deque()
+        self.running = 0
+
+    def take(self, orders: list[Order], engine: RolloutEngine) -> None:
+        """Queue the tasks and carry out the interrupts of ``orders``, in order."""
+        for order in orders:
+            if isinstance(order, Interrupt):
+                self._interrupt(order.ticket, engine)
+            else:
+                self.queued.append(order)
+
+    def _interrupt(self, ticket: int, engine: RolloutEngine) -> None:
+        for task in self.queued:
+            if task[0] == ticket:
+                self.queued.remove(task)
+                self.emit(("interrupted", ticket, None))
+                return
+        trajectory = engine.interrupt(ticket)
+        if trajectory is not None:
+            self.running -= 1
+            self.emit(("interrupted", ticket, trajectory))
+
+    def waits_for_weights(self, engine: RolloutEngine) -> bool:
+        """Whether the next task was admitted at a version newer than the engine's weights."""
+        return bool(self.queued) and self.queued[0][2] > engine.policy_version
+
+    def next_request(
+        self, engine: RolloutEngine, refresh: Callable[[], None], in_flight: bool
+    ) -> EpisodeRequest | None:
+        """The next episode to start (announced with ``started``), or None.
+
+        None when nothing is queued, or when the next task's weights are not loaded: ``refresh``
+        loads the newest published ones first when that is allowed (in-flight updates, or no
+        episode running), and the task waits if they are still older than its admission.
+        """
+        if not self.queued:
+            return None
+        if self.waits_for_weights(engine):
+            if in_flight or self.running == 0:
+                refresh()
+            if self.waits_for_weights(engine):
+                return None
+        ticket, plan, _ = self.queued.popleft()
+        self.running += 1
+        request = plan_to_request(self.config, plan)
+        request.tag = ticket  # members of a group finish in any order
+        self.emit(("started", ticket, engine.policy_version))
+        return request
+
+    def done(self, trajectory: Any) -> None:
+        """A running episode finished: report it."""
+        self.running -= 1
+        self.emit(("done", trajectory.tag, trajectory))
+
+
 def run_rollout_worker(
     *,
     config_dict: dict[str, Any],
@@ -102,6 +175,7 @@ def run_rollout_worker(
         poll_seconds: how long an idle worker waits for tasks at a time.
     """
     last_beat = time.monotonic()
+    timings: list[tuple[int, int, int, float]] = []
 
     def beat() -> None:
         nonlocal last_beat
@@ -109,6 +183,9 @@ def run_rollout_worker(
         if now - last_beat >= HEARTBEAT_SECONDS:
             last_beat = now
             emit(("alive",))
+            if timings:
+                emit(("timings", timings[:]))
+                timings.clear()
 
     try:
         config = load_config(config_dict)
@@ -117,71 +194,38 @@ def run_rollout_worker(
         load_method_factory(config.algorithm.name)
         policy, tokenizer = base_policy(config)
         policy.eval()
+        tasks = WorkerTasks(config, emit)
         with build_engine(config, policy, tokenizer, seed=seed, num_slots=num_slots) as engine:
             engine.policy_version = weights.load_into(policy)
-            queued: deque[Task] = deque()
-            running = 0
+            engine.round_timings = timings
 
-            def refresh(current: RolloutEngine) -> None:
-                if weights.version > current.policy_version:
-                    current.policy_version = weights.load_into(policy)
-
-            def interrupt(ticket: int) -> None:
-                nonlocal running
-                for task in queued:
-                    if task[0] == ticket:
-                        queued.remove(task)
-                        emit(("interrupted", ticket, None))
-                        return
-                trajectory = engine.interrupt(ticket)
-                if trajectory is not None:
-                    running -= 1
-                    emit(("interrupted", ticket, trajectory))
-
-            def take_orders(timeout: float) -> None:
-                for order in receive(timeout) or []:
-                    if isinstance(order, Interrupt):
-                        interrupt(order.ticket)
-                    else:
-                        queued.append(order)
+            def refresh() -> None:
+                if weights.version > engine.policy_version:
+                    engine.policy_version = weights.load_into(policy)
 
             def between_steps(current: RolloutEngine) -> None:
                 beat()
                 if in_flight:
-                    refresh(current)
+                    refresh()
 
-            def source():
-                nonlocal running
+            def source() -> EpisodeRequest | None:
                 beat()
                 if should_stop():
                     return None
                 # Orders are read whenever a slot is free, so an interrupt is not held up
                 # behind a queue of tasks.
-                take_orders(poll_seconds if running == 0 and not queued else 0.0)
-                if not queued:
-                    return None
-                ticket, plan, admitted_version = queued[0]
-                if admitted_version > engine.policy_version:
-                    if in_flight or running == 0:
-                        refresh(engine)
-                    if admitted_version > engine.policy_version:
-                        # Its weights are announced but not here yet, or (in-flight updates off)
-                        # the running episodes must end first.
-                        if running == 0:
-                            time.sleep(_WEIGHTS_WAIT_SECONDS)
-                        return None
-                queued.popleft()
-                running += 1
-                request = plan_to_request(config, plan)
-                request.tag = ticket  # members of a group finish in any order
-                emit(("started", ticket, engine.policy_version))
+                idle = tasks.running == 0 and not tasks.queued
+                tasks.take(receive(poll_seconds if idle else 0.0) or [], engine)
+                request = tasks.next_request(engine, refresh, in_flight)
+                if request is None and tasks.running == 0 and tasks.waits_for_weights(engine):
+                    # Its weights are announced but not readable yet.
+                    time.sleep(_WEIGHTS_WAIT_SECONDS)
                 return request
 
             engine.on_decode_step = between_steps
             while not should_stop():
                 for trajectory in engine.run(source):
-                    running -= 1
-                    emit(("done", trajectory.tag, trajectory))
+                    tasks.done(trajectory)
                     if should_stop():
                         break
     except EnvError as error:  # the user's environment: one line, no traceback
