@@ -17,8 +17,8 @@ Messages emitted (plain tuples, picklable):
   the trajectory holds what it did so far (None: it had not started);
 - ``("alive",)``: the worker's loop is turning (at most every ``HEARTBEAT_SECONDS``; the
   runtime restarts a worker that holds episodes and stays silent far longer);
-- ``("timings", rows)``: with the heartbeat, the engine's ``round_timings`` since the last one
-  (``(slots, fed tokens, cached tokens, seconds)`` per decoding round);
+- ``("timings", rows)``: before each ``done``, the engine's ``round_timings`` since the last
+  one (``(slots, fed tokens, cached tokens, seconds)`` per decoding round);
 - ``("env_error", text)``: an environment broke the contract (``EnvError``; one line naming
   the env, the call and the field); the worker stops after this;
 - ``("error", text)``: the worker failed otherwise (the text holds the traceback); it stops.
@@ -183,9 +183,6 @@ def run_rollout_worker(
         if now - last_beat >= HEARTBEAT_SECONDS:
             last_beat = now
             emit(("alive",))
-            if timings:
-                emit(("timings", timings[:]))
-                timings.clear()
 
     try:
         config = load_config(config_dict)
@@ -225,6 +222,9 @@ def run_rollout_worker(
             engine.on_decode_step = between_steps
             while not should_stop():
                 for trajectory in engine.run(source):
+                    if timings:
+                        emit(("timings", timings[:]))
+                        timings.clear()
                     tasks.done(trajectory)
                     if should_stop():
                         break
