@@ -17,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from built_once import built_once
+from machine_time import without_machine_time
 from tiny_model import model_section
 
 #: The benchmark's one task; a comparison runs the same config as its experiment.
 TASK = "Styles"
 #: Columns that measure time, which two runs never share.
-TIMES = ["wall_time", "charts/learner_seconds", "env_seconds"]
 
 
 def config(episodes: int = 96) -> dict:
@@ -86,7 +86,7 @@ def run_table(run: Path, name: str) -> pd.DataFrame:
     """A run's ``updates`` or ``episodes`` table, its time columns left out, in order."""
     folder = run / f"{name}.parquet"
     frame = pd.concat(pd.read_parquet(part) for part in sorted(folder.glob("part-*.parquet")))
-    frame = frame.drop(columns=[column for column in TIMES if column in frame])
+    frame = without_machine_time(frame)
     key = "version" if name == "updates" else "episode"
     return frame.sort_values(key).reset_index(drop=True)
 

@@ -15,63 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import signal_runs
-import yaml
-from machine_time import without_machine_time
 from process_tree import descendants, kill_leftovers, running, runs_of
 from signal_runs import TASK, benchmark_command, benchmark_run, environment, run_table, write_suite
 
 pytestmark = pytest.mark.e2e
 
 METHODS = ("frozen", "sao", "grpo")  # frozen, the score's floor, always runs first
-#: Columns that measure time, which two runs never share.
-
-
-def write_suite(folder: Path) -> Path:
-    suite = folder / "suite.yaml"
-    # 12 updates at 96 episodes, a checkpoint every 2: the runs are stopped between the two.
-    config = {
-        "model": model_section(),
-        "rollout": {
-            "batch_size": 8,
-            "num_slots": 8,
-            "max_turns": 1,
-            "max_action_tokens": 8,
-            "max_episode_tokens": 96,
-        },
-        "runtime": {"backend": "sync"},
-        "budget": {"episodes": 96},
-        "logging": {"checkpoint_every": 2, "flush_every": 8, "transcripts_every": 0},
-        "schedule": {
-            "parameters": {
-                "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou"], "at": [0, 48]}
-            }
-        },
-    }
-    suite.write_text(
-        yaml.safe_dump(
-            {
-                "suite": "signals",
-                "methods": ["sao", "grpo"],
-                "tasks": {TASK: {"config": config}},
-                "tiers": {"smoke": {"seeds": 1}},
-            }
-        )
-    )
-    return suite
-
-
-def benchmark_command(suite: Path, out: Path) -> list[str]:
-    command = Path(sys.executable).parent / "sao-online"
-    options = ["--suite", str(suite), "--out", str(out), "--parallel", "2", "--reps", "50"]
-    return [str(command), "benchmark", *options]
-
-
-def environment(folder: Path) -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "SAO_ONLINE_CACHE": str(folder / "cache")}
-
-
-def run_folder(out: Path, method: str) -> Path:
-    return out / "runs" / TASK / method / "seed-0"
 
 
 def result_file(out: Path, method: str) -> Path:
@@ -89,11 +38,6 @@ def result(out: Path, method: str) -> dict:
 
 def table(out: Path, method: str, name: str) -> pd.DataFrame:
     return run_table(benchmark_run(out, method), name)
-    folder = run_folder(out, method) / f"{name}.parquet"
-    frame = pd.concat(pd.read_parquet(part) for part in sorted(folder.glob("part-*.parquet")))
-    frame = without_machine_time(frame)
-    key = "version" if name == "updates" else "episode"
-    return frame.sort_values(key).reset_index(drop=True)
 
 
 @pytest.fixture(scope="session")

@@ -19,14 +19,12 @@ import pandas as pd
 import pytest
 import signal_runs
 import yaml
-from machine_time import without_machine_time
 from process_tree import descendants, kill_leftovers, running, runs_of
 from signal_runs import benchmark_run, environment, run_table
 
 pytestmark = pytest.mark.e2e
 
 METHODS = ("sao", "grpo")
-#: Columns that measure time, which two runs never share.
 
 
 def write_config(folder: Path, episodes: int) -> Path:
@@ -95,11 +93,6 @@ def leftovers():
 
 def table(out: Path, method: str, name: str) -> pd.DataFrame:
     return run_table(out / "signals" / method / "seed-0", name)
-    folder = out / "signals" / method / "seed-0" / f"{name}.parquet"
-    frame = pd.concat(pd.read_parquet(part) for part in sorted(folder.glob("part-*.parquet")))
-    frame = without_machine_time(frame)
-    key = "version" if name == "updates" else "episode"
-    return frame.sort_values(key).reset_index(drop=True)
 
 
 @pytest.fixture(scope="session")

@@ -66,7 +66,9 @@ def test_the_sim_section_is_recorded_only_where_it_is_read():
     assert "sim" not in load_config(None, ["runtime.backend=local"]).to_dict()["runtime"]
     simulated = load_config(None, ["runtime.backend=simulated"]).to_dict()["runtime"]
     assert simulated["sim"]["preset"] == "gpu-fleet"
-    with pytest.raises(ConfigError, match=r"^runtime\.sim\.preset: must be .*gpu-fleet.*, got 'cpu-huge'"):
+    with pytest.raises(
+        ConfigError, match=r"^runtime\.sim\.preset: must be .*gpu-fleet.*, got 'cpu-huge'"
+    ):
         load_config(None, ["runtime.sim.preset=cpu-huge"])
 
 
