@@ -212,7 +212,6 @@ class Learner:
         metrics: dict[str, float] = {
             "charts/reward_mean": float(batch.episode_rewards.mean()),
             "charts/action_tokens": float(batch.num_action_tokens.sum()),
-            "charts/batch_tokens": float(sum(len(t.tokens) for t in trajectories)),
         }
         uses_critic = self.method.uses_critic
         critic_only = uses_critic and self.version < self.config.algorithm.critic_warmup_steps
@@ -238,8 +237,6 @@ class Learner:
                 metrics.update(critic_metrics.result())
         metrics.update(policy_metrics)
         metrics["charts/critic_only_step"] = float(critic_only)
-        metrics["charts/learner_policy_seconds"] = lanes.seconds["policy"]
-        metrics["charts/learner_critic_seconds"] = lanes.seconds["critic"]
         self.lane_seconds = dict(lanes.seconds)
         self.lane_cpu_seconds = dict(lanes.cpu_seconds)
         self.version += 1

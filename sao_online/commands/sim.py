@@ -1,8 +1,9 @@
 """``sao-online sim``: the simulated runtime's cost model, fitted to real runs and checked.
 
 - ``sim fit RUN_DIR... [--out FILE]``: fit ``runtime.sim`` to the timings that runs of the
-  ``local`` or ``ray`` backend logged (``sao_online.runtime.simulation.fit``) and print (or
-  write) the YAML block a config uses to run on it;
+  ``local`` or ``ray`` backend logged (``sao_online.runtime.simulation.fit``) and print the YAML
+  block a config uses to run on it; ``--out`` writes the first run's own config instead, on the
+  simulated backend with the fitted cost model, ready for ``sao-online run``;
 - ``sim compare RUN_DIR...``: what the runtime did in each run, side by side (JSON): the
   staleness of the trained episodes, how busy the learner was, how many tokens DIS masked,
   episodes per second, the learner's waits. Run it on a real run and on the simulated run of
@@ -27,7 +28,12 @@ def add_sim_parser(commands: argparse._SubParsersAction) -> None:
         "fit", help="fit runtime.sim to the timings of local or ray runs (prints YAML)"
     )
     fit.add_argument("runs", nargs="+", help="run directories of the local or ray backend")
-    fit.add_argument("--out", default=None, help="write the YAML block to this file")
+    fit.add_argument(
+        "--out",
+        default=None,
+        help="write the first run's config on the simulated backend with the fitted cost model "
+        "to this file (a config sao-online run takes)",
+    )
     fit.set_defaults(func=_fit_command)
     compare = sim_commands.add_parser(
         "compare", help="staleness, learner busy share, DIS masking, speed of runs (JSON)"
@@ -76,14 +82,27 @@ def read_timings(paths: list[Path]) -> tuple[Any, Any, Any]:
     )
 
 
+def simulated_config(run: Path, costs: dict[str, float]) -> dict[str, Any]:
+    """The config of the run at ``run`` (as it resolved it) on the simulated backend with
+    ``costs`` as its cost model."""
+    from sao_online.config import ExperimentConfig
+    from sao_online.rundir.layout import read_config_file
+
+    resolved = read_config_file(run / "config.yaml")
+    config = {key: value for key, value in resolved.items() if key in ExperimentConfig.model_fields}
+    config["runtime"] = {**config.get("runtime", {}), "backend": "simulated", "sim": costs}
+    return config
+
+
 def _fit_command(args: argparse.Namespace) -> int:
+    from sao_online.config import load_config
     from sao_online.runtime.simulation.fit import fit_costs
 
     paths = [Path(run) for run in args.runs]
     fit = fit_costs(*read_timings(paths))
-    text = (
+    heading = (
         f"# runtime.sim fitted by `sao-online sim fit` to {len(paths)} run(s): "
-        f"{', '.join(str(p) for p in paths)}\n" + yaml.safe_dump(fit.to_config(), sort_keys=False)
+        f"{', '.join(str(p) for p in paths)}\n"
     )
     decode = fit.diagnostics["decode"]
     print(
@@ -93,11 +112,13 @@ def _fit_command(args: argparse.Namespace) -> int:
         f"{decode['total_seconds_error']:+.1%}",
         file=sys.stderr,
     )
-    if args.out:
-        Path(args.out).write_text(text)
-        print(f"sim fit: {args.out}", file=sys.stderr)
-    else:
-        print(text, end="")
+    if not args.out:
+        print(heading + yaml.safe_dump(fit.to_config(), sort_keys=False), end="")
+        return 0
+    config = simulated_config(paths[0], fit.costs.to_dict())
+    load_config(config)  # what is written runs
+    Path(args.out).write_text(heading + yaml.safe_dump(config, sort_keys=False))
+    print(f"sim fit: {args.out} ({paths[0]}'s config, simulated)", file=sys.stderr)
     return 0
 
 

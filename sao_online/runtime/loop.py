@@ -180,6 +180,10 @@ class TrainingLoop:
         step_started, real_step_started = self.clock.now(), time.time()
         metrics = learner.step(trajectories)
         real_learner_seconds = time.time() - real_step_started
+        # What a cost model of the learner is fitted from (sao-online sim fit).
+        metrics["charts/batch_tokens"] = float(sum(len(t.tokens) for t in trajectories))
+        metrics["charts/learner_policy_seconds"] = learner.lane_seconds["policy"]
+        metrics["charts/learner_critic_seconds"] = learner.lane_seconds["critic"]
         if self.after_learner_step is not None:
             self.after_learner_step(trajectories, metrics)
         # The counting clocks move with training, so a checkpoint's clock counts exactly what it

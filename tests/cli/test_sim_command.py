@@ -1,5 +1,6 @@
 """``sao-online sim fit`` and ``sim compare`` on real runs: a local run's timings give a cost
-model the simulated runtime runs on, and the two runs are described side by side."""
+model the simulated runtime runs on, and the two runs are described side by side (the steps of
+docs/guides/simulated-runtime.md, on a smaller config than the demo)."""
 
 from __future__ import annotations
 
@@ -28,14 +29,19 @@ RUN = tiny_overrides(
 @pytest.mark.e2e
 def test_a_cost_model_fitted_to_a_local_run_runs_the_same_config_simulated(tmp_path, capsys):
     run_experiment(load_config(None, [*RUN, "runtime.backend=local"]), tmp_path / "local")
+    assert main(["sim", "fit", str(tmp_path / "local")]) == 0
+    printed = capsys.readouterr()
+    assert "decoding step fitted to" in printed.err
+    costs = yaml.safe_load(printed.out)["runtime"]["sim"]
+    assert costs["decode_step_seconds"] > 0 and costs["learner_update_seconds"] > 0
     fitted = tmp_path / "fitted.yaml"
     assert main(["sim", "fit", str(tmp_path / "local"), "--out", str(fitted)]) == 0
-    assert "decoding step fitted to" in capsys.readouterr().err
-    block = yaml.safe_load(fitted.read_text())
-    costs = block["runtime"]["sim"]
-    assert costs["decode_step_seconds"] > 0 and costs["learner_update_seconds"] > 0
-    overrides = [f"runtime.sim.{name}={value!r}" for name, value in costs.items()]
-    config = load_config(None, [*RUN, "runtime.backend=simulated", *overrides])
+    config = load_config(fitted)
+    assert config.runtime.backend == "simulated" and config.runtime.sim.model_dump() == {
+        "preset": "gpu-fleet",
+        **costs,
+    }
+    assert config.budget == load_config(None, RUN).budget
     run_experiment(config, tmp_path / "simulated")
     assert main(["sim", "compare", str(tmp_path / "local"), str(tmp_path / "simulated")]) == 0
     local, simulated = json.loads(capsys.readouterr().out)
