@@ -72,6 +72,7 @@ def _burn(stop: multiprocessing.Event) -> None:  # type: ignore[valid-type]
         sum(i * i for i in range(10_000))
 
 
+@pytest.mark.e2e
 def test_a_simulated_run_is_the_same_run_twice_also_under_load(tmp_path):
     config = load_config(None, SIMULATED)
     run_experiment(config, tmp_path / "quiet")
