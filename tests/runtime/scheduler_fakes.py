@@ -8,7 +8,6 @@ import random
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
-import sao_online.runtime.scheduling.async_runtime as async_runtime
 from sao_online.runtime.scheduling.async_runtime import AsyncRuntime
 from sao_online.runtime.workers.rollout_worker import Interrupt
 
@@ -223,14 +222,13 @@ def scripted_run(monkeypatch, script, polls, **options):
     """Runs ``polls`` scheduling rounds on a scripted pool; returns the loop and each update's
     extra metrics."""
     clock = [0.0]
-    monkeypatch.setattr(async_runtime, "perf_counter", lambda: clock[0])
     loop = RecordingLoop(make_config(budget=6, batch_size=2, max_staleness=1, **options), 1)
     extras = []
     train_on = loop.train_on
     monkeypatch.setattr(
         loop, "train_on", lambda t, s, extra: (extras.append(extra), train_on(t, s, extra))
     )
-    runtime = AsyncRuntime(loop, ScriptedPool(script, clock))
+    runtime = AsyncRuntime(loop, ScriptedPool(script, clock), clock=lambda: clock[0])
     runtime.start()
     for _ in range(polls):
         runtime.step(timeout=0.0)

@@ -131,15 +131,14 @@ class SilentWorkerPool(RandomPool):
         return messages, set()
 
 
-def test_a_worker_that_holds_episodes_and_goes_silent_is_restarted(monkeypatch):
+def test_a_worker_that_holds_episodes_and_goes_silent_is_restarted():
     """A worker hung outside any env call (which has its own deadline) once stalled the run
     forever: every wait of the runtime on its workers now has a deadline too."""
     clock = [0.0]
-    monkeypatch.setattr(async_runtime, "monotonic", lambda: clock[0])
     config = make_config(budget=8, batch_size=2, max_staleness=1, workers=2, step_timeout=30.0)
     loop = RecordingLoop(config, group_size=1)
     pool = SilentWorkerPool(clock)
-    runtime = AsyncRuntime(loop, pool)
+    runtime = AsyncRuntime(loop, pool, clock=lambda: clock[0])
     runtime.start()
     with pytest.warns(async_runtime.HungWorkerWarning, match=r"rollout worker 0 held \d+ episode"):
         for _ in range(MAX_POLLS):
