@@ -45,6 +45,7 @@ MEASURABLE = {
     "bench_throughput_trl": ["bench", "throughput", "--peer", "trl"],
     "bench_learner": ["bench", "learner"],
     "bench_rollout": ["bench", "rollout"],
+    "bench_simulated": ["bench", "simulated"],
 }
 
 

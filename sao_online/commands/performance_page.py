@@ -31,6 +31,7 @@ from sao_online.commands.performance_tables import (
     async_table,
     learner_table,
     rollout_table,
+    simulated_table,
     throughput_runs_table,
     throughput_table,
 )
@@ -49,10 +50,11 @@ TABLES: dict[str, tuple[str, Callable[[Any], str]]] = {
     "rollout-smollm2": ("bench_rollout_smollm2", rollout_table),
     "throughput": ("bench_throughput_trl", throughput_table),
     "async": ("bench_async", async_table),
+    "simulated": ("bench_simulated", simulated_table),
     "throughput-gpu-defaults": ("history/bench_throughput_trl-1", throughput_runs_table),
 }
 #: Tables whose renderer says in words that nothing is kept yet (it gets None).
-MAY_BE_MISSING = {"throughput"}
+MAY_BE_MISSING = {"throughput", "simulated"}
 
 
 def _load(name: str, data: Path, may_be_missing: bool = False) -> dict[str, Any] | None:
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--measure",
         metavar="TABLE",
-        help="run the benchmark behind TABLE (throughput, learner, rollout) now, keep its result "
+        help="run the benchmark behind TABLE (throughput, learner, rollout, simulated) now, keep "
+        "its result "
         "and rewrite the pages",
     )
     parser.add_argument(

@@ -487,3 +487,47 @@ def throughput_table(kept: dict[str, Any] | None) -> str:
         + "versions that produced it, in "
         + "[bench_throughput_trl.json](performance/bench_throughput_trl.json).\n"
     )
+
+
+def simulated_table(kept: dict[str, Any] | None) -> str:
+    """``bench simulated``: the simulated runtime's real seconds per episode against sync's on
+    one config, runs alternating; ``None`` (nothing kept yet) says so and how to keep one."""
+    if kept is None:
+        return (
+            "No run of `sao-online bench simulated` is kept yet: `python -m "
+            "sao_online.commands.performance_page --measure simulated` on a quiet machine keeps "
+            "one and rewrites this page.\n"
+        )
+    result = kept["result"]
+    low, high = result["range_per_episode"]
+    verdict = "meets" if result["meets_target"] else "misses"
+    finding = (
+        f"The simulated runtime costs {result['ratio_per_episode']:.2f}x sync's real seconds per "
+        f"episode ({low:.2f}-{high:.2f}x over {result['workload']['repeats']} pairs of runs "
+        f"taking turns) and {result['ratio_per_1k_tokens']:.2f}x per thousand action tokens: it "
+        f"{verdict} the target of at most {result['target']:g}x.\n\n"
+    )
+    rows = [
+        [
+            run["backend"],
+            run["episodes"],
+            run["action_tokens"],
+            f"{run['seconds']:.1f}",
+            f"{run['seconds_per_episode'] * 1000:.1f}",
+            f"{run['seconds_per_1k_tokens']:.2f}",
+            f"{run['learner_seconds']:.1f}",
+            f"{run['other_seconds']:.1f}",
+        ]
+        for run in result["runs"]
+    ]
+    header = [
+        "backend",
+        "episodes",
+        "action tokens",
+        "seconds",
+        "ms per episode",
+        "seconds per 1k tokens",
+        "learner seconds",
+        "other seconds",
+    ]
+    return finding + _table(header, rows) + _provenance(kept)

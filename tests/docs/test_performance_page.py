@@ -247,3 +247,39 @@ def test_the_pages_trl_finding_is_the_kept_result():
             and peer["settings"]["gradient_checkpointing"] is False
         )
         assert peer["threads"] == result["threads"]["sync"]
+
+
+def test_the_simulated_runtime_table_is_its_kept_bench(tmp_path):
+    rendered = render("<!-- table: simulated -->\n<!-- end table -->\n", tmp_path)
+    assert "No run of `sao-online bench simulated` is kept yet" in rendered
+
+    def run(backend, seconds, tokens, learner):
+        return {
+            "backend": backend,
+            "seconds": seconds,
+            "episodes": 320,
+            "action_tokens": tokens,
+            "seconds_per_episode": seconds / 320,
+            "seconds_per_1k_tokens": 1000 * seconds / tokens,
+            "learner_seconds": learner,
+            "other_seconds": seconds - learner,
+        }
+
+    result = {
+        "workload": {"episodes": 320, "repeats": 1},
+        "runs": [run("sync", 40.0, 8000, 10.0), run("simulated", 44.0, 8800, 10.5)],
+        "ratio_per_episode": 1.1,
+        "ratio_per_1k_tokens": 1.0,
+        "range_per_episode": [1.1, 1.1],
+        "target": 1.3,
+        "meets_target": True,
+    }
+    kept = {"command": "sao-online bench simulated", "load": "a quiet machine", "result": result}
+    (tmp_path / "bench_simulated.json").write_text(json.dumps(kept))
+    rendered = render("<!-- table: simulated -->\n<!-- end table -->\n", tmp_path)
+    assert "costs 1.10x sync's real seconds per episode (1.10-1.10x over 1 pairs" in rendered
+    assert "it meets the target of at most 1.3x" in rendered
+    # 40 s / 320 episodes = 125 ms; 40 s / 8 = 5.00 s per thousand tokens.
+    assert "| sync | 320 | 8000 | 40.0 | 125.0 | 5.00 | 10.0 | 30.0 |" in rendered
+    assert "| simulated | 320 | 8800 | 44.0 | 137.5 | 5.00 | 10.5 | 33.5 |" in rendered
+    assert "Command: `sao-online bench simulated`; a quiet machine." in rendered
