@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from sao_online.analysis.report_render import Block, Heading, Paragraph, Table
+from sao_online.benchmark.clean_tree import check_pooled_runs
 from sao_online.benchmark.protocol import (
     ProtocolMismatch,
     check_same_protocol,
@@ -142,6 +143,7 @@ def merge_results(
     *,
     reps: int = 2000,
     task_from: Mapping[str, str | Path] | None = None,
+    allow_dirty: bool = False,
 ) -> Path:
     """Pool the results of ``sources`` into ``out`` and write its scorecard.
 
@@ -151,11 +153,14 @@ def merge_results(
             machine) or run on its own, pooled with the rest without running them again.
             Only that task is taken from the folder; it must hold the same methods and seeds
             on it as ``sources`` pooled hold.
+        allow_dirty: pool into the checkout's ``benchmarks/`` folder runs (or with code) from
+            a tree with uncommitted changes; the scorecard's first lines say so.
 
     Raises:
         ProtocolMismatch: two sources measured under different protocols (the difference named).
         ResultsError: a source that is not a results folder, a run present in two sources, or a
             ``task_from`` folder without the task or without the sources' methods and seeds.
+        ConfigError: dirty runs or code pooled into ``benchmarks/`` without ``allow_dirty``.
     """
     if not sources:
         raise ResultsError("merge: no folder given")
@@ -184,16 +189,19 @@ def merge_results(
     target = out / "results"
     if target.resolve() in {part.folder.resolve() for part in parts}:
         raise ResultsError(f"merge: --out {out} is one of the folders being merged")
+    provenance: dict[str, Any] = {}
+    for part in parts:
+        provenance.update(part.benchmark.get("provenance", {}))
+    pooled_runs = pd.concat([part.tables["runs"] for part in parts], ignore_index=True)
+    dirty_allowed = check_pooled_runs(out, pooled_runs, provenance, allow_dirty=allow_dirty)
     target.mkdir(parents=True, exist_ok=True)
     from sao_online.analysis.report_render import write_csv
 
     for table in ("runs", "phases", "shifts", "curves"):
         pooled = pd.concat([part.tables[table] for part in parts], ignore_index=True)
         write_csv(pooled, target / f"{table}.csv")
-    provenance: dict[str, Any] = {}
     sessions: list[dict[str, Any]] = []
     for part in parts:
-        provenance.update(part.benchmark.get("provenance", {}))
         for session in part.benchmark.get("sessions", []):
             if session not in sessions:  # tasks taken from one folder bring its sessions once
                 sessions.append(session)
@@ -211,6 +219,7 @@ def merge_results(
                 }
                 for part in parts
             ],
+            **({"allow_dirty": True} if dirty_allowed else {}),
         },
     )
     extra: list[Block] = []

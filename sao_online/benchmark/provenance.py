@@ -52,6 +52,15 @@ def _git(folder: Path, *args: str) -> str | None:
 
 
 @cache
+def checkout_root() -> Path | None:
+    """The top folder of the git checkout the running code comes from (None: not a checkout)."""
+    import sao_online
+
+    top = _git(Path(sao_online.__file__).resolve().parent.parent, "rev-parse", "--show-toplevel")
+    return Path(top) if top else None
+
+
+@cache
 def source_state() -> dict[str, Any]:
     """The commit of the code that runs (when it is a git checkout) and whether tracked files
     differ from it. ``commit`` is None for an installed, non-checkout copy."""

@@ -26,6 +26,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from sao_online.benchmark.clean_tree import check_clean_tree
 from sao_online.benchmark.protocol import (
     FLOOR_METHOD,
     check_same_protocol,
@@ -188,6 +189,7 @@ def run_benchmark(
     progress: bool = True,
     reps: int = 2000,
     warm_starts: str | Path | None = None,
+    allow_dirty: bool = False,
 ) -> Path:
     """Run a suite's tier for ``methods`` (plus ``frozen``) x seeds; write the scorecard.
 
@@ -195,12 +197,16 @@ def run_benchmark(
     (``sao-online benchmark warm-starts --export``): the tasks it holds start from those
     weights instead of ones fitted here, so runs on several machines share them.
 
+    Results are kept in the checkout's ``benchmarks/`` folder only from committed code, unless
+    ``allow_dirty`` (which the scorecard's first lines then show).
+
     Returns:
         The path of ``scorecard.md``.
 
     Raises:
         ConfigError: a bad suite, tier, method, seed range or backend (named), an output
-            folder that holds another benchmark, or runs that failed (each named).
+            folder that holds another benchmark, ``benchmarks/`` from a dirty tree, or runs that
+            failed (each named).
         StopRequested: SIGINT or SIGTERM came (local backend); every run was stopped, the
             results of those that had finished are kept, and ``resume=True`` continues.
     """
@@ -215,6 +221,7 @@ def run_benchmark(
     if backend == "local":
         require_main_guard("benchmark")
     out = Path(out)
+    dirty_allowed = check_clean_tree(out, allow_dirty=allow_dirty)
     overrides = list(overrides or [])
     plan = plan_tier(suite, tier)
     if overrides:  # every task must still load with them
@@ -321,6 +328,8 @@ def run_benchmark(
                 "machine": machine(),
                 "ended": ended,
             }
+            if dirty_allowed:
+                session["allow_dirty"] = True
             if backend == "local":  # Ray's processes are not this command's children
                 session.update(
                     {key: value for key, value in use.items() if key != "seconds"},

@@ -21,6 +21,7 @@ from sao_online.analysis.report_render import (
     write_csv,
 )
 from sao_online.benchmark import calibration, figures
+from sao_online.benchmark.clean_tree import provenance_notes
 from sao_online.benchmark.scorecard_tables import (
     family_table,
     leaderboard,
@@ -225,6 +226,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
     floor = protocol["score"]["floor"]
     blocks: list[Block] = [
         Heading(f"Benchmark scorecard: suite {protocol['suite']}, tier {protocol['tier']}", 1),
+        *(Paragraph(f"**{note}**") for note in provenance_notes(runs, benchmark)),
         Paragraph(
             f"{len(runs)} runs: {len(protocol['tasks'])} tasks x {len(order)} methods x seeds "
             f"{', '.join(map(str, seeds))}. Normalized score of a run on a phase = (its mean "

@@ -32,6 +32,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
             args.out,
             reps=args.reps,
             task_from=_task_folders("--task-from", args.task_from),
+            allow_dirty=args.allow_dirty,
         )
         print(f"scorecard: {path}")
         return 0
@@ -78,9 +79,19 @@ def benchmark_command(args: argparse.Namespace) -> int:
         parallel=args.parallel,
         reps=args.reps,
         warm_starts=args.warm_starts,
+        allow_dirty=args.allow_dirty,
     )
     print(f"scorecard: {path}")
     return 0
+
+
+def _allow_dirty_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="keep results in the repository's benchmarks/ folder from a tree with uncommitted "
+        "changes (refused otherwise); the scorecard's first lines say so",
+    )
 
 
 def add_benchmark_parser(commands: Any) -> None:
@@ -154,6 +165,7 @@ def add_benchmark_parser(commands: Any) -> None:
         help="start each task FOLDER holds from the warm start exported there (`benchmark "
         "warm-starts --export FOLDER` on another machine) instead of one fitted here",
     )
+    _allow_dirty_option(benchmark)
     benchmark.set_defaults(func=benchmark_command, benchmark_command=None)
     benchmark_commands = benchmark.add_subparsers(dest="benchmark_command", metavar="SUBCOMMAND")
     merge = benchmark_commands.add_parser(
@@ -171,6 +183,7 @@ def add_benchmark_parser(commands: Any) -> None:
         help="take TASK's runs from FOLDER instead of the folders pooled (a task measured "
         "again or on its own; same methods and seeds); repeatable",
     )
+    _allow_dirty_option(merge)
     tables = benchmark_commands.add_parser(
         "tables",
         help="regenerate the benchmark tables of Markdown files from the data they name",
