@@ -53,17 +53,23 @@ def make_engine(request):
         engine.close()
 
 
+def _rank(item: pytest.Item) -> int:
+    """The position of the item's slowest property in SLOW_PROPERTIES; after them if none."""
+    for position, name in enumerate(SLOW_PROPERTIES):
+        if item.get_closest_marker(name):
+            return position
+    return len(SLOW_PROPERTIES)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist hands out the work
 def pytest_collection_modifyitems(items):
-    # The long tests first, the longest kind leading: one that starts last keeps a worker busy
-    # after the other has finished. A stable sort: within a kind, tests run as collected.
-    def rank(item: pytest.Item) -> int:
-        for position, name in enumerate(SLOW_PROPERTIES):
-            if item.get_closest_marker(name):
-                return position
-        return len(SLOW_PROPERTIES)
-
-    items.sort(key=rank)
+    # The modules of the long tests first, the longest kind leading: one that starts last keeps
+    # a worker busy after the other has finished. Whole modules move, in collection order: a
+    # module split in two would tear its module-scoped fixtures down between the halves.
+    ranks: dict[object, int] = {}
+    for item in items:
+        ranks[item.path] = min(ranks.get(item.path, len(SLOW_PROPERTIES)), _rank(item))
+    items.sort(key=lambda item: ranks[item.path])
 
 
 _GROUPS_LOST = pytest.StashKey[str]()

@@ -23,12 +23,13 @@ from tiny_model import model_section
 from sao_online.models import build_tiny_policy
 from sao_online.rollout import TRUNCATED_BY_KEY, EnvError, EpisodeRequest, RolloutEngine
 
-#: Set at the end of the module: releases the threads of every env left hanging.
+#: Set when the module's tests end: releases the threads of every env left hanging.
 RELEASE = threading.Event()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _release_hung_envs():
+    RELEASE.clear()  # armed again where the module's tests resume after another module's
     yield
     RELEASE.set()
 
