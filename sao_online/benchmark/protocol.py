@@ -119,6 +119,25 @@ def _comparable_algorithm(algorithm: Any) -> dict[str, Any]:
     return algorithm.model_dump()
 
 
+def budget_matching(protocol: dict[str, Any]) -> str:
+    """One sentence: what the suite's budgets match across methods (``budget.match`` of each
+    task's config; one recorded before the field existed matched episodes)."""
+    matches: dict[str, list[str]] = {}
+    for name, task in protocol["tasks"].items():
+        match = task["config"].get("budget", {}).get("match", "episodes")
+        matches.setdefault(match, []).append(name)
+    meaning = {
+        "episodes": "episodes (a group method, G rollouts to a prompt, sees 1/G as many prompts)",
+        "prompts": "prompts (a group method runs G times the episodes, on the same prompts)",
+    }
+    if len(matches) == 1:
+        return f"Budgets are matched in {meaning[next(iter(matches))]}."
+    parts = [
+        f"in {match} on {', '.join(sorted(names))}" for match, names in sorted(matches.items())
+    ]
+    return f"Budgets are matched {'; '.join(parts)}."
+
+
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         flat: dict[str, Any] = {}

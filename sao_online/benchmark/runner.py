@@ -42,7 +42,7 @@ from sao_online.benchmark.warm_starts import (
     planned_warm_starts,
     shared_warm_starts,
 )
-from sao_online.config import ConfigError
+from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.config.names import check_method_name
 from sao_online.runtime.host.threads import usable_cores
 
@@ -105,10 +105,14 @@ def _plan_jobs(
     from sao_online.commands.compare import method_overrides
 
     jobs = []
+    episodes: dict[tuple[str, str], int] = {}
     for seed in seeds:  # seed by seed: an interrupted benchmark has whole seeds
         for task in plan.tasks:
-            budget = task.load(overrides).budget.episodes
             for spec, label in labels.items():
+                if (task.name, spec) not in episodes:
+                    episodes[task.name, spec] = planned_episodes(
+                        task.load([*overrides, *method_overrides(spec)])
+                    )
                 key = {
                     "task": task.name,
                     "family": task.family,
@@ -132,10 +136,20 @@ def _plan_jobs(
                         "resume": True,
                         "key": key,
                         "cpus": task.cpus,
-                        "budget": budget,
+                        "budget": episodes[task.name, spec],
                     }
                 )
     return jobs
+
+
+def planned_episodes(config: ExperimentConfig) -> int:
+    """The episodes a run of ``config`` spends (``budget.match`` and ``budget.start`` counted)."""
+    from sao_online.algorithms import build_method
+    from sao_online.runtime.scheduling.planner import run_episodes
+
+    budget = config.budget
+    group_size = build_method(config).group_size
+    return run_episodes(budget.episodes, group_size, match=budget.match, start=budget.start)
 
 
 def _warm_start_jobs(plan: TierPlan, overrides: list[str]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from sao_online.analysis.report_render import (
 )
 from sao_online.benchmark import calibration, figures
 from sao_online.benchmark.clean_tree import provenance_notes
+from sao_online.benchmark.protocol import budget_matching
 from sao_online.benchmark.scorecard_tables import (
     family_table,
     leaderboard,
@@ -237,7 +238,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             "every phase after a shift, over all (family, shift, seed), as rliable computes "
             "them: IQM = 25% trimmed mean, 95% stratified-bootstrap intervals with families as "
             f"strata ({aggregates.table['scores'].max() if len(aggregates.table) else 0} "
-            "scores per method at most)."
+            f"scores per method at most). {budget_matching(protocol)}"
         ),
         Heading("Leaderboard"),
         Paragraph(

@@ -83,7 +83,11 @@ class ExperimentConfig(Section):
                 f"algorithm.group_size: must divide rollout.batch_size "
                 f"({self.rollout.batch_size}), got {group_size}"
             )
-        updates = -(-self.budget.episodes // self.rollout.batch_size)
+        # At most: under match 'prompts' a group (at most a batch) takes one of the budget.
+        episodes = self.budget.episodes * (
+            self.rollout.batch_size if self.budget.match == "prompts" else 1
+        )
+        updates = -(-episodes // self.rollout.batch_size)
         if self.runtime.max_staleness > updates:
             if self.runtime.backend != "sync":  # sync never reads it
                 warnings.warn(

@@ -47,6 +47,7 @@ ObservationRole = Literal["user", "tool"]
 StepTimeoutPolicy = Literal["stop", "end"]
 StragglerPolicy = Literal["wait", "requeue"]
 StalenessOrigin = Literal["admission", "tokens"]
+BudgetMatch = Literal["episodes", "prompts"]
 
 
 def _refuse_bool(value: Any) -> Any:
@@ -531,8 +532,37 @@ class BudgetConfig(Section):
     """The budget, matched across methods."""
 
     episodes: StrictInt = Field(
-        4500, ge=1, le=10**9, description="Episodes per run (matched across methods)."
+        4500,
+        ge=1,
+        le=10**9,
+        description="Episodes per run (matched across methods); with match 'prompts', prompts "
+        "per run.",
     )
+    match: BudgetMatch = Field(
+        "episodes",
+        description="What is equal across methods that roll out G episodes per prompt: "
+        "'episodes' (a group of G takes G of budget.episodes and moves the episodes clock by G) "
+        "or 'prompts' (budget.episodes counts prompts and the episodes clock reads the prompts "
+        "started: a group method runs G times the episodes, on the prompts and regimes a "
+        "single-rollout method sees). Needs a schedule on the episodes clock.",
+    )
+    start: StrictInt = Field(
+        0,
+        ge=0,
+        le=10**9 - 1,
+        description="The episodes clock's reading the run starts at: it runs from there to "
+        "budget.episodes, fresh from its warm start, on the prompts and regimes a run from 0 "
+        "reaches there (the benchmark's re-adaptation controls start at a shift). A multiple of "
+        "the group size when match is 'episodes'.",
+    )
+
+    @model_validator(mode="after")
+    def _check_start(self) -> BudgetConfig:
+        if self.start >= self.episodes:
+            raise ValueError(
+                f"start: must be below budget.episodes ({self.episodes}), got {self.start}"
+            )
+        return self
 
 
 class EvalConfig(Section):

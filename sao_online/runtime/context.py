@@ -46,6 +46,19 @@ class RunContext:
                 f"rollout.batch_size: {config.rollout.batch_size} is not a multiple of the "
                 f"group size {method.group_size} of {method.name}"
             )
+        clock = schedule.make_clock()  # the run's one clock (see planner.py for who moves it)
+        try:  # before the warm start loads: a bad budget.match or start fails at once
+            planner = EpisodePlanner(
+                schedule,
+                method.group_size,
+                config.seed,
+                clock=clock,
+                per_prompt=config.budget.match == "prompts",
+            )
+            if config.budget.start:
+                planner.start_at(config.budget.start)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         if config.model.warm_start:
             policy, tokenizer = load_warm_start(config, progress=progress)
         else:
@@ -69,8 +82,6 @@ class RunContext:
             critic=critic,
             reference=reference,
         )
-        clock = schedule.make_clock()  # the run's one clock (see planner.py for who moves it)
-        planner = EpisodePlanner(schedule, method.group_size, config.seed, clock=clock)
         return cls(config, schedule, method, policy, tokenizer, learner, planner, clock)
 
     def make_engine(

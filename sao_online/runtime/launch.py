@@ -284,15 +284,16 @@ def _run_locked(
     progress_callback: Callable[[int], None] | None,
 ) -> dict[str, Any]:
     """The body of ``run_experiment`` while this process holds the run directory's lock."""
+    episodes = ctx.planner.episodes_to_run(config.budget.episodes)  # budget.match and start
     bar = tqdm(
-        total=config.budget.episodes,
+        total=episodes,
         desc=f"{ctx.method.name} seed {config.seed}",
         unit="ep",
         disable=not progress,
         smoothing=0.1,
     )
 
-    estimate = DurationEstimate(config.budget.episodes, config.rollout.batch_size)
+    estimate = DurationEstimate(episodes, config.rollout.batch_size)
 
     def advance(n: int) -> None:
         bar.update(n)

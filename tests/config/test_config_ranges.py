@@ -71,6 +71,7 @@ def scalar_numbers():
 COMPANIONS = {
     "algorithm.group_size": ["rollout.batch_size=4096"],
     "runtime.max_staleness": ["rollout.batch_size=1", "budget.episodes=1000000000"],
+    "budget.start": ["budget.episodes=1000000000"],  # a run starts before its budget ends
 }
 
 

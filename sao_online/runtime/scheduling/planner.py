@@ -6,7 +6,9 @@ The runtime owns one clock per run (the schedule's ``clock``):
   started before it sees ``schedule.at(t)``. A group (G rollouts of one prompt) shares one seed
   and one theta, read at the clock value of its first member; the clock then advances by G, so
   methods are compared at matched episode counts. A group whose members' readings
-  [t, t + G - 1] contain a change point is flagged as straddling it.
+  [t, t + G - 1] contain a change point is flagged as straddling it. With ``per_prompt``
+  (``budget.match: prompts``) the clock reads the prompts started instead and the budget counts
+  prompts: group k reads t = k, whatever G, so methods are compared at matched prompts.
 - ``steps`` (env steps of the episodes trained on so far), ``versions`` (the learner's version)
   and ``seconds`` (wall time of the run, resumed sessions added up): the planner reads the
   clock when it plans a group; the training loop moves it (``TrainingLoop``). Every member of a
@@ -80,6 +82,20 @@ def plan_from_dict(data: dict[str, Any]) -> EpisodePlan:
         raise ValueError(f"checkpoint: malformed pending episode plan ({error})") from None
 
 
+def run_episodes(budget: int, group_size: int, *, match: str, start: int = 0) -> int:
+    """The episodes a run spends: ``budget`` (episodes, or prompts with ``match`` 'prompts'),
+    from the clock reading ``start``, in whole groups of ``group_size``.
+
+    Example:
+        >>> run_episodes(600, 4, match="prompts", start=400)
+        800
+    """
+    if match == "prompts":
+        return max(0, budget - start) * group_size
+    left = max(0, budget - start)
+    return left - left % group_size
+
+
 @dataclass
 class EpisodePlanner:
     """Hands out groups of episode plans in a fixed, seeded order.
@@ -90,26 +106,72 @@ class EpisodePlanner:
         seed: run seed; episode seeds are drawn from it.
         clock: the run clock for schedules on steps, versions or seconds (None, or an
             episodes clock: the planner counts episodes itself).
+        per_prompt: the budget counts prompts and the episodes clock reads prompts started
+            (``budget.match: prompts``).
     """
 
     schedule: Schedule
     group_size: int
     seed: int
     clock: Clock | None = None
+    per_prompt: bool = False
     episodes_started: int = 0
     groups_started: int = 0
+
+    def __post_init__(self) -> None:
+        if self.per_prompt and not self.counts_episodes:
+            raise ValueError(
+                "budget.match: 'prompts' needs a schedule on the episodes clock, not "
+                f"{self.clock.name}"
+            )
 
     @property
     def counts_episodes(self) -> bool:
         """Whether the run's clock is the episode count (kept by the planner itself)."""
         return self.clock is None or self.clock.name == "episodes"
 
+    def start_at(self, t: int) -> None:
+        """Start the run at the episodes clock's reading ``t``: its first group is the one a run
+        from 0 starts there (the same prompt and regime), and the budget it spends runs on from
+        ``t``. Call it before the first group (``budget.start``).
+
+        Raises:
+            ValueError: a clock other than episodes, or ``t`` inside a group (not a multiple of
+                the group size when the clock counts episodes).
+        """
+        if not self.counts_episodes:
+            raise ValueError(f"budget.start: needs the episodes clock, not {self.clock.name}")
+        if self.per_prompt:
+            self.groups_started, self.episodes_started = t, t * self.group_size
+            return
+        if t % self.group_size:
+            raise ValueError(
+                f"budget.start: {t} falls inside a group of {self.group_size}; start at a "
+                "multiple of the group size"
+            )
+        self.groups_started, self.episodes_started = t // self.group_size, t
+
+    def episodes_to_run(self, budget: int) -> int:
+        """The episodes a run started now runs to spend ``budget`` (episodes, or prompts when
+        ``per_prompt``) in whole groups."""
+        return run_episodes(
+            budget,
+            self.group_size,
+            match="prompts" if self.per_prompt else "episodes",
+            start=self.groups_started if self.per_prompt else self.episodes_started,
+        )
+
     def now(self) -> float:
         """The reading the next group would get."""
-        return float(self.episodes_started) if self.counts_episodes else self.clock.now()
+        if not self.counts_episodes:
+            return self.clock.now()
+        return float(self.groups_started if self.per_prompt else self.episodes_started)
 
     def can_start_group(self, budget: int) -> bool:
-        """Whether a whole next group still fits in an episode budget (never exceeded)."""
+        """Whether a whole next group still fits in the budget (never exceeded): episodes, or
+        prompts when ``per_prompt``."""
+        if self.per_prompt:
+            return self.groups_started + 1 <= budget
         return self.episodes_started + self.group_size <= budget
 
     def next_group(self) -> list[EpisodePlan]:
@@ -117,7 +179,7 @@ class EpisodePlanner:
         t = self.now()
         state = self.schedule.at(t)
         straddles = False
-        if self.counts_episodes and self.group_size > 1:
+        if self.counts_episodes and not self.per_prompt and self.group_size > 1:
             last = t + self.group_size - 1
             straddles = any(t < cp <= last for cp in self.schedule.change_points(until=last))
         group_id = self.groups_started
