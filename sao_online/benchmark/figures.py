@@ -44,7 +44,7 @@ def plot_aggregate_intervals(table: pd.DataFrame, path: str | Path) -> Path:
         ax.axvline(0.0, color="gray", linewidth=0.8)
     axes[0].axvline(1.0, color="gray", linewidth=0.8, linestyle=":")
     axes[0].set_yticks(range(len(methods)), methods)
-    figure.suptitle("Aggregate over all (family, shift, seed) scores, 95% stratified bootstrap")
+    figure.suptitle("Aggregate over one score per run and family, 95% stratified bootstrap")
     return save_figure(figure, path)
 
 

@@ -35,6 +35,7 @@ from sao_online.benchmark.scores import (
     Aggregates,
     aggregate,
     aggregate_units,
+    matrix_note,
     normalized_scores,
     shift_scores,
 )
@@ -234,11 +235,11 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             f"reward over the phase - floor) / (oracle - floor); floor = `{floor}` (the warm "
             "start, never updated) on the same schedule and seeds, oracle = the env's expected "
             "oracle reward of the phase; 1 = oracle, 0 = no better than not learning "
-            "(definitions and edge cases: docs/benchmark.md). Aggregates pool the scores of "
-            "every phase after a shift, over all (family, shift, seed), as rliable computes "
-            "them: IQM = 25% trimmed mean, 95% stratified-bootstrap intervals with families as "
-            f"strata ({aggregates.table['scores'].max() if len(aggregates.table) else 0} "
-            f"scores per method at most). {budget_matching(protocol)}"
+            "(definitions and edge cases: docs/benchmark.md). Aggregates are rliable's on "
+            "one score per run and family, the run's mean score over the family's phases after "
+            f"a shift ({matrix_note(result['units'], order)}): IQM = 25% trimmed mean, 95% "
+            "stratified-bootstrap intervals with families as strata. "
+            f"{budget_matching(protocol)}"
         ),
         Heading("Leaderboard"),
         Paragraph(
@@ -249,8 +250,8 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
         Table(leaderboard(aggregates)),
         Heading("Per family, beside the aggregate"),
         Paragraph(
-            "IQM [95% CI] of each family's scores (its shifts x seeds); (#k) = rank "
-            "within the family."
+            "IQM [95% CI] of each family's scores (one per run: its shifts averaged); (#k) = "
+            "rank within the family."
         ),
         Table(family_table(aggregates, order)),
     ]

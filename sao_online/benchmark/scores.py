@@ -10,7 +10,12 @@ Definition (docs/benchmark.md is the reference): for task T and phase p,
 1 is the oracle, 0 is not learning at all, negative is worse than not learning. A phase whose
 oracle exceeds the floor by less than ``min_gap`` (the warm start is already about as good as
 the oracle, or the oracle cannot do better) has no score: it is left out of every aggregate and
-shown as not scored. The aggregate pools the scores of the phases that follow a shift.
+shown as not scored.
+
+The aggregates are rliable's on a (runs x families) score matrix: one score per run and family,
+the run's mean score over the family's phases that follow a shift (a family with two shifts
+weighs as much as one with one), so every family holds one score per run and the columns have
+equal length whenever every family ran the same seeds.
 """
 
 from __future__ import annotations
@@ -82,9 +87,62 @@ def shift_scores(scores: pd.DataFrame, shifts: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def aggregate_units(scores: pd.DataFrame) -> pd.DataFrame:
-    """The (family, task, shift, seed) scores the aggregate pools: phases after a shift."""
+def phase_units(scores: pd.DataFrame) -> pd.DataFrame:
+    """The scores of the phases after a shift, one per (family, task, phase, seed)."""
     return scores[(scores["phase"] >= 1) & scores["score"].notna()]
+
+
+#: The columns that name one run of a method in a family (the score matrix's rows).
+RUN_KEYS = ["family", "method", "seed"]
+
+
+def aggregate_units(scores: pd.DataFrame) -> pd.DataFrame:
+    """The entries of the (runs x families) score matrix the aggregates are computed on: per
+    (family, method, seed), the mean of the run's scores over the family's phases after a
+    shift (``phases`` says how many), on every task of the family.
+
+    Example:
+        >>> scores = pd.DataFrame({"family": "F", "method": "m", "seed": 0, "task": "T",
+        ...                        "phase": [0, 1, 2], "score": [0.9, 0.25, 0.75]})
+        >>> aggregate_units(scores)[["family", "seed", "score", "phases"]].to_dict("records")
+        [{'family': 'F', 'seed': 0, 'score': 0.5, 'phases': 2}]
+    """
+    units = phase_units(scores)
+    return units.groupby(RUN_KEYS, as_index=False, sort=True).agg(
+        score=("score", "mean"), phases=("score", "size")
+    )
+
+
+def score_matrix(units: pd.DataFrame, method: str) -> tuple[np.ndarray, list[str]] | None:
+    """``method``'s (runs x families) score matrix, as rliable takes it, and its families; None
+    when it is not rectangular (the families hold different seeds)."""
+    mine = units[units["method"] == method]
+    if not len(mine):
+        return None
+    wide = mine.pivot_table(index="seed", columns="family", values="score", aggfunc="first")
+    if wide.isna().any().any():
+        return None
+    return wide.to_numpy(float), [str(f) for f in wide.columns]
+
+
+def matrix_note(units: pd.DataFrame, methods: Sequence[str]) -> str:
+    """One sentence: the score matrix's shape per method, or why there is no rectangular one."""
+    shapes = {}
+    for method in methods:
+        matrix = score_matrix(units, method)
+        mine = units[units["method"] == method]
+        if matrix is None and len(mine):
+            counts = mine.groupby("family")["seed"].nunique()
+            return (
+                f"{method}'s families hold {counts.min()} to {counts.max()} runs, so its scores "
+                "make no rectangular (runs x families) matrix: the aggregates weight every run's "
+                "score alike within its family, as rliable's stratified bootstrap does, but no "
+                "rliable matrix has these numbers"
+            )
+        if matrix is not None:
+            shapes[method] = matrix[0].shape
+    sizes = sorted({f"{runs} runs x {families} families" for runs, families in shapes.values()})
+    return f"a (runs x families) matrix of {' or '.join(sizes)} per method" if sizes else ""
 
 
 def _strata(units: pd.DataFrame, method: str) -> tuple[list[str], list[np.ndarray]]:

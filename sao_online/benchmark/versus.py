@@ -4,7 +4,8 @@ For an ablation (``sao`` against ``sao_running_mean``, ...) the aggregate over t
 the question: the question is, on each family, whether the difference is real, and if it is not,
 how large it could still be. Per family and in all families together (families as strata):
 
-- P(base > other) with its 95% bootstrap interval, as the leaderboard computes it;
+- P(base > other) with its 95% bootstrap interval, computed as for the leaderboard but on
+  these per-phase units (the leaderboard averages a run's phases first);
 - the mean paired score difference, base - other, over the (task, shift, seed) units both have
   (the same seed is the same prompts in the same order for both), with its 95% bootstrap
   interval;
@@ -22,7 +23,7 @@ import pandas as pd
 
 from sao_online.analysis.suite_metrics import improvement_interval, stratified_interval
 from sao_online.benchmark.scorecard_tables import fixed
-from sao_online.benchmark.scores import aggregate_units
+from sao_online.benchmark.scores import phase_units
 
 ALL = "all (families as strata)"
 
@@ -90,7 +91,7 @@ def versus_table(
     Raises:
         ValueError: a method or family named that the scores do not have.
     """
-    units = aggregate_units(scores)
+    units = phase_units(scores)
     present = set(units["method"])
     for method in (base, *others):
         if method not in present:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from rliable_calls import rliable_intervals, rliable_modules
 
 from sao_online.analysis.suite_metrics import (
     improvement_interval,
@@ -81,15 +82,7 @@ def test_the_interval_is_the_percentile_interval_of_the_resampled_statistic():
 
 @pytest.fixture(scope="module")
 def rliable():
-    pytest.importorskip("scipy", reason="rliable needs scipy; `pip install rliable` to compare")
-    try:
-        from rliable import library, metrics
-    except Exception as error:  # noqa: BLE001  (not installed, or its arch does not import)
-        pytest.skip(
-            f"rliable is not usable here ({type(error).__name__}: {error}); "
-            "`pip install rliable` to compare against it"
-        )
-    return library, metrics
+    return rliable_modules()
 
 
 def _scores(seed: int, runs: int = 7, tasks: int = 4) -> np.ndarray:
@@ -120,36 +113,12 @@ def test_profiles_equal_rliables_score_distribution(rliable):
     assert score_distribution(x.ravel(), taus) == pytest.approx(expected)
 
 
-def _rliable_intervals(library, scores, statistic, reps, seed):
-    """rliable's stratified-bootstrap interval; adapts its call to arch >= 8 (random_state
-    renamed seed) without changing how it resamples."""
-    import arch.bootstrap as arch_bootstrap
-
-    np.random.seed(seed)  # rliable draws its indices from numpy's global generator
-    try:
-        return library.get_interval_estimates({"m": scores}, statistic, reps=reps)
-    except TypeError as error:
-        if "random_state" not in str(error):
-            raise
-    original = arch_bootstrap.IIDBootstrap.__init__
-
-    def init(self, *args, random_state=None, **kwargs):
-        original(self, *args, seed=random_state, **kwargs)
-
-    arch_bootstrap.IIDBootstrap.__init__ = init
-    try:
-        np.random.seed(seed)
-        return library.get_interval_estimates({"m": scores}, statistic, reps=reps)
-    finally:
-        arch_bootstrap.IIDBootstrap.__init__ = original
-
-
 def test_intervals_agree_with_rliables_stratified_bootstrap(rliable):
     library, metrics = rliable
     scores = _scores(2, runs=6, tasks=3)
     strata = list(scores.T)
     reps = 4000
-    points, intervals = _rliable_intervals(
+    points, intervals = rliable_intervals(
         library,
         scores,
         lambda s: np.array([metrics.aggregate_iqm(s), metrics.aggregate_optimality_gap(s)]),

@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from benchmark_synthetic import protocol, record, tables_of, write_results
+from rliable_calls import rliable_intervals, rliable_modules
 
+from sao_online.analysis.suite_metrics import trimmed_iqm
 from sao_online.benchmark.scorecard import compute, read_tables, write_scorecard
 from sao_online.benchmark.scorecard_tables import leaderboard
-from sao_online.benchmark.scores import normalized_scores
+from sao_online.benchmark.scores import matrix_note, normalized_scores, score_matrix
 
 
 def test_the_score_is_measured_against_the_frozen_mean_and_the_oracle():
@@ -111,3 +113,80 @@ def test_a_family_that_flips_the_ranking_is_flagged(tmp_path):
         assert (out / "figures" / f"{name}.png").stat().st_size > 10_000
     for suffix in ("html", "csv", "json"):
         assert (out / f"scorecard.{suffix}").is_file()
+
+
+def _two_shift_suite(tmp_path, seeds=6):
+    """Family F with two shifts, family G with one; the floor at 0.2, the oracle at 1.0."""
+    rng = np.random.default_rng(7)
+    records = []
+    for seed in range(seeds):
+        for task, phases in (("F", 3), ("G", 2)):
+            records.append(record(task, task, "frozen", seed, [0.2] * phases, [1.0] * phases))
+            for method, level in (("a", 0.6), ("b", 0.4)):
+                rewards = [0.5, *rng.uniform(level - 0.3, level + 0.3, phases - 1)]
+                records.append(record(task, task, method, seed, rewards, [1.0] * phases))
+    proto = protocol({"F": "F", "G": "G"}, ["frozen", "a", "b"])
+    return write_results(tmp_path, records, proto)
+
+
+def test_each_run_counts_once_per_family_whatever_its_shifts(tmp_path):
+    tables, benchmark = read_tables(_two_shift_suite(tmp_path) / "results")
+    result = compute(tables, benchmark, reps=200)
+    units, scores = result["units"], result["scores"]
+    mine = units[(units["method"] == "a") & (units["family"] == "F") & (units["seed"] == 4)]
+    by_hand = scores[(scores["method"] == "a") & (scores["task"] == "F") & (scores["seed"] == 4)]
+    assert mine["score"].item() == pytest.approx(by_hand.loc[by_hand["phase"] >= 1, "score"].mean())
+    assert mine["phases"].item() == 2
+    # 6 runs x 2 families per method: F's two shifts no longer weigh twice G's one.
+    table = result["aggregates"].table.set_index("method")
+    assert table.loc["a", "scores"] == 12 and table.loc["a", "families"] == 2
+    matrix, families = score_matrix(units, "a")
+    assert matrix.shape == (6, 2) and families == ["F", "G"]
+    assert table.loc["a", "iqm"] == pytest.approx(trimmed_iqm(matrix.ravel()))
+
+
+def test_no_rectangular_matrix_is_said_so(tmp_path):
+    tables, benchmark = read_tables(_two_shift_suite(tmp_path) / "results")
+    result = compute(tables, benchmark, reps=50)
+    assert matrix_note(result["units"], ["a", "b"]) == (
+        "a (runs x families) matrix of 6 runs x 2 families per method"
+    )
+    units = result["units"]
+    ragged = units.drop(index=units.index[units["method"] == "b"][-1])  # one run of b missing
+    assert score_matrix(ragged, "b") is None
+    assert matrix_note(ragged, ["a", "b"]).startswith("b's families hold 5 to 6 runs")
+
+
+@pytest.fixture(scope="module")
+def rliable():
+    return rliable_modules()
+
+
+def test_the_aggregates_are_rliables_on_the_score_matrix(tmp_path, rliable):
+    library, metrics = rliable
+    tables, benchmark = read_tables(_two_shift_suite(tmp_path) / "results")
+    reps = 4000
+    result = compute(tables, benchmark, reps=reps)
+    aggregates = result["aggregates"]
+    table = aggregates.table.set_index("method")
+    matrices = {m: score_matrix(result["units"], m)[0] for m in ("a", "b")}
+    for method, matrix in matrices.items():
+        points, intervals = rliable_intervals(
+            library,
+            matrix,
+            lambda s: np.array([metrics.aggregate_iqm(s), metrics.aggregate_optimality_gap(s)]),
+            reps,
+            seed=1,
+        )
+        (iqm, gap), (lower, upper) = points["m"], intervals["m"]
+        row = table.loc[method]
+        assert row["iqm"] == pytest.approx(iqm) and row["optimality_gap"] == pytest.approx(gap)
+        # Two independent bootstraps of 4000 reps: bounds agree to Monte-Carlo error.
+        assert row["iqm_lower"] == pytest.approx(lower[0], abs=0.03)
+        assert row["iqm_upper"] == pytest.approx(upper[0], abs=0.03)
+        assert row["gap_lower"] == pytest.approx(lower[1], abs=0.03)
+        assert row["gap_upper"] == pytest.approx(upper[1], abs=0.03)
+    improvement = aggregates.improvement.set_index(["method_x", "method_y"])
+    assert improvement.loc[("a", "b"), "probability"] == pytest.approx(
+        metrics.probability_of_improvement(matrices["a"], matrices["b"])
+    )
