@@ -232,3 +232,23 @@ def test_a_run_killed_and_resumed_goes_on_as_the_run_never_stopped(tmp_path):
         pd.testing.assert_frame_equal(whole[name], resumed[name], check_exact=True)
     for name, tensor in final_parameters(tmp_path / "whole").items():
         assert torch.equal(tensor, final_parameters(killed)[name]), name
+
+
+def test_a_run_stopped_by_ctrl_c_and_resumed_is_the_run_never_stopped(tmp_path):
+    overrides = [*SIMULATED, "budget.episodes=96", "logging.checkpoint_every=4"]
+    run_experiment(load_config(None, overrides), tmp_path / "whole")
+    seen = [0]
+
+    def press_ctrl_c(episodes: int) -> None:
+        seen[0] += episodes
+        if seen[0] == 6 * 8:  # after the sixth update: two past the checkpoint at version 4
+            signal.raise_signal(signal.SIGINT)
+
+    stopped = tmp_path / "stopped"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(load_config(None, overrides), stopped, progress_callback=press_ctrl_c)
+    assert [p.name for p in checkpoint_folders(stopped)] == ["step-000004"]  # none of its own
+    run_experiment(load_config(None, overrides), stopped, resume=True)
+    whole, resumed = tables(tmp_path / "whole"), tables(stopped)
+    for name in whole:
+        pd.testing.assert_frame_equal(whole[name], resumed[name], check_exact=True)

@@ -392,6 +392,11 @@ class AsyncRuntime:
         self.interrupting = [{} for _ in range(self.num_workers)]
         self._log_dropped(rows)
 
+    def _checkpoint_on_interrupt(self) -> None:
+        """Ctrl-C stopped the run after an update: log the stragglers being stopped, checkpoint."""
+        self._log_unreported_stragglers()
+        self.loop.checkpoint(self.checkpoint_extra())
+
     def checkpoint_extra(self) -> dict[str, Any]:
         """Plans admitted but not trained on yet: a resumed session issues them again."""
         pending = [entry.plan for entry in self._all_outstanding()] + list(self.retry)
@@ -426,8 +431,7 @@ class AsyncRuntime:
             self.loop.checkpoint(self.checkpoint_extra())
         except RunInterrupted:  # after an update: a consistent point to checkpoint
             self.pool.close()
-            self._log_unreported_stragglers()
-            self.loop.checkpoint(self.checkpoint_extra())
+            self._checkpoint_on_interrupt()
             raise
         finally:
             self.pool.close()

@@ -11,10 +11,10 @@ Checkpoints: a checkpoint of an asynchronous run records the episodes admitted b
 on as plans; a resumed session starts fresh workers and issues those plans again. A simulated
 run does the same right after every checkpoint it writes (``SimulatedRuntime._restart``): the
 episodes in flight are set aside and issued again, on fresh workers seeded as a resumed session
-seeds them, at the same virtual moment. So a run stopped at any point (``kill -9`` included) and
-resumed from its last checkpoint goes on exactly as the run that was never stopped, at the cost
-of re-running the episodes in flight at each checkpoint (``logging.checkpoint_every``; 0 writes
-one only at the end, and nothing is re-run).
+seeds them, at the same virtual moment. So a run stopped at any point (``kill -9`` or Ctrl-C,
+which writes no checkpoint of its own here) and resumed from its last checkpoint goes on exactly
+as the run that was never stopped, at the cost of re-running the episodes in flight at each
+checkpoint (``logging.checkpoint_every``; 0 writes one only at the end, and nothing is re-run).
 """
 
 from __future__ import annotations
@@ -62,6 +62,13 @@ class SimulatedRuntime(AsyncRuntime):
         self.pool.reset(self.loop.ctx.policy, self.loop.ctx.learner.version)
         self.__init__(self.loop, self.pool, pending)  # counters, gate and queues as new
         self.start()
+
+    def _checkpoint_on_interrupt(self) -> None:
+        """No checkpoint of its own: a resumed run goes on from the last periodic one, which
+        the run that was never stopped wrote too (and restarted its rollouts at), so both are
+        one run. A checkpoint here would restart the rollouts at a version where the
+        uninterrupted run did not. What was logged since is set aside on resume and logged again,
+        the same."""
 
     def step(self, timeout: float) -> None:
         before = (self.loop.ctx.learner.version, self.next_ticket, self.loop.clock.now())
