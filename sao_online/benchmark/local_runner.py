@@ -135,18 +135,22 @@ def estimate_jobs(
         work.append(Work(job["name"], estimate, cores=1, rank=0))
         warm_of_task.update(dict.fromkeys(job["tasks"], job["name"]))
     seeds = sorted({job["key"]["seed"] for job in runs})
-    known: dict[tuple[str, str], tuple[float, str]] = {}  # (task, method) -> prior, work key
+    # (task, method, variant: a control, a grid point) -> prior, work key
+    known: dict[tuple[str, str, str], tuple[float, str]] = {}
     for job in runs:
         task, spec = job["key"]["task"], job["key"]["method_spec"]
-        if (task, spec) not in known:
+        variant = (task, spec, job.get("variant", ""))
+        if variant not in known:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # said when the tier was planned
                 config = load_config(job["config"], job["overrides"])
                 prior = run_prior_seconds(config, method_weight(build_method(config)))
+            # The prior counts budget.episodes; the run spends what the job plans.
+            prior *= job.get("budget", config.budget.episodes) / config.budget.episodes
             resolved = config.to_dict()
             resolved.pop("seed", None)  # another seed costs the same
-            known[task, spec] = (prior, stable_hash(resolved))
-        prior, key = known[task, spec]
+            known[variant] = (prior, stable_hash(resolved))
+        prior, key = known[variant]
         estimate = book.estimate(RUN, task, key, prior)
         job.update(
             kind=RUN, task=task, work_key=key, prior_seconds=prior, estimate_seconds=estimate

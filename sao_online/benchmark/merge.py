@@ -197,9 +197,10 @@ def merge_results(
     target.mkdir(parents=True, exist_ok=True)
     from sao_online.analysis.report_render import write_csv
 
-    for table in ("runs", "phases", "shifts", "curves"):
+    for table in ("runs", "phases", "shifts", "curves", "controls"):
         pooled = pd.concat([part.tables[table] for part in parts], ignore_index=True)
-        write_csv(pooled, target / f"{table}.csv")
+        if table != "controls" or len(pooled):  # controls.csv only where controls ran
+            write_csv(pooled, target / f"{table}.csv")
     sessions: list[dict[str, Any]] = []
     for part in parts:
         for session in part.benchmark.get("sessions", []):

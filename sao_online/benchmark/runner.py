@@ -27,6 +27,7 @@ from typing import Any
 from tqdm import tqdm
 
 from sao_online.benchmark.clean_tree import check_clean_tree
+from sao_online.benchmark.controls import control_jobs, control_path, control_table, read_controls
 from sao_online.benchmark.protocol import (
     FLOOR_METHOD,
     check_same_protocol,
@@ -42,9 +43,10 @@ from sao_online.benchmark.warm_starts import (
     planned_warm_starts,
     shared_warm_starts,
 )
-from sao_online.config import ConfigError, ExperimentConfig
+from sao_online.config import ConfigError
 from sao_online.config.names import check_method_name
 from sao_online.runtime.host.threads import usable_cores
+from sao_online.runtime.scheduling.planner import run_episodes_of
 
 BACKENDS = ("local", "ray")
 
@@ -54,6 +56,9 @@ def _say(message: str) -> None:
 
 
 def result_path(out: Path, key: dict[str, Any]) -> Path:
+    """Where the record of the run (or re-adaptation control) ``key`` is kept."""
+    if "control" in key:
+        return control_path(out, key)
     return out / "results" / "runs" / key["task"] / key["method"] / f"seed-{key['seed']}.json"
 
 
@@ -71,7 +76,8 @@ def write_tables(
     protocol: dict[str, Any],
     session: dict[str, Any] | None = None,
 ) -> None:
-    """Compile per-run records into ``results/*.csv`` and ``results/benchmark.json``.
+    """Compile per-run records (and the controls' records kept in ``out``) into
+    ``results/*.csv`` and ``results/benchmark.json``.
 
     ``benchmark.json`` keeps the ``sessions`` already recorded there (one per command that ran
     runs: when, how long, how many runs, where) and appends ``session``.
@@ -79,13 +85,16 @@ def write_tables(
     from sao_online.analysis.report_render import write_csv
 
     provenances: dict[str, Any] = {}
-    for record in records:
+    controls = read_controls(out)  # the re-adaptation controls' records, when it ran them
+    for record in [*records, *controls]:
         record.setdefault("provenance_id", provenance_id(record["provenance"]))
         provenances[record["provenance_id"]] = record["provenance"]
     folder = out / "results"
     folder.mkdir(parents=True, exist_ok=True)
     for name, table in result_tables(records).items():
         write_csv(table, folder / f"{name}.csv")
+    if controls:
+        write_csv(control_table(controls), folder / "controls.csv")
     path = folder / "benchmark.json"
     sessions = json.loads(path.read_text()).get("sessions", []) if path.exists() else []
     if session is not None:
@@ -110,7 +119,7 @@ def _plan_jobs(
         for task in plan.tasks:
             for spec, label in labels.items():
                 if (task.name, spec) not in episodes:
-                    episodes[task.name, spec] = planned_episodes(
+                    episodes[task.name, spec] = run_episodes_of(
                         task.load([*overrides, *method_overrides(spec)])
                     )
                 key = {
@@ -142,16 +151,6 @@ def _plan_jobs(
     return jobs
 
 
-def planned_episodes(config: ExperimentConfig) -> int:
-    """The episodes a run of ``config`` spends (``budget.match`` and ``budget.start`` counted)."""
-    from sao_online.algorithms import build_method
-    from sao_online.runtime.scheduling.planner import run_episodes
-
-    budget = config.budget
-    group_size = build_method(config).group_size
-    return run_episodes(budget.episodes, group_size, match=budget.match, start=budget.start)
-
-
 def _warm_start_jobs(plan: TierPlan, overrides: list[str]) -> list[dict[str, Any]]:
     """One job per distinct warm start the tasks use (tasks may share one); each job lists the
     tasks it serves."""
@@ -181,8 +180,9 @@ def _line(record: dict[str, Any], done: int, total: int) -> str:
     phases = ", ".join(f"{row['reward_mean']:.2f}" for row in record["phases"])
     seconds = run.get("seconds")
     took = f"{seconds:.0f} s" if seconds is not None else "?"
+    control = f" (control of shift {key['control']})" if "control" in key else ""
     return (
-        f"[{done}/{total}] {key['task']} {key['method']} seed {key['seed']}: {took}, "
+        f"[{done}/{total}] {key['task']} {key['method']} seed {key['seed']}{control}: {took}, "
         f"{run['episodes']} episodes, mean reward per phase {phases}"
     )
 
@@ -204,6 +204,7 @@ def run_benchmark(
     reps: int = 2000,
     warm_starts: str | Path | None = None,
     allow_dirty: bool = False,
+    controls: bool | None = None,
 ) -> Path:
     """Run a suite's tier for ``methods`` (plus ``frozen``) x seeds; write the scorecard.
 
@@ -212,7 +213,9 @@ def run_benchmark(
     weights instead of ones fitted here, so runs on several machines share them.
 
     Results are kept in the checkout's ``benchmarks/`` folder only from committed code, unless
-    ``allow_dirty`` (which the scorecard's first lines then show).
+    ``allow_dirty`` (which the scorecard's first lines then show). ``controls`` (default: the
+    tier's ``controls``) adds a re-adaptation control per learning run and shift
+    (``controls.py``); a resumed benchmark may add them.
 
     Returns:
         The path of ``scorecard.md``.
@@ -280,6 +283,8 @@ def run_benchmark(
     if backend == "local":
         start_server_early()
     jobs = _plan_jobs(plan, labels, seed_list, out, overrides)
+    if plan.controls if controls is None else controls:
+        jobs += control_jobs(jobs)
     pending = [job for job in jobs if not result_path(out, job["key"]).exists()]
     shared: dict[str, Path] = {}
     if warm_starts is not None:

@@ -22,7 +22,9 @@ from sao_online.analysis.report_render import (
 )
 from sao_online.benchmark import calibration, figures
 from sao_online.benchmark.clean_tree import provenance_notes
+from sao_online.benchmark.controls import CONTROL_COLUMNS
 from sao_online.benchmark.protocol import budget_matching
+from sao_online.benchmark.readaptation import readaptation_blocks, readaptation_result
 from sao_online.benchmark.scorecard_tables import (
     family_table,
     leaderboard,
@@ -58,6 +60,10 @@ def read_tables(folder: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, 
         if not path.is_file():
             raise ResultsError(f"{folder}: no {name}.csv")
         tables[name] = pd.read_csv(path, keep_default_na=True)
+    controls = folder / "controls.csv"  # the re-adaptation controls, when it ran them
+    tables["controls"] = (
+        pd.read_csv(controls) if controls.is_file() else pd.DataFrame(columns=CONTROL_COLUMNS)
+    )
     if "warm_start" not in tables["runs"]:  # results kept before runs recorded it
         position = list(tables["runs"].columns).index("config_hash") + 1
         tables["runs"].insert(position, "warm_start", None)
@@ -115,12 +121,14 @@ def compute(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any], reps: in
     units = aggregate_units(scores)
     methods = sorted(tables["runs"]["method"].unique())
     aggregates = aggregate(units, methods, reps=reps)
+    order = _method_order(aggregates, methods)
     return {
         "scores": scores,
         "per_shift": per_shift,
         "units": units,
         "aggregates": aggregates,
-        "methods": _method_order(aggregates, methods),
+        "methods": order,
+        "readaptation": readaptation_result(scores, tables.get("controls"), order, reps),
     }
 
 
@@ -264,6 +272,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
     else:
         blocks.append(Paragraph("No family orders any pair of methods against the aggregate."))
     blocks += [
+        *readaptation_blocks(result["readaptation"]),
         Image(
             relative["intervals"], "IQM and optimality gap with 95% stratified-bootstrap intervals"
         ),
@@ -336,6 +345,11 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
         "flips": aggregates.flips.to_dict(orient="records"),
         "probability_of_improvement": aggregates.improvement.to_dict(orient="records"),
         "shifts": result["per_shift"].to_dict(orient="records"),
+        "readaptation": (
+            result["readaptation"]["frame"].to_dict(orient="records")
+            if result["readaptation"]
+            else []
+        ),
         "provenance": benchmark.get("provenance", {}),
         "task_config_hashes": {n: t["config_hash"] for n, t in protocol["tasks"].items()},
     }

@@ -19,6 +19,7 @@ A suite is YAML (``configs/suites/core.yaml`` is the built-in ``core``)::
         seeds: 1                          # default --seeds (and first_seed, default 0)
         methods: [sao]                    # default --methods of this tier
         set: {budget.episodes: 64}        # overrides of every task in this tier
+        controls: true                    # a re-adaptation control per run and shift
         tasks:
           StyleShift: {set: {model.warm_start_steps: 40}, cpus: 1}
 
@@ -46,7 +47,7 @@ TIERS = ("smoke", "lite", "full")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SUITE_KEYS = {"suite", "description", "methods", "tasks", "tiers"}
 _TASK_KEYS = {"config", "family", "cpus", "set"}
-_TIER_KEYS = {"seeds", "first_seed", "methods", "set", "tasks"}
+_TIER_KEYS = {"seeds", "first_seed", "methods", "set", "tasks", "controls"}
 _TIER_TASK_KEYS = {"set", "cpus"}
 
 
@@ -83,6 +84,7 @@ class TierPlan:
     seeds: int
     first_seed: int
     source: str = field(default="")  # the suite file
+    controls: bool = False  # a re-adaptation control per learning run and shift
 
 
 def builtin_suites() -> list[str]:
@@ -282,4 +284,9 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
         )
         tasks.append(TaskPlan(plan.name, plan.family, plan.config, plan.overrides, cpus))
     description = str(data.get("description") or "")
-    return TierPlan(name, tier, description, tuple(tasks), methods, seeds, first_seed, str(path))
+    controls = tier_data.get("controls", False)
+    if not isinstance(controls, bool):
+        raise SuiteError(f"{where}: tiers.{tier}.controls: expected true or false")
+    return TierPlan(
+        name, tier, description, tuple(tasks), methods, seeds, first_seed, str(path), controls
+    )

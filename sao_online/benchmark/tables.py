@@ -12,7 +12,8 @@ Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
 ``versus DIR BASE OTHER,... [FAMILY,...]`` (one method against others, per family),
 ``seeds DIR`` (every pooled score, a column per seed),
 ``first-phase DIR... [tasks=A,B] [methods=M,N]`` (the learnable check's scores, a column per
-seed, a row per folder) and
+seed, a row per folder), ``readaptation DIR`` (each method's re-adaptation score, from the
+re-adaptation controls) and
 ``sessions DIR`` (how long each command that ran the folder's runs took, and where).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
@@ -26,6 +27,7 @@ from pathlib import Path
 from sao_online.analysis.report_render import Table, to_markdown
 from sao_online.benchmark import calibration
 from sao_online.benchmark.merge import replication_table, results_folder
+from sao_online.benchmark.readaptation import readaptation_table
 from sao_online.benchmark.scorecard import compute, read_tables, run_cpus
 from sao_online.benchmark.scorecard_tables import (
     family_table,
@@ -49,6 +51,7 @@ KINDS = (
     "versus",
     "seeds",
     "first-phase",
+    "readaptation",
     "sessions",
 )
 
@@ -129,6 +132,10 @@ def render_block(spec: str, base: Path) -> str:
             return to_markdown([Table(frame) for frame in frames])
         if kind == "seeds":
             return to_markdown([Table(per_seed_table(result["scores"], result["methods"]))])
+        if kind == "readaptation":
+            if result["readaptation"] is None:
+                raise TableSpecError(f"readaptation: {folders[0]} ran no re-adaptation control")
+            return to_markdown([Table(readaptation_table(result["readaptation"]))])
         frame = (
             leaderboard(result["aggregates"])
             if kind == "leaderboard"

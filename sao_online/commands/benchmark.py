@@ -80,6 +80,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
         reps=args.reps,
         warm_starts=args.warm_starts,
         allow_dirty=args.allow_dirty,
+        controls=True if args.controls else None,
     )
     print(f"scorecard: {path}")
     return 0
@@ -164,6 +165,12 @@ def add_benchmark_parser(commands: Any) -> None:
         default=None,
         help="start each task FOLDER holds from the warm start exported there (`benchmark "
         "warm-starts --export FOLDER` on another machine) instead of one fitted here",
+    )
+    benchmark.add_argument(
+        "--controls",
+        action="store_true",
+        help="also run a re-adaptation control per learning run and shift: the method started "
+        "from the warm start at the shift (default: the tier's controls setting)",
     )
     _allow_dirty_option(benchmark)
     benchmark.set_defaults(func=benchmark_command, benchmark_command=None)

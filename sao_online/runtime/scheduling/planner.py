@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import DriftState, Schedule
 from sao_online.drift_schedules.clocks import Clock
 
@@ -94,6 +95,16 @@ def run_episodes(budget: int, group_size: int, *, match: str, start: int = 0) ->
         return max(0, budget - start) * group_size
     left = max(0, budget - start)
     return left - left % group_size
+
+
+def run_episodes_of(config: ExperimentConfig) -> int:
+    """The episodes a run of ``config`` spends (its method's group size, ``budget.match`` and
+    ``budget.start`` counted)."""
+    from sao_online.algorithms import build_method
+
+    budget = config.budget
+    group_size = build_method(config).group_size
+    return run_episodes(budget.episodes, group_size, match=budget.match, start=budget.start)
 
 
 @dataclass
