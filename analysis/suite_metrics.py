@@ -21,7 +21,10 @@ the benchmark's task families), so strata may hold different numbers of scores:
   the two methods' scores are resampled independently (``StratifiedIndependentBootstrap``).
 
 With equal stratum sizes these are rliable's numbers for a (runs x tasks) score matrix whose
-columns are the strata; the test suite checks them against rliable where it is installed.
+columns are the strata; the test suite checks them against rliable where it is installed. A
+stratum may also be :class:`Clustered` (runs that share a warm start): its bootstrap then draws
+the clusters before the runs within them, which rliable does not do; with one cluster, or one
+run per cluster, it is rliable's again.
 """
 
 from __future__ import annotations
@@ -91,10 +94,63 @@ class Interval:
     upper: np.ndarray | float
 
 
-def _clean_strata(strata: Sequence[Sequence[float] | np.ndarray]) -> list[np.ndarray]:
-    cleaned = [np.asarray(values, dtype=float).ravel() for values in strata]
-    cleaned = [values[np.isfinite(values)] for values in cleaned]
-    cleaned = [values for values in cleaned if len(values)]
+@dataclass(frozen=True)
+class Clustered:
+    """A stratum whose scores come in clusters that share a random factor (the runs of one
+    warm start): its bootstrap draws clusters with replacement, then scores within each drawn
+    cluster, so the interval carries the factor's variation as well as the runs'. With one
+    cluster, or one score per cluster, that is the one-level bootstrap; clusters of unequal
+    sizes are resampled one level too (the pooled size must stay fixed).
+
+    Example:
+        >>> stratum = Clustered(([0.1, 0.2], [0.7, 0.8]))   # two warm starts, two runs each
+        >>> stratified_interval([stratum], lambda x: x.mean(axis=-1), reps=200).point
+        0.45
+    """
+
+    clusters: tuple[Sequence[float] | np.ndarray, ...]
+
+
+Stratum = Sequence[float] | np.ndarray | Clustered
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """One stratum ready to resample: its finite scores and, for a two-level bootstrap, the
+    [clusters, size] matrix of their indices (None: one level)."""
+
+    values: np.ndarray
+    members: np.ndarray | None = None
+
+    def resample(self, reps: int, rng: np.random.Generator) -> np.ndarray:
+        """[reps, n] resampled scores."""
+        n = len(self.values)
+        if self.members is None:
+            return self.values[rng.integers(0, n, size=(reps, n))]
+        clusters, size = self.members.shape
+        drawn = rng.integers(0, clusters, size=(reps, clusters))
+        within = rng.integers(0, size, size=(reps, clusters, size))
+        return self.values[self.members[drawn[..., None], within]].reshape(reps, n)
+
+
+def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    array = np.asarray(values, dtype=float).ravel()
+    return array[np.isfinite(array)]
+
+
+def _draws(stratum: Stratum) -> _Draws:
+    if not isinstance(stratum, Clustered):
+        return _Draws(_finite(stratum))
+    clusters = [c for c in (_finite(c) for c in stratum.clusters) if len(c)]
+    values = np.concatenate(clusters) if clusters else np.zeros(0)
+    sizes = {len(c) for c in clusters}
+    if len(clusters) < 2 or sizes == {1} or len(sizes) > 1:
+        return _Draws(values)
+    return _Draws(values, np.arange(len(values)).reshape(len(clusters), sizes.pop()))
+
+
+def _clean_strata(strata: Sequence[Stratum]) -> list[_Draws]:
+    cleaned = [draws for draws in map(_draws, strata) if len(draws.values)]
     if not cleaned:
         raise ValueError("no finite score in any stratum")
     return cleaned
@@ -108,16 +164,13 @@ def _percentiles(samples: np.ndarray, confidence: float) -> tuple[np.ndarray, np
     return lower, upper
 
 
-def _resampled(strata: list[np.ndarray], reps: int, rng: np.random.Generator) -> np.ndarray:
+def _resampled(strata: list[_Draws], reps: int, rng: np.random.Generator) -> np.ndarray:
     """[reps, total]: each stratum resampled with replacement at its own size, side by side."""
-    return np.concatenate(
-        [values[rng.integers(0, len(values), size=(reps, len(values)))] for values in strata],
-        axis=1,
-    )
+    return np.concatenate([draws.resample(reps, rng) for draws in strata], axis=1)
 
 
 def stratified_interval(
-    strata: Sequence[Sequence[float] | np.ndarray],
+    strata: Sequence[Stratum],
     statistic: Statistic,
     *,
     reps: int = 2000,
@@ -127,7 +180,8 @@ def stratified_interval(
     """``statistic`` of the pooled scores with a stratified-bootstrap percentile interval.
 
     Args:
-        strata: the scores of each stratum (NaNs dropped; empty strata left out).
+        strata: the scores of each stratum (NaNs dropped; empty strata left out), or a
+            :class:`Clustered` stratum's clusters of scores.
         statistic: maps a [reps, n] array to [reps] (or [reps, k]); e.g.
             ``lambda x: trimmed_iqm(x, axis=-1)``.
         reps: bootstrap replications.
@@ -143,7 +197,7 @@ def stratified_interval(
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
     cleaned = _clean_strata(strata)
-    point = statistic(np.concatenate(cleaned)[None, :])[0]
+    point = statistic(np.concatenate([draws.values for draws in cleaned])[None, :])[0]
     samples = statistic(_resampled(cleaned, reps, np.random.default_rng(seed)))
     lower, upper = _percentiles(samples, confidence)
     as_value = (lambda v: float(v)) if np.ndim(point) == 0 else (lambda v: np.asarray(v))
@@ -157,8 +211,8 @@ def _win_rate(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def improvement_interval(
-    x_strata: Sequence[Sequence[float] | np.ndarray],
-    y_strata: Sequence[Sequence[float] | np.ndarray],
+    x_strata: Sequence[Stratum],
+    y_strata: Sequence[Stratum],
     *,
     reps: int = 2000,
     confidence: float = 0.95,
@@ -179,20 +233,16 @@ def improvement_interval(
     if len(x_strata) != len(y_strata):
         raise ValueError("x_strata and y_strata must list the same strata")
     pairs = []
-    for x_values, y_values in zip(x_strata, y_strata):
-        x_values = np.asarray(x_values, dtype=float).ravel()
-        y_values = np.asarray(y_values, dtype=float).ravel()
-        x_values, y_values = x_values[np.isfinite(x_values)], y_values[np.isfinite(y_values)]
-        if len(x_values) and len(y_values):
-            pairs.append((x_values, y_values))
+    for x_stratum, y_stratum in zip(x_strata, y_strata):
+        x_draws, y_draws = _draws(x_stratum), _draws(y_stratum)
+        if len(x_draws.values) and len(y_draws.values):
+            pairs.append((x_draws, y_draws))
     if not pairs:
         raise ValueError("no stratum has scores of both methods")
-    point = float(np.mean([_win_rate(x, y) for x, y in pairs]))
+    point = float(np.mean([_win_rate(x.values, y.values) for x, y in pairs]))
     rng = np.random.default_rng(seed)
     samples = np.zeros(reps)
-    for x_values, y_values in pairs:
-        x_samples = x_values[rng.integers(0, len(x_values), size=(reps, len(x_values)))]
-        y_samples = y_values[rng.integers(0, len(y_values), size=(reps, len(y_values)))]
-        samples += _win_rate(x_samples, y_samples)
+    for x_draws, y_draws in pairs:
+        samples += _win_rate(x_draws.resample(reps, rng), y_draws.resample(reps, rng))
     lower, upper = _percentiles(samples / len(pairs), confidence)
     return Interval(point, float(lower), float(upper))

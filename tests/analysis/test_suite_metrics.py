@@ -8,6 +8,7 @@ import pytest
 from rliable_calls import rliable_intervals, rliable_modules
 
 from sao_online.analysis.suite_metrics import (
+    Clustered,
     improvement_interval,
     optimality_gap,
     score_distribution,
@@ -135,3 +136,34 @@ def test_intervals_agree_with_rliables_stratified_bootstrap(rliable):
     assert ours_iqm.upper == pytest.approx(upper[0], abs=0.03)
     assert ours_gap.lower == pytest.approx(lower[1], abs=0.03)
     assert ours_gap.upper == pytest.approx(upper[1], abs=0.03)
+
+
+# --- runs that share a warm start -------------------------------------------------------------
+
+
+def _mean(x):
+    return x.mean(axis=-1)
+
+
+def test_clusters_of_one_or_a_single_cluster_are_the_one_level_bootstrap():
+    scores = [0.1, 0.5, 0.2, 0.9]
+    plain = stratified_interval([scores], _mean, reps=300, seed=4)
+    for stratum in (Clustered(([0.1, 0.5, 0.2, 0.9],)), Clustered(tuple([v] for v in scores))):
+        same = stratified_interval([stratum], _mean, reps=300, seed=4)
+        assert (same.point, same.lower, same.upper) == (plain.point, plain.lower, plain.upper)
+    unequal = Clustered(([0.1, 0.5, 0.2], [0.9]))  # sizes differ: resampled one level
+    same = stratified_interval([unequal], _mean, reps=300, seed=4)
+    assert (same.lower, same.upper) == (plain.lower, plain.upper)
+
+
+def test_the_bootstrap_draws_warm_starts_before_the_runs_within_them():
+    # Two warm starts, three runs each, all runs of one warm start alike: a rep's mean is 0,
+    # 1/2 or 1 as it draws the first warm start twice, both, or the second twice (1/4, 1/2,
+    # 1/4), so the 95% interval is [0, 1]; resampling the six runs alone narrows it.
+    stratum = Clustered(([0.0, 0.0, 0.0], [1.0, 1.0, 1.0]))
+    two_level = stratified_interval([stratum], _mean, reps=4000)
+    assert (two_level.point, two_level.lower, two_level.upper) == (0.5, 0.0, 1.0)
+    one_level = stratified_interval([[0.0] * 3 + [1.0] * 3], _mean, reps=4000)
+    assert one_level.lower > 0.1 and one_level.upper < 0.9
+    win = improvement_interval([stratum], [[0.5] * 6], reps=4000)
+    assert (win.point, win.lower, win.upper) == (0.5, 0.0, 1.0)
