@@ -108,16 +108,6 @@ def _simulated(args: argparse.Namespace) -> dict[str, Any]:
     return run_simulated_benchmark(quick=args.quick, repeats=args.repeats)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
-    return value
-
-
 def add_bench_parser(commands: argparse._SubParsersAction) -> None:
     """``sao-online bench NAME [flags]``, one subcommand per benchmark."""
     bench = commands.add_parser("bench", help="benchmarks; print one JSON object")
