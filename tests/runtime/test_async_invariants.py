@@ -38,6 +38,7 @@ def comparable_columns(frame: pd.DataFrame) -> list[str]:
         for c in frame.columns
         if frame[c].dtype.kind in "fib"
         and "wall" not in c
+        and c != "finished_time"  # when the episode finished, in the run's wall seconds
         and "seconds" not in c
         and "charts/ready" not in c
         and "charts/episodes_running" not in c
