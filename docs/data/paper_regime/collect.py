@@ -1,0 +1,144 @@
+"""Summarise the paper-regime runs into ``shifts.csv`` and ``runs.csv``.
+
+Usage: python collect.py SEED_SET=FOLDER [SEED_SET=FOLDER ...]
+
+Each FOLDER holds the runs ``sao-online compare`` made of a paper-regime config
+(``<experiment>/<method>/seed-<k>``) and ``source.json``, the provenance of the code that ran
+them (``produce.sh`` writes it; a folder without it is refused). ``runs.csv`` gets one row per
+run: what the runtime did (``sao-online sim compare``'s profile: staleness, DIS masking, the
+learner's busy share, virtual and real seconds); ``shifts.csv`` one row per run and shift: the
+report's recovery measures on the episodes axis and on the virtual-seconds axis (``sao-online
+report --oracle-fraction 0.5``). Both files are written beside this script, with
+``provenance.json`` (each folder's source and this script's own); a run that did not finish is
+refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sao_online.analysis import load_run_configs, load_runs, recovery_metrics
+from sao_online.analysis.loading import read_table
+from sao_online.benchmark.provenance import provenance
+from sao_online.commands.sim import runtime_profile
+
+HERE = Path(__file__).resolve().parent
+#: The absolute recovery level: half the oracle's reward (the demo's measure).
+ORACLE_FRACTION = 0.5
+
+
+def run_rows(seed_set: str, folder: str) -> list[dict]:
+    rows = []
+    for run in load_run_configs(folder).itertuples(index=False):
+        path = Path(run.path)
+        episodes = read_table(path, "episodes")
+        trained = episodes[~episodes["dropped"].astype(bool)]
+        if len(trained) < run.budget_episodes:
+            raise ValueError(f"{path}: {len(trained)} of {run.budget_episodes} episodes trained")
+        updates = read_table(path, "updates")
+        profile = runtime_profile(path)
+        shares = profile["staleness_shares"]
+        bound = int(run.config["runtime"]["max_staleness"])
+        tokens = updates["charts/action_tokens"]
+        masked = {
+            side: float((updates[f"charts/masked_{side}_fraction"].fillna(0) * tokens).sum())
+            / float(tokens.sum())
+            if f"charts/masked_{side}_fraction" in updates
+            else 0.0
+            for side in ("below", "above")
+        }
+        rows.append(
+            {
+                "seed_set": seed_set,
+                "experiment": run.experiment,
+                "method": run.method,
+                "seed": int(run.seed),
+                "episodes": len(trained),
+                "dropped": int(episodes["dropped"].astype(bool).sum()),
+                "updates": int(updates["version"].max()),
+                "staleness_mean": round(profile["staleness_mean"], 4),
+                "share_at_bound": round(shares.get(bound, 0.0), 4),
+                "share_fresh": round(shares.get(0, 0.0), 4),
+                "masked_below": round(masked["below"], 5),
+                "masked_above": round(masked["above"], 5),
+                "learner_busy_share": round(profile["learner_busy_share"], 4),
+                "virtual_seconds": round(float(updates["wall_time"].max()), 2),
+                "real_seconds": round(float(updates["sim/real_seconds"].max()), 1),
+            }
+        )
+    return rows
+
+
+def shift_rows(seed_set: str, folder: str) -> list[dict]:
+    episodes = load_runs(folder)
+    axes = {
+        axis: recovery_metrics(episodes, x=x, oracle_fraction=ORACLE_FRACTION).set_index(
+            ["method", "seed", "change_point"]
+        )
+        for axis, x in (("episodes", "world_time"), ("seconds", "seconds"))
+    }
+    rows = []
+    for key, shift in axes["episodes"].sort_index().iterrows():
+        in_seconds = axes["seconds"].loc[key]
+        method, seed, change_point = key
+        rows.append(
+            {
+                "seed_set": seed_set,
+                "method": method,
+                "seed": int(seed),
+                "shift": int(change_point),
+                "shift_episode": int(shift["tau_clock"]),
+                "shift_second": round(float(in_seconds["tau"]), 2),
+                "reward_before": round(float(shift["pre_level"]), 4),
+                "episodes_to_half_oracle": round(float(shift["time_to_oracle_fraction"]), 1),
+                "episodes_censored": bool(shift["oracle_fraction_censored"]),
+                "seconds_to_half_oracle": round(float(in_seconds["time_to_oracle_fraction"]), 2),
+                "seconds_censored": bool(in_seconds["oracle_fraction_censored"]),
+                "regret_per_episode": round(float(shift["dynamic_regret_per_episode"]), 4),
+            }
+        )
+    return rows
+
+
+def source(folder: str) -> dict:
+    path = Path(folder) / "source.json"
+    if not path.is_file():
+        raise SystemExit(f"collect.py: {path} is missing: which code ran these runs?")
+    record = json.loads(path.read_text())
+    if record.get("dirty") is not False:
+        raise SystemExit(f"collect.py: {path}: the runs did not come from a committed tree")
+    return record
+
+
+if __name__ == "__main__":
+    runs, shifts, sources = [], [], {}
+    for argument in sys.argv[1:]:
+        seed_set, folder = argument.split("=", 1)
+        sources[seed_set] = source(folder)
+        runs += run_rows(seed_set, folder)
+        shifts += shift_rows(seed_set, folder)
+    pd.DataFrame(runs).to_csv(HERE / "runs.csv", index=False)
+    pd.DataFrame(shifts).to_csv(HERE / "shifts.csv", index=False)
+    record = {
+        "what": "StyleShift on the simulated backend with the gpu-fleet cost model, max "
+        "staleness 4, env latency mean 2 s sigma 1, one rollout per prompt, weights published "
+        "after every update: configs/paper_regime_quarter.yaml as written (2 workers x 32 slots, "
+        "batch 32, 3,072 episodes) for sao, sao_running_mean, grpo_dis and grpo on seeds 0-2 "
+        "(set-1) and 3-5 (set-2); configs/paper_regime.yaml as written (4 workers x 64 slots, "
+        "batch 128, 12,288 episodes), where collected, as the seed set named full",
+        "commands": [
+            "docs/data/paper_regime/produce.sh OUT",
+            "python docs/data/paper_regime/collect.py " + " ".join(sys.argv[1:]),
+            "python docs/data/paper_regime/table.py",
+        ],
+        "load": "the runs shared the machine with other work: a simulated run's results do not "
+        "depend on it (only its real seconds do)",
+        "sources": sources,
+        "provenance": provenance(),
+    }
+    (HERE / "provenance.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {HERE / 'runs.csv'} ({len(runs)} runs), {HERE / 'shifts.csv'}")
