@@ -1,4 +1,4 @@
-"""Summarise the paper-regime runs into ``shifts.csv`` and ``runs.csv``.
+"""Summarise the paper-regime runs into ``runs.csv``, ``shifts.csv`` and ``curves.csv``.
 
 Usage: python collect.py SEED_SET=FOLDER [SEED_SET=FOLDER ...]
 
@@ -8,9 +8,10 @@ them (``produce.sh`` writes it; a folder without it is refused). ``runs.csv`` ge
 run: what the runtime did (``sao-online sim compare``'s profile: staleness, DIS masking, the
 learner's busy share, virtual and real seconds); ``shifts.csv`` one row per run and shift: the
 report's recovery measures on the episodes axis and on the virtual-seconds axis (``sao-online
-report --oracle-fraction 0.5``). Both files are written beside this script, with
-``provenance.json`` (each folder's source and this script's own); a run that did not finish is
-refused.
+report --oracle-fraction 0.5``); ``curves.csv`` each run's training reward in bins of 128
+episodes, with each bin's mean episode and virtual second. The files are written beside this
+script with ``provenance.json`` (each folder's source and this script's own); a run that did not
+finish is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from sao_online.commands.sim import runtime_profile
 HERE = Path(__file__).resolve().parent
 #: The absolute recovery level: half the oracle's reward (the demo's measure).
 ORACLE_FRACTION = 0.5
+#: Episodes per point of the kept curves: four updates of the quarter-scale config.
+CURVE_BIN = 128
 
 
 def run_rows(seed_set: str, folder: str) -> list[dict]:
@@ -70,6 +73,29 @@ def run_rows(seed_set: str, folder: str) -> list[dict]:
                 "real_seconds": round(float(updates["sim/real_seconds"].max()), 1),
             }
         )
+    return rows
+
+
+def curve_rows(seed_set: str, folder: str) -> list[dict]:
+    """Each run's training reward in bins of ``CURVE_BIN`` consecutive episodes (in the order the
+    schedule issued them), with the bin's mean episode and mean virtual second of completion."""
+    episodes = load_runs(folder)
+    episodes = episodes[~episodes["dropped"].astype(bool)]
+    rows = []
+    for (method, seed), run in episodes.groupby(["method", "seed"]):
+        run = run.sort_values("world_time").reset_index(drop=True)
+        for _, chunk in run.groupby(run.index // CURVE_BIN):
+            rows.append(
+                {
+                    "seed_set": seed_set,
+                    "experiment": str(chunk["experiment"].iloc[0]),
+                    "method": method,
+                    "seed": int(seed),
+                    "episode": round(float(chunk["world_time"].mean()), 1),
+                    "second": round(float(chunk["wall_time"].mean()), 2),
+                    "reward": round(float(chunk["reward"].mean()), 4),
+                }
+            )
     return rows
 
 
@@ -115,14 +141,16 @@ def source(folder: str) -> dict:
 
 
 if __name__ == "__main__":
-    runs, shifts, sources = [], [], {}
+    runs, shifts, curves, sources = [], [], [], {}
     for argument in sys.argv[1:]:
         seed_set, folder = argument.split("=", 1)
         sources[seed_set] = source(folder)
         runs += run_rows(seed_set, folder)
         shifts += shift_rows(seed_set, folder)
+        curves += curve_rows(seed_set, folder)
     pd.DataFrame(runs).to_csv(HERE / "runs.csv", index=False)
     pd.DataFrame(shifts).to_csv(HERE / "shifts.csv", index=False)
+    pd.DataFrame(curves).to_csv(HERE / "curves.csv", index=False)
     record = {
         "what": "StyleShift on the simulated backend with the gpu-fleet cost model, max "
         "staleness 4, env latency mean 2 s sigma 1, one rollout per prompt, weights published "

@@ -1,6 +1,6 @@
 """The tables of ``docs/paper_regime.md``, generated from ``runs.csv`` and ``shifts.csv``.
 
-Usage: python table.py          # rewrites every table between the page's markers
+Usage: python table.py          # rewrites every table between the page's markers, and the figure
 
 A table's opening marker names what it shows:
 
@@ -9,6 +9,10 @@ A table's opening marker names what it shows:
 - ``<!-- paper-regime table: recovery SEED_SET SHIFT -->``: per method, the reward before the
   shift, the episodes and the virtual seconds to half the oracle's reward after it, and the
   regret per episode over the phase, seed by seed (``+``: censored at the next shift).
+
+The figure ``docs/paper_regime_curves.png`` (from ``curves.csv``) draws each seed set's training
+reward per method on the episodes axis and on the virtual-seconds axis side by side: the mean
+over the set's seeds, and the range across them shaded.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 PAGE = HERE.parents[1] / "paper_regime.md"
+FIGURE = HERE.parents[1] / "paper_regime_curves.png"
 END = "<!-- end paper-regime table -->"
 MARKER = re.compile(
     r"(?P<open><!-- paper-regime table: (?P<kind>runtime|recovery) (?P<seed_set>\S+)"
@@ -102,7 +107,50 @@ def render(page: str, runs: pd.DataFrame, shifts: pd.DataFrame) -> str:
     return MARKER.sub(table, page)
 
 
+def figure(curves: pd.DataFrame, shifts: pd.DataFrame, seed_sets: list[str], path: Path) -> None:
+    """Training reward per method against episodes and against virtual seconds, one row of two
+    panels per seed set; dotted lines mark the shifts (on the seconds axis, each method's mean
+    shift second, drawn in its colour)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = dict(zip(METHODS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    fig, axes = plt.subplots(len(seed_sets), 2, figsize=(11, 3.4 * len(seed_sets)), squeeze=False)
+    for row, seed_set in zip(axes, seed_sets):
+        chosen = _chosen(curves, seed_set)
+        for method, group in _by_method(chosen):
+            by_bin = group.assign(bin=group.groupby("seed").cumcount()).groupby("bin")
+            mean, low, high = by_bin.mean(numeric_only=True), by_bin.min(), by_bin.max()
+            for axis, x in zip(row, ("episode", "second")):
+                axis.plot(mean[x], mean["reward"], color=colours[method], label=method)
+                axis.fill_between(
+                    mean[x], low["reward"], high["reward"], color=colours[method], alpha=0.15
+                )
+            moved = _chosen(shifts, seed_set)
+            for second in moved[moved["method"] == method].groupby("shift")["shift_second"].mean():
+                row[1].axvline(second, color=colours[method], linestyle=":", linewidth=1)
+        for episode in sorted(_chosen(shifts, seed_set)["shift_episode"].unique()):
+            row[0].axvline(episode, color="grey", linestyle=":", linewidth=1)
+        seeds = ", ".join(str(s) for s in sorted(chosen["seed"].unique()))
+        row[0].set_title(f"seeds {seeds}: training reward per episode")
+        row[1].set_title(f"seeds {seeds}: the same runs against virtual time")
+        row[0].set_xlabel("episodes")
+        row[1].set_xlabel("virtual seconds")
+        for axis in row:
+            axis.set_ylabel("reward (mean of 128 episodes)")
+            axis.set_ylim(-0.02, 1.0)
+    axes[0][0].legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 if __name__ == "__main__":
     runs, shifts = pd.read_csv(HERE / "runs.csv"), pd.read_csv(HERE / "shifts.csv")
     PAGE.write_text(render(PAGE.read_text(), runs, shifts))
-    print(f"wrote {PAGE}")
+    curves = pd.read_csv(HERE / "curves.csv")
+    compared = sorted(s for s in curves["seed_set"].astype(str).unique() if s.startswith("set-"))
+    figure(curves, shifts, compared, FIGURE)
+    print(f"wrote {PAGE} and {FIGURE}")
