@@ -37,7 +37,7 @@ from sao_online.config.names import (
 #: Values of the fixed-choice fields (each list is spelled here only; ``typing.get_args`` reads
 #: it elsewhere).
 Backend = Literal["sync", "local", "ray", "simulated"]
-SimPreset = Literal["gpu-fleet"]
+SimPreset = Literal["gpu-fleet", "cpu-tiny"]
 KLEstimator = Literal["exact", "k3"]
 AdvantageLevel = Literal["token", "last_token", "average"]
 ActionCapPolicy = Literal["truncate", "submit"]
@@ -413,8 +413,9 @@ class SimCostConfig(Section):
     preset: SimPreset = Field(
         "gpu-fleet",
         description="Where the fields left null come from: gpu-fleet (rollout workers that are "
-        "GPU replicas serving a ~30B model, a learner on 16 GPUs, from published figures); see "
-        "the simulated runtime guide.",
+        "GPU replicas serving a ~30B model, a learner on 16 GPUs, from published figures) or "
+        "cpu-tiny (the tiny model on this project's 2-core reference machine, fitted to the "
+        "demo's real runs); see the simulated runtime guide.",
     )
     decode_step_seconds: number(gt=0, le=3600) | None = Field(
         None,

@@ -5,7 +5,9 @@ Usage: python table.py          # rewrites both tables between the page's marker
 
 - ``<!-- sim-fit table: costs -->``: the cost model fitted to the real run;
 - ``<!-- sim-fit table: profiles -->``: what the runtime did in each real run and in the
-  simulated run of the same seed, side by side.
+  simulated run of the same seed, side by side;
+- ``<!-- sim-fit table: tolerances -->``: per measure, the largest difference between a real run
+  and the simulated run of its seed: the tolerance the kept data support.
 """
 
 from __future__ import annotations
@@ -61,14 +63,47 @@ def profiles_table(profiles: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+#: measure -> (row label, how a difference is stated)
+TOLERANCES = {
+    "episodes_per_second": ("episodes per second", "relative"),
+    "learner_busy_share": ("learner busy (share of the time)", "points"),
+    "dis_masked_share": ("action tokens DIS masked (share)", "points"),
+    "staleness_mean": ("mean staleness (versions)", "absolute"),
+    "staleness_share_4": ("trained episodes at the bound (share)", "points"),
+    "first_update_seconds": ("seconds to the first update", "relative"),
+}
+
+
+def tolerances_table(profiles: pd.DataFrame) -> str:
+    lines = ["| measure | largest difference, simulated against real |", "|---|---|"]
+    real = profiles[profiles["backend"] == "local"].set_index("seed")
+    simulated = profiles[profiles["backend"] == "simulated"].set_index("seed")
+    for column, (label, kind) in TOLERANCES.items():
+        if column not in profiles:
+            continue
+        difference = simulated[column] - real[column]
+        if kind == "relative":
+            largest = (difference / real[column]).abs().max()
+            text = f"{largest:.1%} of the real value"
+        elif kind == "points":
+            text = f"{100 * difference.abs().max():.1f} percentage points"
+        else:
+            text = f"{difference.abs().max():.2f}"
+        lines.append(f"| {label} | {text} |")
+    return "\n".join(lines)
+
+
 def render(page: str) -> str:
     fitted = yaml.safe_load((HERE / "fitted.yaml").read_text())
     profiles = pd.read_csv(HERE / "profiles.csv")
     page = replace_marked(
         page, PAGE, "<!-- sim-fit table: costs -->\n", END, costs_table(fitted) + "\n"
     )
-    return replace_marked(
+    page = replace_marked(
         page, PAGE, "<!-- sim-fit table: profiles -->\n", END, profiles_table(profiles) + "\n"
+    )
+    return replace_marked(
+        page, PAGE, "<!-- sim-fit table: tolerances -->\n", END, tolerances_table(profiles) + "\n"
     )
 
 

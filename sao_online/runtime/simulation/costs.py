@@ -115,6 +115,23 @@ PRESETS: dict[str, Preset] = {
         "learner 16 H100s, weights broadcast over NCCL; every figure cited in "
         "docs/guides/simulated-runtime.md#the-gpu-fleet-preset",
     ),
+    "cpu-tiny": Preset(
+        CostModel(
+            decode_step_seconds=0.0057,
+            decode_slot_seconds=0.000159,
+            decode_cached_token_seconds=0.0,
+            prefill_token_seconds=7.82e-05,
+            env_call_seconds=0.000165,
+            learner_update_seconds=0.218,
+            learner_policy_token_seconds=0.000246,
+            learner_critic_token_seconds=0.000151,
+            publish_seconds=0.00104,
+        ),
+        "the tiny model (4 layers, hidden 128) on two cores of an AMD EPYC: `sao-online sim fit` "
+        "of the demo's config on the local backend, to three significant figures "
+        "(docs/data/sim_fit/fitted.yaml, compared with the real runs in "
+        "docs/guides/simulated-runtime.md#the-fitted-cost-model-against-the-real-run)",
+    ),
 }
 
 
