@@ -95,7 +95,9 @@ class MachineWatch:
         wall = time.monotonic() - self._started
         others = (_busy_seconds() - self._busy) - (_own_seconds() - self._own)
         self.cores = os.cpu_count() or 1
-        self.others_share = max(0.0, others) / max(wall * self.cores, 1e-9)
+        # /proc/stat counts in clock ticks: over a short run its rounding can exceed the wall
+        # time, so the share is bounded to what the cores can give
+        self.others_share = min(1.0, max(0.0, others) / max(wall * self.cores, 1e-9))
 
     def summary(self) -> dict[str, Any]:
         return {
