@@ -36,6 +36,7 @@ from sao_online.benchmark.costs import (
     warm_start_prior_seconds,
 )
 from sao_online.benchmark.job_scheduler import CoreScheduler, Work, plan
+from sao_online.benchmark.warm_starts import warm_start_unit
 
 
 def process_cpu_seconds() -> float:
@@ -119,7 +120,7 @@ def estimate_jobs(
     from sao_online.pretrain import warm_start_path
 
     work: list[Work] = []
-    warm_of_task: dict[str, str] = {}
+    warm_of: dict[tuple[str, int | None], str] = {}  # (task, warm-start seed) -> its job
     for job in warm_starts:
         config = load_config(job["config"], job["overrides"])
         prior = warm_start_prior_seconds(config)
@@ -133,7 +134,7 @@ def estimate_jobs(
             estimate_seconds=estimate,
         )
         work.append(Work(job["name"], estimate, cores=1, rank=0))
-        warm_of_task.update(dict.fromkeys(job["tasks"], job["name"]))
+        warm_of.update({warm_start_unit(job, served): job["name"] for served in job["serves"]})
     seeds = sorted({job["key"]["seed"] for job in runs})
     # (task, method, variant: a control, a grid point) -> prior, work key
     known: dict[tuple[str, str, str], tuple[float, str]] = {}
@@ -160,7 +161,7 @@ def estimate_jobs(
                 job["name"],
                 estimate,
                 cores=job["cpus"],
-                after=warm_of_task.get(task),
+                after=warm_of.get(warm_start_unit(job)),
                 rank=1 + seeds.index(job["key"]["seed"]),
             )
         )

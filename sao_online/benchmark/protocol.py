@@ -112,6 +112,8 @@ def protocol_of(plan: TierPlan, labels: dict[str, str], overrides: list[str]) ->
         },
         "tasks": tasks,
         "methods": methods,
+        # Several warm starts per task, run seed s paired with the s mod n-th ([]: the config's).
+        "warm_start_seeds": list(plan.warm_start_seeds),
     }
 
 
@@ -136,6 +138,19 @@ def budget_matching(protocol: dict[str, Any]) -> str:
         f"in {match} on {', '.join(sorted(names))}" for match, names in sorted(matches.items())
     ]
     return f"Budgets are matched {'; '.join(parts)}."
+
+
+def warm_start_design(protocol: dict[str, Any]) -> str:
+    """One sentence (with a leading space) on the tier's warm starts, when it declares several."""
+    seeds = protocol.get("warm_start_seeds") or []
+    if not seeds:
+        return ""
+    return (
+        f" Warm starts are a random factor: {len(seeds)} per task (seeds "
+        f"{', '.join(map(str, seeds))}), run seed s starting from the (s mod {len(seeds)})-th; "
+        "each run's floor is the frozen runs' from its warm start, and the intervals draw warm "
+        "starts before the runs within them."
+    )
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -191,6 +206,9 @@ def _same_settings(
     for field in ("tier", "score"):
         if first[field] != second[field]:
             raise refuse("; ".join(differences({field: first[field]}, {field: second[field]})))
+    mine, theirs = first.get("warm_start_seeds", []), second.get("warm_start_seeds", [])
+    if mine != theirs:  # recorded before tiers declared them: the configs' own
+        raise refuse(f"warm_start_seeds: {mine} vs {theirs}")
     return refuse
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sao_online.benchmark.warm_starts import warm_start_unit
 from sao_online.config import ConfigError
 
 _WAIT_SECONDS = 0.5
@@ -160,10 +161,10 @@ def run_on_ray(
             else:
                 reference = warm_task.options(num_cpus=1).remote(job)
                 built_remotely.append(reference)
-            warm_refs.update(dict.fromkeys(job["tasks"], reference))
+            warm_refs.update({warm_start_unit(job, served): reference for served in job["serves"]})
         refs = {
             run_task.options(num_cpus=job["cpus"], max_retries=0).remote(
-                job, progress, warm_refs.get(job["key"]["task"])
+                job, progress, warm_refs.get(warm_start_unit(job))
             ): job
             for job in jobs
         }

@@ -43,6 +43,7 @@ RUN_COLUMNS = [
     "action_tokens",
     "config_hash",
     "warm_start",
+    "warm_start_seed",
     "provenance_id",
 ]
 PHASE_COLUMNS = [
@@ -188,6 +189,7 @@ def result_tables(results: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
                 "config_hash": record["config_hash"],
                 # The weights id of the warm start it started from (None: none, or not recorded).
                 "warm_start": record.get("warm_start"),
+                "warm_start_seed": key.get("warm_start_seed"),
                 "provenance_id": record["provenance_id"],
             }
         )

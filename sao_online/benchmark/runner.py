@@ -42,6 +42,8 @@ from sao_online.benchmark.warm_starts import (
     import_warm_starts,
     planned_warm_starts,
     shared_warm_starts,
+    tier_warm_starts,
+    warm_start_overrides,
 )
 from sao_online.config import ConfigError
 from sao_online.config.names import check_method_name
@@ -116,7 +118,9 @@ def _plan_jobs(
     jobs = []
     episodes: dict[tuple[str, str], int] = {}
     for seed in seeds:  # seed by seed: an interrupted benchmark has whole seeds
+        warm = warm_start_overrides(plan.warm_start_seed(seed))
         for task in plan.tasks:
+            warm_start_seed = task.load([*overrides, *warm]).model.warm_start_seed
             for spec, label in labels.items():
                 if (task.name, spec) not in episodes:
                     episodes[task.name, spec] = run_episodes_of(
@@ -129,6 +133,7 @@ def _plan_jobs(
                     "method_spec": spec,
                     "seed": seed,
                     "tier": plan.tier,
+                    "warm_start_seed": warm_start_seed,
                 }
                 jobs.append(
                     {
@@ -137,6 +142,7 @@ def _plan_jobs(
                         "overrides": [
                             *task.overrides,
                             *overrides,
+                            *warm,
                             *method_overrides(spec),
                             f"seed={seed}",
                         ],
@@ -153,25 +159,30 @@ def _plan_jobs(
 
 def _warm_start_jobs(plan: TierPlan, overrides: list[str]) -> list[dict[str, Any]]:
     """One job per distinct warm start the tasks use (tasks may share one); each job lists the
-    tasks it serves."""
+    tasks it serves and, in ``serves``, the (task, warm-start seed) pairs."""
     from sao_online.pretrain import warm_start_path
 
     jobs: dict[Path, dict[str, Any]] = {}
-    for task in plan.tasks:
-        config = task.load(overrides)
-        if not config.model.warm_start:
-            continue
-        path = warm_start_path(config)
-        if path in jobs:
-            jobs[path]["tasks"].append(task.name)
-            continue
-        jobs[path] = {
-            "name": f"{task.name}/warm-start",
-            "config": task.config,
-            "overrides": [*task.overrides, *overrides],
-            "cpus": 1,
-            "tasks": [task.name],
-        }
+    for warm in tier_warm_starts(plan):
+        for task in plan.tasks:
+            config = task.load([*overrides, *warm])
+            if not config.model.warm_start:
+                continue
+            path = warm_start_path(config)
+            served = [task.name, config.model.warm_start_seed]
+            if path in jobs:
+                jobs[path]["tasks"].append(task.name)
+                jobs[path]["serves"].append(served)
+                continue
+            jobs[path] = {
+                "name": f"{task.name}/warm-start"
+                + (f"-{config.model.warm_start_seed}" if plan.warm_start_seeds else ""),
+                "config": task.config,
+                "overrides": [*task.overrides, *overrides, *warm],
+                "cpus": 1,
+                "tasks": [task.name],
+                "serves": [served],
+            }
     return list(jobs.values())
 
 
@@ -288,7 +299,7 @@ def run_benchmark(
     pending = [job for job in jobs if not result_path(out, job["key"]).exists()]
     shared: dict[str, Path] = {}
     if warm_starts is not None:
-        shared, unused = shared_warm_starts(plan, warm_starts)
+        shared, unused = shared_warm_starts(plan, warm_starts, overrides)
         if unused:
             _say(f"{warm_starts}: no task of this tier, not used: {', '.join(unused)}")
     if pending:  # before anything changes: a refusal leaves the cache as it was

@@ -23,7 +23,7 @@ from sao_online.analysis.report_render import (
 from sao_online.benchmark import calibration, figures
 from sao_online.benchmark.clean_tree import provenance_notes
 from sao_online.benchmark.controls import CONTROL_COLUMNS
-from sao_online.benchmark.protocol import budget_matching
+from sao_online.benchmark.protocol import budget_matching, warm_start_design
 from sao_online.benchmark.readaptation import readaptation_blocks, readaptation_result
 from sao_online.benchmark.scorecard_tables import (
     family_table,
@@ -31,6 +31,7 @@ from sao_online.benchmark.scorecard_tables import (
     provenance_table,
     session_table,
     task_tables,
+    warm_start_table,
 )
 from sao_online.benchmark.scores import (
     MIN_SEEDS_TO_SEPARATE,
@@ -67,7 +68,27 @@ def read_tables(folder: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, 
     if "warm_start" not in tables["runs"]:  # results kept before runs recorded it
         position = list(tables["runs"].columns).index("config_hash") + 1
         tables["runs"].insert(position, "warm_start", None)
-    return tables, json.loads((folder / "benchmark.json").read_text())
+    benchmark = json.loads((folder / "benchmark.json").read_text())
+    tables["runs"] = with_warm_start_seeds(tables["runs"], benchmark["protocol"])
+    return tables, benchmark
+
+
+def with_warm_start_seeds(runs: pd.DataFrame, protocol: dict[str, Any]) -> pd.DataFrame:
+    """``runs`` with every run's warm-start seed: results kept before runs recorded it started
+    from their task config's (``model.warm_start_seed``, 0 unless set)."""
+    recorded = (
+        runs["warm_start_seed"] if "warm_start_seed" in runs else pd.Series(np.nan, runs.index)
+    )
+    configured = runs["task"].map(
+        {
+            name: task["config"].get("model", {}).get("warm_start_seed", 0)
+            for name, task in protocol["tasks"].items()
+        }
+    )
+    seeds = recorded.fillna(configured).fillna(0).astype(int)
+    runs = runs.drop(columns="warm_start_seed", errors="ignore")
+    runs.insert(list(runs.columns).index("warm_start") + 1, "warm_start_seed", seeds)
+    return runs
 
 
 def _method_order(aggregates: Aggregates, methods: list[str]) -> list[str]:
@@ -85,13 +106,20 @@ def run_cpus(runs: pd.DataFrame, benchmark: dict[str, Any]) -> pd.Series:
 
 
 def check_one_warm_start(runs: pd.DataFrame, benchmark: dict[str, Any]) -> None:
-    """Refuse a task whose runs started from different warm starts (weights ids): its floor is
-    the ``frozen`` runs' mean, so every score of the task must start from the floor's weights.
-    Runs that recorded none (results kept before runs recorded it) are not compared."""
+    """Refuse a task whose runs of one warm-start seed started from different warm starts
+    (weights ids): its floor is the mean of the ``frozen`` runs from that warm start, so every
+    score must start from the floor's weights. Runs that recorded none (results kept before
+    runs recorded it) are not compared."""
     runs = runs.assign(cpu=run_cpus(runs, benchmark))
-    for task, rows in runs.dropna(subset=["warm_start"]).groupby("task", sort=True):
+    if "warm_start_seed" not in runs:
+        runs = runs.assign(warm_start_seed=0)
+    for (task, seed), rows in runs.dropna(subset=["warm_start"]).groupby(
+        ["task", "warm_start_seed"], sort=True
+    ):
         if rows["warm_start"].nunique() < 2:
             continue
+        if runs.loc[runs["task"] == task, "warm_start_seed"].nunique() > 1:
+            task = f"{task} (warm-start seed {seed})"
         parts = []
         for weights, group in rows.groupby("warm_start", sort=True):
             seeds = ", ".join(str(seed) for seed in sorted(set(group["seed"])))
@@ -247,7 +275,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             "one score per run and family, the run's mean score over the family's phases after "
             f"a shift ({matrix_note(result['units'], order)}): IQM = 25% trimmed mean, 95% "
             "stratified-bootstrap intervals with families as strata. "
-            f"{budget_matching(protocol)}"
+            f"{budget_matching(protocol)}{warm_start_design(protocol)}"
         ),
         Heading("Leaderboard"),
         Paragraph(
@@ -315,6 +343,10 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             "process that ran it:"
         ),
         Table(provenance_table(tables, benchmark)),
+        Table(
+            warm_start_table(runs),
+            caption="Warm starts: the weights each task's runs started from, per warm-start seed",
+        ),
         *_session_blocks(benchmark),
         Table(
             pd.DataFrame(

@@ -231,3 +231,21 @@ def per_seed_table(scores: pd.DataFrame, order: list[str]) -> pd.DataFrame:
                 }
                 rows.append(row | {f"seed {seed}": _seed_cell(mine, seed) for seed in seeds})
     return pd.DataFrame(rows)
+
+
+def warm_start_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per task and warm-start seed: the weights id its runs started from and how many runs
+    (and of which seeds) did."""
+    rows = []
+    for (task, seed), part in runs.groupby(["task", "warm_start_seed"], sort=True):
+        weights = sorted(str(w) for w in part["warm_start"].dropna().unique())
+        rows.append(
+            {
+                "task": task,
+                "warm-start seed": int(seed),
+                "weights id": ", ".join(weights) or "not recorded",
+                "runs": len(part),
+                "run seeds": ", ".join(str(s) for s in sorted(set(part["seed"]))),
+            }
+        )
+    return pd.DataFrame(rows)

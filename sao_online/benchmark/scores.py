@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from sao_online.analysis.suite_metrics import (
+    Clustered,
     Interval,
     improvement_interval,
     optimality_gap,
@@ -44,21 +45,29 @@ MIN_SEEDS_TO_SEPARATE = 3
 def normalized_scores(
     phases: pd.DataFrame, runs: pd.DataFrame, *, floor_method: str, min_gap: float
 ) -> pd.DataFrame:
-    """``phases`` with ``family``, ``floor``, ``oracle``, ``gap``, ``score`` and ``note``.
+    """``phases`` with ``family``, ``warm_start_seed``, ``floor``, ``oracle``, ``gap``,
+    ``score`` and ``note``.
 
+    The floor of a run is the mean of the ``frozen`` runs of its task from its warm start
+    (``runs``' ``warm_start_seed``; one warm start per task where the column is absent).
     ``score`` is NaN where the phase is not scored; ``note`` says why.
     """
+    if "warm_start_seed" not in runs:
+        runs = runs.assign(warm_start_seed=0)
     frame = phases.merge(
-        runs[["task", "method", "seed", "family"]], on=["task", "method", "seed"], how="left"
+        runs[["task", "method", "seed", "family", "warm_start_seed"]],
+        on=["task", "method", "seed"],
+        how="left",
     )
+    floor_keys = ["task", "warm_start_seed", "phase"]
     floors = (
         frame[frame["method"] == floor_method]
-        .groupby(["task", "phase"])["reward_mean"]
+        .groupby(floor_keys)["reward_mean"]
         .mean()
         .rename("floor")
     )
     oracles = frame.groupby(["task", "phase"])["oracle_mean"].mean().rename("oracle")
-    frame = frame.join(floors, on=["task", "phase"]).join(oracles, on=["task", "phase"])
+    frame = frame.join(floors, on=floor_keys).join(oracles, on=["task", "phase"])
     frame["gap"] = frame["oracle"] - frame["floor"]
     scored = frame["gap"] >= min_gap
     frame["score"] = np.where(
@@ -92,7 +101,8 @@ def phase_units(scores: pd.DataFrame) -> pd.DataFrame:
     return scores[(scores["phase"] >= 1) & scores["score"].notna()]
 
 
-#: The columns that name one run of a method in a family (the score matrix's rows).
+#: The columns that name one run of a method in a family (the score matrix's rows); its
+#: warm-start seed goes with it where the scores have one.
 RUN_KEYS = ["family", "method", "seed"]
 
 
@@ -108,8 +118,19 @@ def aggregate_units(scores: pd.DataFrame) -> pd.DataFrame:
         [{'family': 'F', 'seed': 0, 'score': 0.5, 'phases': 2}]
     """
     units = phase_units(scores)
-    return units.groupby(RUN_KEYS, as_index=False, sort=True).agg(
+    keys = RUN_KEYS + (["warm_start_seed"] if "warm_start_seed" in units else [])
+    return units.groupby(keys, as_index=False, sort=True).agg(
         score=("score", "mean"), phases=("score", "size")
+    )
+
+
+def stratum(units: pd.DataFrame) -> np.ndarray | Clustered:
+    """One family's scores of one method as the bootstrap takes them: clustered by warm start
+    where they carry one, so runs from one warm start are drawn together."""
+    if "warm_start_seed" not in units:
+        return units["score"].to_numpy(float)
+    return Clustered(
+        tuple(part["score"].to_numpy(float) for _, part in units.groupby("warm_start_seed"))
     )
 
 
@@ -145,10 +166,10 @@ def matrix_note(units: pd.DataFrame, methods: Sequence[str]) -> str:
     return f"a (runs x families) matrix of {' or '.join(sizes)} per method" if sizes else ""
 
 
-def _strata(units: pd.DataFrame, method: str) -> tuple[list[str], list[np.ndarray]]:
+def _strata(units: pd.DataFrame, method: str) -> tuple[list[str], list]:
     mine = units[units["method"] == method]
     families = sorted(mine["family"].unique())
-    return families, [mine.loc[mine["family"] == f, "score"].to_numpy(float) for f in families]
+    return families, [stratum(mine[mine["family"] == f]) for f in families]
 
 
 def _iqm(x: np.ndarray) -> np.ndarray:
@@ -195,7 +216,7 @@ def aggregate(
                 "optimality_gap": gap.point,
                 "gap_lower": gap.lower,
                 "gap_upper": gap.upper,
-                "scores": int(sum(len(s) for s in strata)),
+                "scores": int((units["method"] == method).sum()),
                 "families": len(families),
             }
         )
@@ -218,9 +239,9 @@ def _improvement(
 ) -> pd.DataFrame:
     families = sorted(units["family"].unique())
 
-    def strata(method: str) -> list[np.ndarray]:
+    def strata(method: str) -> list:
         mine = units[units["method"] == method]
-        return [mine.loc[mine["family"] == f, "score"].to_numpy(float) for f in families]
+        return [stratum(mine[mine["family"] == f]) for f in families]
 
     seeds = units.groupby("method")["seed"].nunique()
     rows = []
@@ -251,10 +272,11 @@ def _family_table(
     for family in sorted(units["family"].unique()):
         part = units[units["family"] == family]
         for method in methods:
-            values = part.loc[part["method"] == method, "score"].to_numpy(float)
+            mine = part[part["method"] == method]
+            values = mine["score"].to_numpy(float)
             if not len(values):
                 continue
-            estimate: Interval = stratified_interval([values], _iqm, reps=reps, seed=seed)
+            estimate: Interval = stratified_interval([stratum(mine)], _iqm, reps=reps, seed=seed)
             rows.append(
                 {
                     "family": family,

@@ -20,6 +20,8 @@ A suite is YAML (``configs/suites/core.yaml`` is the built-in ``core``)::
         methods: [sao]                    # default --methods of this tier
         set: {budget.episodes: 64}        # overrides of every task in this tier
         controls: true                    # a re-adaptation control per run and shift
+        warm_start_seeds: [0, 1, 2]       # a warm start per seed; run seed s starts from the
+                                          # one of warm_start_seeds[s mod 3]
         tasks:
           StyleShift: {set: {model.warm_start_steps: 40}, cpus: 1}
 
@@ -47,7 +49,7 @@ TIERS = ("smoke", "lite", "full")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SUITE_KEYS = {"suite", "description", "methods", "tasks", "tiers"}
 _TASK_KEYS = {"config", "family", "cpus", "set"}
-_TIER_KEYS = {"seeds", "first_seed", "methods", "set", "tasks", "controls"}
+_TIER_KEYS = {"seeds", "first_seed", "methods", "set", "tasks", "controls", "warm_start_seeds"}
 _TIER_TASK_KEYS = {"set", "cpus"}
 
 
@@ -85,6 +87,15 @@ class TierPlan:
     first_seed: int
     source: str = field(default="")  # the suite file
     controls: bool = False  # a re-adaptation control per learning run and shift
+    warm_start_seeds: tuple[int, ...] = ()  # several warm starts per task (empty: the config's)
+
+    def warm_start_seed(self, seed: int) -> int | None:
+        """The warm-start seed the runs of run seed ``seed`` start from: ``warm_start_seeds[seed
+        mod n]``, so every seed set of n consecutive seeds meets each warm start once (None: the
+        task config's own ``model.warm_start_seed``)."""
+        if not self.warm_start_seeds:
+            return None
+        return self.warm_start_seeds[seed % len(self.warm_start_seeds)]
 
 
 def builtin_suites() -> list[str]:
@@ -287,6 +298,27 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
     controls = tier_data.get("controls", False)
     if not isinstance(controls, bool):
         raise SuiteError(f"{where}: tiers.{tier}.controls: expected true or false")
+    warm_start_seeds = tier_data.get("warm_start_seeds", [])
+    if (
+        not isinstance(warm_start_seeds, list)
+        or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in warm_start_seeds
+        )
+        or len(set(warm_start_seeds)) != len(warm_start_seeds)
+    ):
+        raise SuiteError(
+            f"{where}: tiers.{tier}.warm_start_seeds: expected a list of distinct integers >= 0, "
+            f"got {short_repr(warm_start_seeds)}"
+        )
     return TierPlan(
-        name, tier, description, tuple(tasks), methods, seeds, first_seed, str(path), controls
+        name,
+        tier,
+        description,
+        tuple(tasks),
+        methods,
+        seeds,
+        first_seed,
+        str(path),
+        controls,
+        tuple(warm_start_seeds),
     )

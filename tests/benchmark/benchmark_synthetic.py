@@ -30,8 +30,10 @@ def record(
     rewards: list[float],
     oracle: list[float],
     phase_length: int = 10,
+    warm_start_seed: int | None = None,
 ) -> dict[str, Any]:
-    """One run whose phase p has mean reward ``rewards[p]`` and oracle ``oracle[p]``."""
+    """One run whose phase p has mean reward ``rewards[p]`` and oracle ``oracle[p]`` (from the
+    warm start of ``warm_start_seed``, when given)."""
     phases, shifts, curve = [], [], []
     for phase, (reward, ceiling) in enumerate(zip(rewards, oracle)):
         start = phase * phase_length
@@ -74,6 +76,7 @@ def record(
             "method_spec": method,
             "seed": seed,
             "tier": "smoke",
+            **({} if warm_start_seed is None else {"warm_start_seed": warm_start_seed}),
         },
         "run": {
             "episodes": phase_length * len(rewards),

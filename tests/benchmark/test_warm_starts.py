@@ -13,12 +13,10 @@ from sao_online.config import ConfigError
 def test_a_folder_of_warm_starts_is_used_for_the_tier_s_tasks_it_holds(tmp_path):
     plan = plan_tier("core", "smoke")
     (tmp_path / "StyleShift").mkdir()
-    assert shared_warm_starts(plan, tmp_path) == ({"StyleShift": tmp_path / "StyleShift"}, [])
+    styleshift = {("StyleShift", 0): tmp_path / "StyleShift"}  # (task, warm-start seed)
+    assert shared_warm_starts(plan, tmp_path) == (styleshift, [])
     (tmp_path / "StyleShft").mkdir()  # misspelt, or a task of another suite: named, not used
-    assert shared_warm_starts(plan, tmp_path) == (
-        {"StyleShift": tmp_path / "StyleShift"},
-        ["StyleShft"],
-    )
+    assert shared_warm_starts(plan, tmp_path) == (styleshift, ["StyleShft"])
     (tmp_path / "StyleShift").rmdir()
     with pytest.raises(ConfigError) as refused:
         shared_warm_starts(plan, tmp_path)
@@ -37,10 +35,49 @@ def _finished(task, weights):
 def test_a_resumed_task_goes_on_only_from_the_weights_it_started_from():
     finished = [_finished("T", "a" * 16), _finished("U", "b" * 16), _finished("V", None)]
     # Same weights, not fitted yet here, a task with no finished run, an old record: fine.
-    check_resumed_warm_starts({"T": "a" * 16, "U": None, "W": "c" * 16, "V": "d" * 16}, finished)
+    planned = {("T", 0): "a" * 16, ("U", 0): None, ("W", 0): "c" * 16, ("V", 0): "d" * 16}
+    check_resumed_warm_starts(planned, finished)
     with pytest.raises(ConfigError) as refused:
-        check_resumed_warm_starts({"T": "a" * 16, "U": "c" * 16}, finished)
+        check_resumed_warm_starts({("T", 0): "a" * 16, ("U", 0): "c" * 16}, finished)
     assert str(refused.value).startswith(
         f"--resume: task U's finished runs started from the warm start {'b' * 16}; its next "
         f"runs would start from {'c' * 16}. "
     )
+
+
+SUITE = """
+suite: seeded
+tasks:
+  StyleShift: {config: demo}
+  ToolShift: {config: tool_shift}
+tiers:
+  smoke:
+    seeds: 2
+    warm_start_seeds: [4, 7, 9]
+"""
+
+
+def test_a_tier_may_declare_several_warm_starts_each_run_seed_paired_with_one(tmp_path):
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    plan = plan_tier(tmp_path / "suite.yaml", "smoke")
+    assert [plan.warm_start_seed(seed) for seed in range(7)] == [4, 7, 9, 4, 7, 9, 4]
+    assert plan_tier("core", "smoke").warm_start_seed(5) is None  # the config's own
+    for seed in (4, 9):
+        (tmp_path / "shared" / "StyleShift" / f"seed-{seed}").mkdir(parents=True)
+    shared, unused = shared_warm_starts(plan, tmp_path / "shared")
+    assert (
+        shared
+        == {
+            ("StyleShift", 4): tmp_path / "shared" / "StyleShift" / "seed-4",
+            ("StyleShift", 9): tmp_path / "shared" / "StyleShift" / "seed-9",
+        }
+        and unused == []
+    )
+    finished = [{"key": {"task": "T", "seed": 1, "warm_start_seed": 7}, "warm_start": "a" * 16}]
+    check_resumed_warm_starts({("T", 4): "b" * 16, ("T", 7): "a" * 16}, finished)
+    with pytest.raises(ConfigError, match=r"task T's finished runs \(warm-start seed 7\)"):
+        check_resumed_warm_starts({("T", 4): "b" * 16, ("T", 7): "c" * 16}, finished)
+    for bad in ("[1, 1]", "[-1]", "3", "[true]"):
+        (tmp_path / "bad.yaml").write_text(SUITE.replace("[4, 7, 9]", bad))
+        with pytest.raises(ConfigError, match=r"tiers.smoke.warm_start_seeds: expected a list"):
+            plan_tier(tmp_path / "bad.yaml", "smoke")
