@@ -70,7 +70,37 @@ def method_labels(plan: TierPlan, specs: list[str], overrides: list[str]) -> dic
                     f"--methods: {spec!r} makes a method named {labels[spec]!r} on one task "
                     f"and {label!r} on {task.name}"
                 )
+            if task.method_overrides(spec):
+                _check_method_set(task, spec, label, base, overrides)
     return labels
+
+
+def _check_method_set(task: Any, spec: str, label: str, base: Any, overrides: list[str]) -> None:
+    """A method's own settings on a task (a tuned suite's) must load, build the same method
+    and leave the warm start alone: the floor (``frozen``) starts from the task's.
+
+    Raises:
+        ConfigError: naming the task, the method and what is wrong.
+    """
+    from sao_online.algorithms import build_method
+    from sao_online.commands.compare import method_overrides
+    from sao_online.pretrain import warm_start_settings
+
+    where = f"task {task.name}, method {spec}: its own settings"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConfigWarning)
+            own = task.load([*overrides, *method_overrides(spec), *task.method_overrides(spec)])
+        name = build_method(own).name
+    except (ConfigError, ValueError) as error:
+        raise ConfigError(f"{where}: {error}") from None
+    if name != label:
+        raise ConfigError(f"{where} make a method named {name!r}, not {label!r}")
+    if own.model.warm_start and warm_start_settings(own) != warm_start_settings(base):
+        raise ConfigError(
+            f"{where} change its warm start, which its floor (frozen) shares: set them for the "
+            "task, for every method"
+        )
 
 
 def protocol_of(plan: TierPlan, labels: dict[str, str], overrides: list[str]) -> dict[str, Any]:
@@ -98,8 +128,11 @@ def protocol_of(plan: TierPlan, labels: dict[str, str], overrides: list[str]) ->
             "config_hash": stable_hash(config),
         }
         for spec, label in labels.items():
-            algorithm = task.load([*overrides, *method_overrides(spec)]).algorithm
+            own = task.method_overrides(spec)
+            algorithm = task.load([*overrides, *method_overrides(spec), *own]).algorithm
             methods[label]["algorithm"][task.name] = _comparable_algorithm(algorithm)
+            if own:  # a tuned suite's settings of this method alone
+                methods[label].setdefault("set", {})[task.name] = own
     return {
         "format": PROTOCOL_FORMAT,
         "suite": plan.suite,
@@ -114,6 +147,7 @@ def protocol_of(plan: TierPlan, labels: dict[str, str], overrides: list[str]) ->
         "methods": methods,
         # Several warm starts per task, run seed s paired with the s mod n-th ([]: the config's).
         "warm_start_seeds": list(plan.warm_start_seeds),
+        **({"tuning": plan.tuned} if plan.tuned else {}),  # how `benchmark tune` chose
     }
 
 
@@ -247,6 +281,9 @@ def check_same_protocol(
             found = config_differences(mine["algorithm"].get(task), algorithm, AlgorithmConfig)
             if found:
                 raise refuse(f"method {label} on task {task}: algorithm " + "; ".join(found))
+            ours, theirs = mine.get("set", {}).get(task, []), method.get("set", {}).get(task, [])
+            if ours != theirs:
+                raise refuse(f"method {label} on task {task}: its own settings {ours} vs {theirs}")
     return {**first, "methods": methods}
 
 
@@ -260,6 +297,8 @@ def restricted(protocol: dict[str, Any], tasks: set[str]) -> dict[str, Any]:
         method["algorithm"] = {
             name: algorithm for name, algorithm in method["algorithm"].items() if name in tasks
         }
+        if "set" in method:
+            method["set"] = {name: own for name, own in method["set"].items() if name in tasks}
     return narrowed
 
 
@@ -285,4 +324,6 @@ def joined(
         if mine["spec"] != method["spec"]:
             raise refuse(f"method {label}: spec {mine['spec']!r} vs {method['spec']!r}")
         mine["algorithm"].update(copy.deepcopy(method["algorithm"]))
+        if method.get("set"):
+            mine.setdefault("set", {}).update(copy.deepcopy(method["set"]))
     return result

@@ -122,10 +122,9 @@ def _plan_jobs(
         for task in plan.tasks:
             warm_start_seed = task.load([*overrides, *warm]).model.warm_start_seed
             for spec, label in labels.items():
+                own = [*method_overrides(spec), *task.method_overrides(spec)]
                 if (task.name, spec) not in episodes:
-                    episodes[task.name, spec] = run_episodes_of(
-                        task.load([*overrides, *method_overrides(spec)])
-                    )
+                    episodes[task.name, spec] = run_episodes_of(task.load([*overrides, *own]))
                 key = {
                     "task": task.name,
                     "family": task.family,
@@ -143,7 +142,7 @@ def _plan_jobs(
                             *task.overrides,
                             *overrides,
                             *warm,
-                            *method_overrides(spec),
+                            *own,
                             f"seed={seed}",
                         ],
                         "out": str(out / "runs" / task.name / label / f"seed-{seed}"),
@@ -276,6 +275,13 @@ def run_benchmark(
         specs = [FLOOR_METHOD, *specs]  # the floor of the normalized score is always measured
     labels = method_labels(plan, specs, overrides)
     seed_list = list(range(first_seed, first_seed + seeds))
+    tuned_on = sorted(set(seed_list) & set((plan.tuned or {}).get("seeds", [])))
+    if tuned_on:
+        raise ConfigError(
+            f"--seeds/--first-seed: this suite's settings were tuned (in "
+            f"{plan.tuned.get('from')}) on seeds {', '.join(map(str, tuned_on))} among these: "
+            "evaluate on others"
+        )
     protocol = protocol_of(plan, labels, overrides)
     protocol_file = out / "results" / "benchmark.json"
     if protocol_file.exists() or (out / "runs").exists():

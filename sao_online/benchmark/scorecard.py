@@ -42,6 +42,7 @@ from sao_online.benchmark.scores import (
     normalized_scores,
     shift_scores,
 )
+from sao_online.benchmark.tuning_tables import tuning_blocks
 
 TABLES = ("runs", "phases", "shifts", "curves")
 
@@ -301,6 +302,10 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
         blocks.append(Paragraph("No family orders any pair of methods against the aggregate."))
     blocks += [
         *readaptation_blocks(result["readaptation"]),
+        *tuning_blocks(
+            protocol.get("tuning"),
+            {method["spec"]: label for label, method in protocol["methods"].items()},
+        ),
         Image(
             relative["intervals"], "IQM and optimality gap with 95% stratified-bootstrap intervals"
         ),

@@ -23,7 +23,11 @@ A suite is YAML (``configs/suites/core.yaml`` is the built-in ``core``)::
         warm_start_seeds: [0, 1, 2]       # a warm start per seed; run seed s starts from the
                                           # one of warm_start_seeds[s mod 3]
         tasks:
-          StyleShift: {set: {model.warm_start_steps: 40}, cpus: 1}
+          StyleShift:
+            set: {model.warm_start_steps: 40}
+            cpus: 1
+            methods:                      # one method's own settings on this task
+              sao: {set: {optim.lr: 1.0e-3}}
 
 Overrides are ``section.field: value`` pairs, as ``--set`` takes them; a ``schedule`` given as a
 file name is read relative to the suite file. Every error names the file and the field.
@@ -49,8 +53,18 @@ TIERS = ("smoke", "lite", "full")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SUITE_KEYS = {"suite", "description", "methods", "tasks", "tiers"}
 _TASK_KEYS = {"config", "family", "cpus", "set"}
-_TIER_KEYS = {"seeds", "first_seed", "methods", "set", "tasks", "controls", "warm_start_seeds"}
-_TIER_TASK_KEYS = {"set", "cpus"}
+_TIER_KEYS = {
+    "seeds",
+    "first_seed",
+    "methods",
+    "set",
+    "tasks",
+    "controls",
+    "warm_start_seeds",
+    "tuning",
+    "tuned",
+}
+_TIER_TASK_KEYS = {"set", "cpus", "methods"}
 
 
 class SuiteError(ConfigError):
@@ -66,6 +80,12 @@ class TaskPlan:
     config: str | dict[str, Any]  # a config file path, or the config mapping itself
     overrides: tuple[str, ...]  # ``key=value`` strings, as --set takes them
     cpus: int
+    # Method spec -> overrides of that method alone on this task (a tuned suite's choices).
+    method_sets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def method_overrides(self, spec: str) -> list[str]:
+        """The overrides the suite sets for method ``spec`` alone on this task."""
+        return list(self.method_sets.get(spec, ()))
 
     def load(self, extra: list[str] | None = None) -> ExperimentConfig:
         """The task's validated config with its overrides (and ``extra``) applied."""
@@ -87,6 +107,7 @@ class TierPlan:
     first_seed: int
     source: str = field(default="")  # the suite file
     controls: bool = False  # a re-adaptation control per learning run and shift
+    tuned: dict[str, Any] | None = None  # how ``benchmark tune`` chose the method settings
     warm_start_seeds: tuple[int, ...] = ()  # several warm starts per task (empty: the config's)
 
     def warm_start_seed(self, seed: int) -> int | None:
@@ -293,7 +314,12 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
             if cpus_value is None
             else _count(cpus_value, f"{task_where}.cpus", 1)
         )
-        tasks.append(TaskPlan(plan.name, plan.family, plan.config, plan.overrides, cpus))
+        method_sets = _method_sets(
+            override.get("methods"), f"{where}: tiers.{tier}.tasks.{task_name}.methods", path
+        )
+        tasks.append(
+            TaskPlan(plan.name, plan.family, plan.config, plan.overrides, cpus, method_sets)
+        )
     description = str(data.get("description") or "")
     controls = tier_data.get("controls", False)
     if not isinstance(controls, bool):
@@ -310,6 +336,14 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
             f"{where}: tiers.{tier}.warm_start_seeds: expected a list of distinct integers >= 0, "
             f"got {short_repr(warm_start_seeds)}"
         )
+    tuned = tier_data.get("tuned")
+    if tuned is not None and not (
+        isinstance(tuned, dict) and isinstance(tuned.get("seeds"), list) and "rule" in tuned
+    ):
+        raise SuiteError(
+            f"{where}: tiers.{tier}.tuned: expected the record `benchmark tune` writes (its "
+            "rule and tuning seeds)"
+        )
     return TierPlan(
         name,
         tier,
@@ -318,7 +352,18 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
         methods,
         seeds,
         first_seed,
-        str(path),
-        controls,
-        tuple(warm_start_seeds),
+        source=str(path),
+        controls=controls,
+        warm_start_seeds=tuple(warm_start_seeds),
+        tuned=tuned,
     )
+
+
+def _method_sets(value: Any, where: str, path: Path) -> dict[str, tuple[str, ...]]:
+    """``methods: {SPEC: {set: {...}}}`` of a tier's task: each method's own overrides."""
+    sets = {}
+    for spec, entry in _mapping(value, where).items():
+        _methods([spec], f"{where}.{spec}")  # a method's name, or MODULE:FACTORY
+        entry = _mapping(entry, f"{where}.{spec}", {"set"})
+        sets[str(spec)] = tuple(_overrides(entry.get("set"), f"{where}.{spec}.set", path.parent))
+    return sets

@@ -46,6 +46,32 @@ def benchmark_command(args: argparse.Namespace) -> int:
             print(f"{task}: weights {weights} -> {args.export}/{task}")
         print(f"use them elsewhere with: sao-online benchmark --warm-starts {args.export} ...")
         return 0
+    if args.benchmark_command == "tune":
+        from sao_online.benchmark.tune import run_tune  # starts the worker server once checked
+
+        path = run_tune(
+            out=args.out,
+            suite=args.suite,
+            tier=args.tier,
+            methods=args.methods.split(",") if args.methods else None,
+            grid=args.grid or None,
+            rule=args.rule,
+            seeds=args.seeds,
+            first_seed=args.first_seed,
+            eval_seeds=args.eval_seeds,
+            overrides=args.set,
+            resume=args.resume,
+            backend=args.backend,
+            address=args.address,
+            parallel=args.parallel,
+            reps=args.reps,
+            warm_starts=args.warm_starts,
+            allow_dirty=args.allow_dirty,
+        )
+        print(
+            f"tuned suite: {path} (run it: sao-online benchmark --suite {path} --tier {args.tier})"
+        )
+        return 0
     if args.benchmark_command == "tables":
         from sao_online.benchmark.tables import update_tables
 
@@ -191,6 +217,7 @@ def add_benchmark_parser(commands: Any) -> None:
         "again or on its own; same methods and seeds); repeatable",
     )
     _allow_dirty_option(merge)
+    _add_tune_parser(benchmark_commands)
     tables = benchmark_commands.add_parser(
         "tables",
         help="regenerate the benchmark tables of Markdown files from the data they name",
@@ -220,3 +247,77 @@ def add_benchmark_parser(commands: Any) -> None:
         help="the same overrides the benchmark runs with",
     )
     warm.add_argument("--export", required=True, metavar="FOLDER", help="a new folder")
+
+
+def _add_tune_parser(benchmark_commands: Any) -> None:
+    from sao_online.benchmark.tuning_plan import RULES
+
+    tune = benchmark_commands.add_parser(
+        "tune",
+        help="tune every method on the same grid, on tuning seeds, by a declared rule; write the "
+        "chosen settings as a suite",
+        description="Run every point of the same grid (--grid, or the tier's tuning section) for "
+        "every method on tuning seeds disjoint from the evaluation seeds, pick each method's "
+        "point per task by the rule declared before the runs, and write OUT/suite.yaml (run it "
+        "with `sao-online benchmark --suite OUT/suite.yaml`) and OUT/tuning.md.",
+    )
+    tune.add_argument("--out", required=True, help="output folder")
+    tune.add_argument(
+        "--suite", default="core", help="a built-in suite name or a suite YAML (default core)"
+    )
+    tune.add_argument(
+        "--tier", choices=["smoke", "lite", "full"], default="smoke", help="(default smoke)"
+    )
+    tune.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated built-in names or MODULE:FACTORY (default: the tier's); frozen "
+        "is always added",
+    )
+    tune.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2",
+        help="a field of algorithm, optim or regularizers and its values; repeat for more "
+        "fields (the grid is their product; default: the tier's tuning grid)",
+    )
+    tune.add_argument(
+        "--rule",
+        choices=list(RULES),
+        default=None,
+        help="how a point is judged (default: the tier's, else mean-normalized-score)",
+    )
+    tune.add_argument(
+        "--seeds", type=int, default=None, help="tuning seeds (default: the tier's, else 2)"
+    )
+    tune.add_argument(
+        "--first-seed", type=int, default=None, help="the first tuning seed (default 1000)"
+    )
+    tune.add_argument(
+        "--eval-seeds",
+        default=None,
+        metavar="N-M,...",
+        help="evaluation seeds the tuning seeds must avoid, beside the tier's (e.g. 0-5)",
+    )
+    tune.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of every task's config",
+    )
+    tune.add_argument("--resume", action="store_true", help="continue the tune in --out")
+    tune.add_argument(
+        "--backend", choices=["local", "ray"], default="local", help="(default local)"
+    )
+    tune.add_argument("--address", default=None, help="Ray cluster address (ray only)")
+    tune.add_argument("--parallel", type=int, default=None, help="cores the runs share")
+    tune.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
+    tune.add_argument(
+        "--warm-starts",
+        metavar="FOLDER",
+        default=None,
+        help="start the tasks FOLDER holds from the warm starts exported there",
+    )
+    _allow_dirty_option(tune)
