@@ -286,13 +286,17 @@ def _add_tune_parser(benchmark_commands: Any) -> None:
         "--rule",
         choices=list(RULES),
         default=None,
-        help="how a point is judged (default: the tier's, else mean-normalized-score)",
+        help="how a point is judged: mean-normalized-score (every scored phase) or "
+        "mean-post-shift-score (the phases after a shift); default: the tier's, else the first",
     )
     tune.add_argument(
         "--seeds", type=int, default=None, help="tuning seeds (default: the tier's, else 2)"
     )
     tune.add_argument(
-        "--first-seed", type=int, default=None, help="the first tuning seed (default 1000)"
+        "--first-seed",
+        type=int,
+        default=None,
+        help="the first tuning seed (default: the tier's, else 1000)",
     )
     tune.add_argument(
         "--eval-seeds",
