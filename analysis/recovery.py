@@ -30,6 +30,8 @@ data, i.e. the largest x observed; "the phase" is [tau_k, tau_{k+1})):
   of a moving average equals the area of its input up to edge effects, and the smoothed curve is
   undefined at the start of the phase. ``recovery_auc_oracle`` divides the same mean reward by the
   mean ``oracle_reward`` of those episodes instead (fraction of the achievable reward).
+  ``horizon_reward`` is that mean reward itself and ``horizon_episodes`` the number of episodes
+  it averages; ``auc_horizon`` is the horizon, cut to the phase's length when shorter.
 - ``dynamic_regret``: sum over the phase's episodes of ``oracle_reward - reward``;
   ``dynamic_regret_per_episode`` is its mean (comparable across phases of different length).
 - ``forgetting`` (needs evals): for the phase that ended at tau_k (phase k-1), the eval reward on
@@ -95,6 +97,8 @@ RECOVERY_COLUMNS = [
     "recovery_auc",
     "recovery_auc_oracle",
     "auc_horizon",
+    "horizon_reward",
+    "horizon_episodes",
     "dynamic_regret",
     "dynamic_regret_per_episode",
     "phase_episodes",
@@ -405,6 +409,8 @@ def shift_metrics(
             else np.nan
         ),
         "auc_horizon": auc_horizon,
+        "horizon_reward": horizon_reward,
+        "horizon_episodes": int(in_horizon.sum()),
         "dynamic_regret": float(regret.sum()) if len(regret) else np.nan,
         "dynamic_regret_per_episode": float(regret.mean()) if len(regret) else np.nan,
         "phase_episodes": int(phase.sum()),

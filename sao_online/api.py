@@ -16,6 +16,7 @@ The same steps as the command line (``sao-online run`` / ``compare`` / ``report`
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,7 @@ def benchmark(
     address: str | None = None,
     parallel: int | None = None,
     progress: bool = True,
+    sweep: str | None = None,
 ) -> Path:
     """Run a suite's tier and write its scorecard (``sao-online benchmark``).
 
@@ -201,7 +203,7 @@ def benchmark(
     Args:
         out: output folder (runs, ``results/`` data, scorecard, figures).
         suite: a built-in suite name (``core``) or a suite YAML file.
-        tier: ``smoke``, ``lite`` or ``full``.
+        tier: ``smoke``, ``lite``, ``async`` or ``full``.
         methods: built-in names or ``MODULE:FACTORY`` (a list or one comma-separated string;
             default the tier's).
         seeds: how many seeds (default the tier's); they run first_seed..first_seed+seeds-1.
@@ -210,15 +212,20 @@ def benchmark(
         resume: continue the benchmark in ``out`` (finished runs are kept and skipped).
         parallel: cores the local backend's runs and warm starts share (default: every
             usable core), scheduled by their estimated costs.
+        sweep: ``"FIELD=V1,V2,..."``: run the tier at each value of one config field, a
+            benchmark folder per value in ``out`` and a scorecard across them
+            (``--sweep``).
 
     Returns:
         The path of ``scorecard.md``.
     """
     from sao_online.benchmark import run_benchmark
+    from sao_online.benchmark.sweep import run_sweep
 
     if isinstance(methods, str):
         methods = methods.split(",")
-    return run_benchmark(
+    run = run_benchmark if sweep is None else functools.partial(run_sweep, sweep=sweep)
+    return run(
         out=out,
         suite=suite,
         tier=tier,

@@ -29,7 +29,7 @@ def execute_run(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     resolved = read_config_file(Path(job["out"]) / "config.yaml")
     return {
         "key": job["key"],
-        **summarize_run(job["out"]),
+        **summarize_run(job["out"], job.get("time_window")),
         "config_hash": stable_hash(resolved),
         "warm_start": task_warm_start(job),
         "provenance": provenance(),

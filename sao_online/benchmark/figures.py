@@ -1,5 +1,6 @@
 """The scorecard's figures: aggregate intervals, performance profiles, the probability-of-
-improvement matrix and a grid of per-task reward curves with the shifts marked."""
+improvement matrix, a grid of per-task reward curves with the shifts marked, and a sweep's score
+against the swept value."""
 
 from __future__ import annotations
 
@@ -162,3 +163,36 @@ def recovery_grid_figure(
     # more lines instead of cut at both edges.
     figure.suptitle(textwrap.fill(title, width=int(12 * figure.get_figwidth())), fontsize=10)
     return figure
+
+
+def plot_sweep(
+    frame: pd.DataFrame, field: str, numbers: list[float] | None, path: str | Path
+) -> Path:
+    """Aggregate IQM against the swept value, a line per method with its 95% interval as a band;
+    one panel per axis (episodes; virtual seconds where the runs were timed).
+
+    ``frame``: the sweep's long table (value, axis, method, iqm, lower, upper); ``numbers``: the
+    values as numbers (a numeric x-axis) or None (the values in order, as categories)."""
+    axes_names = list(dict.fromkeys(frame["axis"]))
+    values = list(dict.fromkeys(frame["value"]))
+    positions = dict(zip(values, numbers if numbers is not None else range(len(values))))
+    colors = method_colors(list(frame["method"].unique()))
+    figure = Figure(figsize=(5.2 * len(axes_names) + 1.8, 4.4), layout="constrained")
+    panels = figure.subplots(1, len(axes_names), sharey=False, squeeze=False)[0]
+    for ax, axis in zip(panels, axes_names):
+        part = frame[frame["axis"] == axis]
+        for method, rows in part.groupby("method", sort=True):
+            rows = rows.assign(x=rows["value"].map(positions)).sort_values("x")
+            ax.plot(rows["x"], rows["iqm"], marker="o", color=colors[method], label=method)
+            ax.fill_between(
+                rows["x"], rows["lower"], rows["upper"], color=colors[method], alpha=0.15
+            )
+        ax.axhline(0.0, color="gray", linewidth=0.8, linestyle=":")
+        ax.set_xticks([positions[value] for value in values], values)
+        ax.set_xlabel(field)
+        ax.set_ylabel("IQM of normalized score (0 = frozen, 1 = oracle)")
+        ax.set_title(f"on {axis}", fontsize=10)
+        ax.grid(alpha=0.3)
+    panels[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    figure.suptitle(f"Score against {field}: IQM over (family, shift, seed), 95% intervals")
+    return save_figure(figure, path)

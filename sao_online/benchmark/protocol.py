@@ -18,6 +18,7 @@ from typing import Any
 from sao_online.benchmark.provenance import stable_hash
 from sao_online.benchmark.results import CURVE_BINS, HALF_ORACLE
 from sao_online.benchmark.suite import TierPlan
+from sao_online.benchmark.time_scores import time_score_settings
 from sao_online.config import (
     AlgorithmConfig,
     ConfigError,
@@ -127,6 +128,8 @@ def protocol_of(plan: TierPlan, labels: dict[str, str], overrides: list[str]) ->
             "config": config,
             "config_hash": stable_hash(config),
         }
+        if task.time_window is not None:  # absent where there is none, as before it existed
+            tasks[task.name]["time_score"] = time_score_settings(task.time_window)
         for spec, label in labels.items():
             own = task.method_overrides(spec)
             algorithm = task.load([*overrides, *method_overrides(spec), *own]).algorithm
@@ -265,6 +268,11 @@ def check_same_protocol(
         a, b = first["tasks"][name], second["tasks"][name]
         if a["family"] != b["family"]:
             raise refuse(f"task {name}: family: {a['family']!r} vs {b['family']!r}")
+        if a.get("time_score") != b.get("time_score"):
+            found = differences(
+                {"time_score": a.get("time_score")}, {"time_score": b.get("time_score")}
+            )
+            raise refuse(f"task {name}: " + "; ".join(found))
         if a["config_hash"] != b["config_hash"]:
             found = config_differences(a["config"], b["config"])
             if found:

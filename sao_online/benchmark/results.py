@@ -10,6 +10,9 @@ expected oracle return under each episode's regime). Per shift k: the episodes (
 after the shift until the run's smoothed reward first reaches ``half_oracle`` x the phase's
 mean oracle reward (``recovery_metrics``' ``time_to_oracle_fraction``), right-censored at the
 next shift or the end of the run. Dropped episodes (lost to a worker fault) are left out.
+Per run, what it exercised (``sao_online.benchmark.exercised``: staleness, tokens masked,
+clipped or truncated); with a time window, each shift on the seconds axis too
+(``sao_online.benchmark.time_scores``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from sao_online.benchmark.exercised import EXERCISED_COLUMNS, exercised
+from sao_online.benchmark.time_scores import TIME_SHIFT_COLUMNS, time_shift_rows
 
 #: The fraction of the oracle's reward whose first crossing after a shift is reported.
 HALF_ORACLE = 0.5
@@ -45,6 +51,7 @@ RUN_COLUMNS = [
     "warm_start",
     "warm_start_seed",
     "provenance_id",
+    *EXERCISED_COLUMNS,
 ]
 PHASE_COLUMNS = [
     "task",
@@ -69,6 +76,7 @@ SHIFT_COLUMNS = [
     "time_to_half_oracle",
     "censored",
     "time_available",
+    *TIME_SHIFT_COLUMNS,  # on the seconds axis, for a task with a time window (else empty)
 ]
 CURVE_COLUMNS = ["task", "method", "seed", "start", "end", "episodes", "reward_mean"]
 
@@ -78,8 +86,11 @@ def _finite(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def summarize_run(run_dir: str | Path) -> dict[str, Any]:
+def summarize_run(run_dir: str | Path, time_window: float | None = None) -> dict[str, Any]:
     """The phases, shifts, curve and run totals of the finished run in ``run_dir``.
+
+    ``time_window`` (seconds): measure each shift on the seconds axis too, with that window
+    (:func:`~sao_online.benchmark.time_scores.time_shift_rows`).
 
     Returns:
         ``{"run": {...}, "phases": [...], "shifts": [...], "curve": [...]}``, the rows of the
@@ -111,6 +122,7 @@ def summarize_run(run_dir: str | Path) -> dict[str, Any]:
         )
     shifts = []
     metrics = recovery_metrics(episodes, oracle_fraction=HALF_ORACLE)
+    timed = {} if time_window is None else time_shift_rows(episodes, time_window, HALF_ORACLE)
     for row in metrics.itertuples(index=False):
         shifts.append(
             {
@@ -121,6 +133,7 @@ def summarize_run(run_dir: str | Path) -> dict[str, Any]:
                 "time_to_half_oracle": _finite(row.time_to_oracle_fraction),
                 "censored": bool(row.oracle_fraction_censored),
                 "time_available": _finite(row.time_available),
+                **timed.get(int(row.change_point), {}),
             }
         )
     budget = float((config.get("budget") or {}).get("episodes") or 0)
@@ -152,6 +165,7 @@ def summarize_run(run_dir: str | Path) -> dict[str, Any]:
         "action_tokens": _finite(last["charts/action_tokens_total"])
         if last is not None and "charts/action_tokens_total" in last
         else None,
+        **exercised(episodes, updates),
     }
     return {"run": run, "phases": phases, "shifts": shifts, "curve": curve}
 

@@ -51,6 +51,8 @@ from sao_online.runtime.host.threads import usable_cores
 from sao_online.runtime.scheduling.planner import run_episodes_of
 
 BACKENDS = ("local", "ray")
+#: The file that marks a sweep's folder (``sao_online.benchmark.sweep``).
+SWEEP_FILE = "sweep.json"
 
 
 def _say(message: str) -> None:
@@ -106,6 +108,26 @@ def write_tables(
     )
 
 
+def method_specs(methods: list[str] | None, plan: TierPlan) -> list[str]:
+    """The method specs a benchmark runs: ``methods`` (default the tier's), each name's form
+    checked (built on each task later), and the floor ``frozen`` first unless given.
+
+    Raises:
+        ConfigError: no method, or a malformed name (a suggestion for a typo).
+    """
+    specs = [m.strip() for m in (methods or plan.methods) if m.strip()]
+    if not specs:
+        raise ConfigError("--methods: no method given")
+    for spec in specs:
+        try:
+            check_method_name(spec)
+        except ValueError as error:
+            raise ConfigError(f"--methods: {error}") from None
+    if FLOOR_METHOD not in specs:
+        specs = [FLOOR_METHOD, *specs]  # the floor of the normalized score is always measured
+    return specs
+
+
 def _plan_jobs(
     plan: TierPlan,
     labels: dict[str, str],
@@ -151,6 +173,7 @@ def _plan_jobs(
                         "key": key,
                         "cpus": task.cpus,
                         "budget": episodes[task.name, spec],
+                        "time_window": task.time_window,
                     }
                 )
     return jobs
@@ -263,17 +286,7 @@ def run_benchmark(
         raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
     if first_seed < 0:
         raise ConfigError(f"--first-seed: must be >= 0, got {first_seed}")
-    specs = [m.strip() for m in (methods or plan.methods) if m.strip()]
-    if not specs:
-        raise ConfigError("--methods: no method given")
-    for spec in specs:  # the name's form first (a suggestion for a typo); built on each task below
-        try:
-            check_method_name(spec)
-        except ValueError as error:
-            raise ConfigError(f"--methods: {error}") from None
-    if FLOOR_METHOD not in specs:
-        specs = [FLOOR_METHOD, *specs]  # the floor of the normalized score is always measured
-    labels = method_labels(plan, specs, overrides)
+    labels = method_labels(plan, method_specs(methods, plan), overrides)
     seed_list = list(range(first_seed, first_seed + seeds))
     tuned_on = sorted(set(seed_list) & set((plan.tuned or {}).get("seeds", [])))
     if tuned_on:
@@ -284,6 +297,10 @@ def run_benchmark(
         )
     protocol = protocol_of(plan, labels, overrides)
     protocol_file = out / "results" / "benchmark.json"
+    if (out / SWEEP_FILE).exists():
+        raise ConfigError(
+            f"--out: {out} holds a sweep (--sweep with --resume continues it), not a benchmark"
+        )
     if protocol_file.exists() or (out / "runs").exists():
         if not resume:
             raise ConfigError(

@@ -25,6 +25,7 @@ from sao_online.benchmark.clean_tree import provenance_notes
 from sao_online.benchmark.controls import CONTROL_COLUMNS
 from sao_online.benchmark.protocol import budget_matching, warm_start_design
 from sao_online.benchmark.readaptation import readaptation_blocks, readaptation_result
+from sao_online.benchmark.results import RUN_COLUMNS, SHIFT_COLUMNS
 from sao_online.benchmark.scorecard_tables import (
     family_table,
     leaderboard,
@@ -33,6 +34,7 @@ from sao_online.benchmark.scorecard_tables import (
     task_tables,
     warm_start_table,
 )
+from sao_online.benchmark.scorecard_time import compute_time, exercised_blocks, time_blocks
 from sao_online.benchmark.scores import (
     MIN_SEEDS_TO_SEPARATE,
     Aggregates,
@@ -66,9 +68,12 @@ def read_tables(folder: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, 
     tables["controls"] = (
         pd.read_csv(controls) if controls.is_file() else pd.DataFrame(columns=CONTROL_COLUMNS)
     )
-    if "warm_start" not in tables["runs"]:  # results kept before runs recorded it
-        position = list(tables["runs"].columns).index("config_hash") + 1
-        tables["runs"].insert(position, "warm_start", None)
+    for name, columns in (("runs", RUN_COLUMNS), ("shifts", SHIFT_COLUMNS)):
+        # Results kept before a column was recorded (warm starts, what runs exercised, the time
+        # axis) lack it: empty, in its place.
+        tables[name] = tables[name].reindex(
+            columns=[*columns, *(c for c in tables[name].columns if c not in columns)]
+        )
     benchmark = json.loads((folder / "benchmark.json").read_text())
     tables["runs"] = with_warm_start_seeds(tables["runs"], benchmark["protocol"])
     return tables, benchmark
@@ -158,6 +163,7 @@ def compute(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any], reps: in
         "aggregates": aggregates,
         "methods": order,
         "readaptation": readaptation_result(scores, tables.get("controls"), order, reps),
+        "time": compute_time(scores, tables["shifts"], methods, protocol, reps),
     }
 
 
@@ -311,6 +317,8 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
         ),
         Image(relative["profiles"], "Performance profiles: fraction of scores above tau"),
         Image(relative["matrix"], "Probability of improvement for every pair of methods"),
+        *time_blocks(result["time"], protocol, order, reps),
+        *exercised_blocks(runs, order),
         Heading("Calibration"),
         Paragraph(
             "Does each task measure adaptation? Learnable: some method's mean score reaches "
@@ -387,11 +395,20 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             if result["readaptation"]
             else []
         ),
+        "time_leaderboard": _time_leaderboard(result["time"]),
         "provenance": benchmark.get("provenance", {}),
         "task_config_hashes": {n: t["config_hash"] for n, t in protocol["tasks"].items()},
     }
     (out / "scorecard.json").write_text(json.dumps(_plain(summary), indent=1))
     return out / "scorecard.md"
+
+
+def _time_leaderboard(time: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The leaderboard on the time axis as records (None: no task is timed)."""
+    if time is None:
+        return None
+    aggregates = time["aggregates"]
+    return [] if aggregates is None else aggregates.table.to_dict(orient="records")
 
 
 def _plain(value: Any) -> Any:

@@ -18,7 +18,8 @@ def fixed(value: float, digits: int = 2) -> str:
     return f"{round(float(value), digits) + 0.0:.{digits}f}"
 
 
-def _interval(point: float, lower: float, upper: float, digits: int = 2) -> str:
+def interval_cell(point: float, lower: float, upper: float, digits: int = 2) -> str:
+    """``point [lower, upper]`` to ``digits`` places; the point alone when the interval is one."""
     if not np.isfinite(point):
         return "—"
     point, lower, upper = (round(float(v), digits) + 0.0 for v in (point, lower, upper))
@@ -27,12 +28,13 @@ def _interval(point: float, lower: float, upper: float, digits: int = 2) -> str:
     return f"{fixed(point, digits)} [{fixed(lower, digits)}, {fixed(upper, digits)}]"
 
 
-def _over_seeds(values: np.ndarray, reps: int, digits: int = 2) -> str:
+def over_seeds(values: np.ndarray, reps: int, digits: int = 2) -> str:
+    """The IQM of ``values`` (NaN left out) with its 95% bootstrap interval, as a cell."""
     values = values[np.isfinite(values)]
     if not len(values):
         return "—"
     estimate = stratified_interval([values], lambda x: trimmed_iqm(x, axis=-1), reps=reps)
-    return _interval(estimate.point, estimate.lower, estimate.upper, digits)
+    return interval_cell(estimate.point, estimate.lower, estimate.upper, digits)
 
 
 def leaderboard(aggregates: Aggregates) -> pd.DataFrame:
@@ -49,15 +51,15 @@ def leaderboard(aggregates: Aggregates) -> pd.DataFrame:
                 verdict = (
                     f"{'separated from' if is_separated else 'not separated from'} {below}: "
                     f"P(> {below}) = "
-                    f"{_interval(estimate['probability'], estimate['lower'], estimate['upper'])}"
+                    + interval_cell(estimate["probability"], estimate["lower"], estimate["upper"])
                     + (f" (fewer than {MIN_SEEDS_TO_SEPARATE} seeds)" if few else "")
                 )
         rows.append(
             {
                 "rank": row.rank,
                 "method": row.method,
-                "IQM [95% CI]": _interval(row.iqm, row.iqm_lower, row.iqm_upper),
-                "optimality gap [95% CI]": _interval(
+                "IQM [95% CI]": interval_cell(row.iqm, row.iqm_lower, row.iqm_upper),
+                "optimality gap [95% CI]": interval_cell(
                     row.optimality_gap, row.gap_lower, row.gap_upper
                 ),
                 "scores": row.scores,
@@ -72,13 +74,15 @@ def family_table(aggregates: Aggregates, order: list[str]) -> pd.DataFrame:
     frame = pd.DataFrame({"method": order})
     overall = aggregates.table.set_index("method")
     frame["aggregate"] = [
-        _interval(*overall.loc[m, ["iqm", "iqm_lower", "iqm_upper"]]) if m in overall.index else "—"
+        interval_cell(*overall.loc[m, ["iqm", "iqm_lower", "iqm_upper"]])
+        if m in overall.index
+        else "—"
         for m in order
     ]
     for family, part in aggregates.families.groupby("family", sort=True):
         cells = part.set_index("method")
         frame[family] = [
-            f"{_interval(*cells.loc[m, ['iqm', 'iqm_lower', 'iqm_upper']])} "
+            f"{interval_cell(*cells.loc[m, ['iqm', 'iqm_lower', 'iqm_upper']])} "
             f"(#{int(cells.loc[m, 'rank'])})"
             if m in cells.index
             else "—"
@@ -102,13 +106,13 @@ def task_tables(result: dict, reps: int) -> list[tuple[str, pd.DataFrame, pd.Dat
             for shift, part in mine.groupby("shift", sort=True):
                 times = part["time_to_half_oracle"].to_numpy(float)
                 censored = int(part["censored"].astype(bool).sum())
-                time_text = _over_seeds(times, reps, digits=0)
+                time_text = over_seeds(times, reps, digits=0)
                 if censored:
                     time_text += f" ({censored} of {len(part)} censored)"
-                row[f"shift {shift}: score before"] = _over_seeds(
+                row[f"shift {shift}: score before"] = over_seeds(
                     part["score_before"].to_numpy(float), reps
                 )
-                row[f"shift {shift}: score after"] = _over_seeds(
+                row[f"shift {shift}: score after"] = over_seeds(
                     part["score_after"].to_numpy(float), reps
                 )
                 row[f"shift {shift}: episodes to 0.5 x oracle"] = time_text

@@ -28,9 +28,23 @@ A suite is YAML (``configs/suites/core.yaml`` is the built-in ``core``)::
             cpus: 1
             methods:                      # one method's own settings on this task
               sao: {set: {optim.lr: 1.0e-3}}
+      async:
+        extends: smoke                    # smoke's overrides first, then this tier's
+        set: {runtime.backend: simulated}
+        time_window: 600                  # virtual seconds after a shift the time score reads
+        tasks:
+          StyleShift: {time_window: 300}
 
 Overrides are ``section.field: value`` pairs, as ``--set`` takes them; a ``schedule`` given as a
-file name is read relative to the suite file. Every error names the file and the field.
+file name is read relative to the suite file. A tier that ``extends`` another runs the other's
+overrides (its tier-wide ones, then each task's) and then its own, and takes the other's
+``seeds``, ``first_seed``, ``methods``, ``controls``, ``warm_start_seeds`` and
+``time_window`` unless it gives its own (not its ``tuning``, nor its tuned per-method settings:
+a tuning is one tier's).
+``time_window`` (a tier's, or one task's within a tier) turns on the time score of the tasks it
+covers: runs are also scored over the first ``time_window`` seconds of the run's clock after
+each shift (``sao_online.benchmark.time_scores``), which means something where time does (the
+simulated runtime's virtual seconds). Every error names the file and the field.
 """
 
 from __future__ import annotations
@@ -49,22 +63,26 @@ from sao_online.config.names import check_method_name
 from sao_online.safe_yaml import YamlInputError, load_yaml_text
 from sao_online.suggestions import did_you_mean
 
-TIERS = ("smoke", "lite", "full")
+TIERS = ("smoke", "lite", "async", "full")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SUITE_KEYS = {"suite", "description", "methods", "tasks", "tiers"}
 _TASK_KEYS = {"config", "family", "cpus", "set"}
 _TIER_KEYS = {
+    "extends",
     "seeds",
     "first_seed",
     "methods",
     "set",
     "tasks",
     "controls",
+    "time_window",
     "warm_start_seeds",
     "tuning",
     "tuned",
 }
-_TIER_TASK_KEYS = {"set", "cpus", "methods"}
+_TIER_TASK_KEYS = {"set", "cpus", "methods", "time_window"}
+#: The longest time window a suite may declare (seconds): a year of virtual time.
+MAX_TIME_WINDOW = 365 * 86400.0
 
 
 class SuiteError(ConfigError):
@@ -82,6 +100,7 @@ class TaskPlan:
     cpus: int
     # Method spec -> overrides of that method alone on this task (a tuned suite's choices).
     method_sets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    time_window: float | None = None  # seconds after each shift the time score reads (None: off)
 
     def method_overrides(self, spec: str) -> list[str]:
         """The overrides the suite sets for method ``spec`` alone on this task."""
@@ -221,11 +240,11 @@ def _task_config(value: Any, where: str, folder: Path) -> str | dict[str, Any]:
 
 def _default_cpus(config: ExperimentConfig) -> int:
     """CPUs one run uses: the learner's torch threads (one, as the benchmark runs it, unless
-    ``runtime.torch_threads`` says how many), plus one per rollout worker on the async
-    backends."""
+    ``runtime.torch_threads`` says how many), plus one per rollout worker on the backends whose
+    workers are processes or actors (local, ray)."""
     threads = config.runtime.torch_threads
     learner = threads if isinstance(threads, int) else 1
-    if config.runtime.backend == "sync":
+    if config.runtime.backend in ("sync", "simulated"):  # one process: the workers are simulated
         return learner
     return learner + config.runtime.num_workers
 
@@ -243,6 +262,45 @@ def read_suite(suite: str | Path) -> tuple[dict[str, Any], Path]:
     return data, path
 
 
+def _time_window(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SuiteError(f"{where}: expected a number of seconds, got {short_repr(value)}")
+    if not 0 < value <= MAX_TIME_WINDOW:
+        raise SuiteError(f"{where}: must be in (0, {MAX_TIME_WINDOW:g}] seconds, got {value}")
+    return float(value)
+
+
+def _tier_chain(tiers: dict[str, Any], tier: str, where: str) -> list[tuple[str, dict[str, Any]]]:
+    """``tier`` and the tiers it extends, as (name, mapping), the furthest ancestor first."""
+    chain: list[tuple[str, dict[str, Any]]] = []
+    name: Any = tier
+    while True:
+        data = _mapping(tiers.get(name), f"{where}: tiers.{name}", _TIER_KEYS)
+        chain.insert(0, (name, data))
+        if "extends" not in data:
+            return chain
+        parent = data["extends"]
+        if parent not in TIERS:
+            raise SuiteError(
+                f"{where}: tiers.{name}.extends: must be one of {', '.join(TIERS)}, got "
+                f"{short_repr(parent)}"
+            )
+        if any(parent == seen for seen, _ in chain):
+            path = " -> ".join([*(seen for seen, _ in reversed(chain)), parent])
+            raise SuiteError(f"{where}: tiers.{name}.extends: a cycle ({path})")
+        name = parent
+
+
+def _inherited(
+    chain: list[tuple[str, dict[str, Any]]], key: str, default: Any, where: str
+) -> tuple[Any, str]:
+    """The value of ``key`` in the nearest tier of ``chain`` that gives it, and where it is."""
+    for name, data in reversed(chain):
+        if key in data:
+            return data[key], f"{where}: tiers.{name}.{key}"
+    return default, f"{where}: {key}"
+
+
 def plan_tier(suite: str | Path, tier: str) -> TierPlan:
     """Resolve ``tier`` of ``suite`` into the tasks to run, each config loaded and checked.
 
@@ -256,22 +314,30 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
     if tier not in TIERS:
         raise SuiteError(f"--tier: must be one of {', '.join(TIERS)}, got {short_repr(tier)}")
     tiers = _mapping(data.get("tiers"), f"{where}: tiers", set(TIERS))
-    tier_data = _mapping(tiers.get(tier), f"{where}: tiers.{tier}", _TIER_KEYS)
-    methods = _methods(
-        tier_data.get("methods", data.get("methods", ["sao", "grpo"])),
-        f"{where}: tiers.{tier}.methods" if "methods" in tier_data else f"{where}: methods",
-    )
-    seeds = _count(tier_data.get("seeds", 3), f"{where}: tiers.{tier}.seeds", 1)
-    first_seed = _count(tier_data.get("first_seed", 0), f"{where}: tiers.{tier}.first_seed", 0)
-    tier_overrides = _overrides(tier_data.get("set"), f"{where}: tiers.{tier}.set", path.parent)
-    tier_tasks = _mapping(tier_data.get("tasks"), f"{where}: tiers.{tier}.tasks")
+    chain = _tier_chain(tiers, tier, where)
+    methods = _methods(*_inherited(chain, "methods", data.get("methods", ["sao", "grpo"]), where))
+    seeds = _count(*_inherited(chain, "seeds", 3, where), 1)
+    first_seed = _count(*_inherited(chain, "first_seed", 0, where), 0)
+    window, window_where = _inherited(chain, "time_window", None, where)
+    tier_window = None if window is None else _time_window(window, window_where)
     tasks_data = _mapping(data["tasks"], f"{where}: tasks")
-    for task_name in tier_tasks:
-        if task_name not in tasks_data:
-            raise SuiteError(
-                f"{where}: tiers.{tier}.tasks.{task_name}: not a task of the suite "
-                f"({', '.join(map(str, tasks_data))})"
+    layers = []  # per tier of the chain: its own overrides, and its tasks' mappings
+    for tier_name, tier_data in chain:
+        tier_where = f"{where}: tiers.{tier_name}"
+        tier_tasks = _mapping(tier_data.get("tasks"), f"{tier_where}.tasks")
+        for task_name in tier_tasks:
+            if task_name not in tasks_data:
+                raise SuiteError(
+                    f"{tier_where}.tasks.{task_name}: not a task of the suite "
+                    f"({', '.join(map(str, tasks_data))})"
+                )
+        layers.append(
+            (
+                tier_where,
+                _overrides(tier_data.get("set"), f"{tier_where}.set", path.parent),
+                tier_tasks,
             )
+        )
     tasks = []
     for task_name, task_data in tasks_data.items():
         task_where = f"{where}: tasks.{task_name}"
@@ -283,17 +349,21 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
         task_data = _mapping(task_data, task_where, _TASK_KEYS)
         if "config" not in task_data:
             raise SuiteError(f"{task_where}.config: missing (a config file or mapping)")
-        override = _mapping(
-            tier_tasks.get(task_name), f"{where}: tiers.{tier}.tasks.{task_name}", _TIER_TASK_KEYS
-        )
-        overrides = [
-            *_overrides(task_data.get("set"), f"{task_where}.set", path.parent),
-            *tier_overrides,
-            *_overrides(
-                override.get("set"), f"{where}: tiers.{tier}.tasks.{task_name}.set", path.parent
-            ),
-            f"experiment={task_name}",
-        ]
+        overrides = _overrides(task_data.get("set"), f"{task_where}.set", path.parent)
+        cpus_value, cpus_where = task_data.get("cpus"), f"{task_where}.cpus"
+        time_window = tier_window
+        for tier_where, tier_overrides, tier_tasks in layers:
+            own_where = f"{tier_where}.tasks.{task_name}"
+            own = _mapping(tier_tasks.get(task_name), own_where, _TIER_TASK_KEYS)
+            overrides += [
+                *tier_overrides,
+                *_overrides(own.get("set"), f"{own_where}.set", path.parent),
+            ]
+            if "cpus" in own:
+                cpus_value, cpus_where = own["cpus"], f"{own_where}.cpus"
+            if "time_window" in own:
+                time_window = _time_window(own["time_window"], f"{own_where}.time_window")
+        overrides.append(f"experiment={task_name}")
         family = task_data.get("family", task_name)
         if not isinstance(family, str) or not _TASK_NAME.match(family):
             raise SuiteError(f"{task_where}.family: expected a name, got {short_repr(family)}")
@@ -308,23 +378,28 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
             config = plan.load()
         except ConfigError as error:
             raise SuiteError(f"{where}: task {task_name} at tier {tier}: {error}") from None
-        cpus_value = override.get("cpus", task_data.get("cpus"))
-        cpus = (
-            _default_cpus(config)
-            if cpus_value is None
-            else _count(cpus_value, f"{task_where}.cpus", 1)
-        )
-        method_sets = _method_sets(
-            override.get("methods"), f"{where}: tiers.{tier}.tasks.{task_name}.methods", path
-        )
+        cpus = _default_cpus(config) if cpus_value is None else _count(cpus_value, cpus_where, 1)
+        # A method's own settings are the tier's own (a tuned tier's choices), never inherited:
+        # settings tuned at one tier are not the tuning of another.
+        own_where = f"{where}: tiers.{tier}.tasks.{task_name}"
+        own = _mapping(layers[-1][2].get(task_name), own_where, _TIER_TASK_KEYS)
+        method_sets = _method_sets(own.get("methods"), f"{own_where}.methods", path)
         tasks.append(
-            TaskPlan(plan.name, plan.family, plan.config, plan.overrides, cpus, method_sets)
+            TaskPlan(
+                plan.name,
+                plan.family,
+                plan.config,
+                plan.overrides,
+                cpus,
+                method_sets=method_sets,
+                time_window=time_window,
+            )
         )
     description = str(data.get("description") or "")
-    controls = tier_data.get("controls", False)
+    controls, controls_where = _inherited(chain, "controls", False, where)
     if not isinstance(controls, bool):
-        raise SuiteError(f"{where}: tiers.{tier}.controls: expected true or false")
-    warm_start_seeds = tier_data.get("warm_start_seeds", [])
+        raise SuiteError(f"{controls_where}: expected true or false")
+    warm_start_seeds, seeds_where = _inherited(chain, "warm_start_seeds", [], where)
     if (
         not isinstance(warm_start_seeds, list)
         or not all(
@@ -333,10 +408,10 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
         or len(set(warm_start_seeds)) != len(warm_start_seeds)
     ):
         raise SuiteError(
-            f"{where}: tiers.{tier}.warm_start_seeds: expected a list of distinct integers >= 0, "
+            f"{seeds_where}: expected a list of distinct integers >= 0, "
             f"got {short_repr(warm_start_seeds)}"
         )
-    tuned = tier_data.get("tuned")
+    tuned = chain[-1][1].get("tuned")  # the tier's own, as its methods' settings are
     if tuned is not None and not (
         isinstance(tuned, dict) and isinstance(tuned.get("seeds"), list) and "rule" in tuned
     ):

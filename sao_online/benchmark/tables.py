@@ -13,8 +13,12 @@ Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
 ``seeds DIR`` (every pooled score, a column per seed),
 ``first-phase DIR... [tasks=A,B] [methods=M,N]`` (the learnable check's scores, a column per
 seed, a row per folder), ``readaptation DIR`` (each method's re-adaptation score, from the
-re-adaptation controls) and
-``sessions DIR`` (how long each command that ran the folder's runs took, and where).
+re-adaptation controls),
+``sessions DIR`` (how long each command that ran the folder's runs took, and where),
+``time-leaderboard DIR`` (the leaderboard on the time axis, for a tier with time windows),
+``exercised DIR`` (per task and method: staleness, tokens masked, clipped or truncated) and
+``sweep DIR [AXIS]`` (a sweep's folder: each method's IQM at each swept value, on ``episodes``
+or the time axis, ``virtual_seconds``; default episodes).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
 """
@@ -36,6 +40,8 @@ from sao_online.benchmark.scorecard_tables import (
     per_seed_table,
     session_table,
 )
+from sao_online.benchmark.scorecard_time import exercised_table
+from sao_online.benchmark.sweep_scorecard import EPISODES_AXIS, across_values, sweep_results
 from sao_online.benchmark.versus import versus_table
 
 REPS = 2000
@@ -53,6 +59,9 @@ KINDS = (
     "first-phase",
     "readaptation",
     "sessions",
+    "time-leaderboard",
+    "exercised",
+    "sweep",
 )
 
 
@@ -101,6 +110,19 @@ def _first_phase(words: list[str], base: Path) -> str:
     return to_markdown([Table(frame)])
 
 
+def _sweep(words: list[str], base: Path) -> str:
+    if len(words) not in (1, 2):
+        raise TableSpecError("sweep: expected DIR [AXIS]")
+    axis = EPISODES_AXIS if len(words) == 1 else words[1].replace("_", " ")
+    data = sweep_results(base / words[0], REPS)
+    frame = data["frame"]
+    if axis not in set(frame["axis"]):
+        axes = ", ".join(a.replace(" ", "_") for a in dict.fromkeys(frame["axis"])) or "none"
+        raise TableSpecError(f"sweep: {words[0]} has no axis {axis!r} (axes: {axes})")
+    values = [value for value in data["sweep"].values if value in data["results"]]
+    return to_markdown([Table(across_values(frame, axis, values))])
+
+
 def render_block(spec: str, base: Path) -> str:
     """The Markdown table for one block spec (``kind DIR...``), folders relative to ``base``."""
     kind, *folders = spec.split()
@@ -110,6 +132,8 @@ def render_block(spec: str, base: Path) -> str:
         return _versus(folders, base)
     if kind == "first-phase":
         return _first_phase(folders, base)
+    if kind == "sweep":
+        return _sweep(folders, base)
     if not folders or (kind != "replication" and len(folders) != 1):
         raise TableSpecError(
             f"{kind}: expected {'folders' if kind == 'replication' else 'one folder'}"
@@ -136,6 +160,15 @@ def render_block(spec: str, base: Path) -> str:
             if result["readaptation"] is None:
                 raise TableSpecError(f"readaptation: {folders[0]} ran no re-adaptation control")
             return to_markdown([Table(readaptation_table(result["readaptation"]))])
+        if kind == "exercised":
+            frame = exercised_table(tables["runs"], result["methods"])
+            if frame.empty or tables["runs"]["staleness_mean"].isna().all():
+                raise TableSpecError(f"exercised: {folders[0]} records none (kept before it was)")
+            return to_markdown([Table(frame)])
+        if kind == "time-leaderboard":
+            if result["time"] is None or result["time"]["aggregates"] is None:
+                raise TableSpecError(f"time-leaderboard: {folders[0]} has no timed task scored")
+            return to_markdown([Table(leaderboard(result["time"]["aggregates"]))])
         frame = (
             leaderboard(result["aggregates"])
             if kind == "leaderboard"

@@ -26,14 +26,25 @@ def _task_folders(option: str, values: list[str]) -> dict[str, str]:
 def benchmark_command(args: argparse.Namespace) -> int:
     if args.benchmark_command == "merge":
         from sao_online.benchmark import merge_results
+        from sao_online.benchmark.sweep import is_sweep, merge_sweeps
 
-        path = merge_results(
-            args.folders,
-            args.out,
-            reps=args.reps,
-            task_from=_task_folders("--task-from", args.task_from),
-            allow_dirty=args.allow_dirty,
-        )
+        sweeps = any(is_sweep(folder) for folder in args.folders)  # then every one must be
+        if sweeps and args.task_from:
+            from sao_online.config import ConfigError
+
+            raise ConfigError("--task-from: takes a task from benchmarks, not from sweeps")
+        if sweeps:
+            path = merge_sweeps(
+                args.folders, args.out, reps=args.reps, allow_dirty=args.allow_dirty
+            )
+        else:
+            path = merge_results(
+                args.folders,
+                args.out,
+                reps=args.reps,
+                task_from=_task_folders("--task-from", args.task_from),
+                allow_dirty=args.allow_dirty,
+            )
         print(f"scorecard: {path}")
         return 0
     if args.benchmark_command == "warm-starts":
@@ -90,24 +101,29 @@ def benchmark_command(args: argparse.Namespace) -> int:
         print("sao-online benchmark: error: --out is required", file=sys.stderr)
         return 2
     from sao_online.benchmark import run_benchmark  # starts the worker server once checked
+    from sao_online.benchmark.sweep import run_sweep
 
-    path = run_benchmark(
-        out=args.out,
-        suite=args.suite,
-        tier=args.tier,
-        methods=args.methods.split(",") if args.methods else None,
-        seeds=args.seeds,
-        first_seed=args.first_seed,
-        overrides=args.set,
-        resume=args.resume,
-        backend=args.backend,
-        address=args.address,
-        parallel=args.parallel,
-        reps=args.reps,
-        warm_starts=args.warm_starts,
-        allow_dirty=args.allow_dirty,
-        controls=True if args.controls else None,
-    )
+    options: dict[str, Any] = {
+        "out": args.out,
+        "suite": args.suite,
+        "tier": args.tier,
+        "methods": args.methods.split(",") if args.methods else None,
+        "seeds": args.seeds,
+        "first_seed": args.first_seed,
+        "overrides": args.set,
+        "resume": args.resume,
+        "backend": args.backend,
+        "address": args.address,
+        "parallel": args.parallel,
+        "reps": args.reps,
+        "warm_starts": args.warm_starts,
+        "allow_dirty": args.allow_dirty,
+        "controls": True if args.controls else None,
+    }
+    if args.sweep is not None:
+        path = run_sweep(sweep=args.sweep, **options)
+    else:
+        path = run_benchmark(**options)
     print(f"scorecard: {path}")
     return 0
 
@@ -137,10 +153,10 @@ def add_benchmark_parser(commands: Any) -> None:
     )
     benchmark.add_argument(
         "--tier",
-        choices=["smoke", "lite", "full"],
         default="smoke",
-        help="smoke: minutes, a pipeline check; lite: about two hours on 2 cores; full: the "
-        "per-family configs (default smoke)",
+        help="smoke, lite, async or full; smoke: minutes, a pipeline check; lite: about two "
+        "hours on 2 cores, sync; async: the lite tier's tasks on the simulated runtime, scored "
+        "on episodes and virtual seconds; full: the per-family configs (default smoke)",
     )
     benchmark.add_argument(
         "--methods",
@@ -183,6 +199,14 @@ def add_benchmark_parser(commands: Any) -> None:
         help="override a field of every task's config, e.g. --set env.kwargs.sandbox=docker",
     )
     benchmark.add_argument(
+        "--sweep",
+        default=None,
+        metavar="FIELD=V1,V2,...",
+        help="run the tier at each value of one config field (as --set takes it), e.g. "
+        "runtime.max_staleness=0,2,4,8: a benchmark folder per value in --out, and a scorecard "
+        "of the score against the value; every value is checked before any run starts",
+    )
+    benchmark.add_argument(
         "--reps", type=int, default=2000, help="bootstrap replications (default 2000)"
     )
     benchmark.add_argument(
@@ -203,9 +227,12 @@ def add_benchmark_parser(commands: Any) -> None:
     benchmark_commands = benchmark.add_subparsers(dest="benchmark_command", metavar="SUBCOMMAND")
     merge = benchmark_commands.add_parser(
         "merge",
-        help="pool benchmark folders of one protocol (seed sets, machines) into one scorecard",
+        help="pool benchmark folders of one protocol (seed sets, machines) into one scorecard; "
+        "sweeps of one field, value by value",
     )
-    merge.add_argument("folders", nargs="+", help="benchmark output or results folders")
+    merge.add_argument(
+        "folders", nargs="+", help="benchmark output or results folders, or sweep folders"
+    )
     merge.add_argument("--out", required=True, help="output folder of the pooled scorecard")
     merge.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
     merge.add_argument(
@@ -236,9 +263,7 @@ def add_benchmark_parser(commands: Any) -> None:
     warm.add_argument(
         "--suite", default="core", help="a built-in suite name or a suite YAML (default core)"
     )
-    warm.add_argument(
-        "--tier", choices=["smoke", "lite", "full"], default="smoke", help="(default smoke)"
-    )
+    warm.add_argument("--tier", default="smoke", help="smoke, lite, async or full (default smoke)")
     warm.add_argument(
         "--set",
         action="append",

@@ -16,7 +16,7 @@ from sao_online.benchmark import SuiteError, builtin_suites, plan_tier
 FAMILIES = ["StyleShift", "ToolShift", "ReasonShift", "GridShift", "CodeShift"]
 
 
-@pytest.mark.parametrize("tier", ["smoke", "lite", "full"])
+@pytest.mark.parametrize("tier", ["smoke", "lite", "async", "full"])
 def test_the_core_suite_declares_the_five_families_at_every_tier(tier):
     assert "core" in builtin_suites()
     plan = plan_tier("core", tier)
@@ -75,6 +75,20 @@ def _write(path, suite):
             "tiers.smoke.methods: unknown method 'my.mod:'",
         ),
         ({"tiers": {"smoke": {"seeds": -1}}}, "tiers.smoke.seeds: expected an integer >= 1"),
+        ({"tiers": {"smoke": {"extends": "big"}}}, "tiers.smoke.extends: must be one of smoke"),
+        (
+            {"tiers": {"smoke": {"extends": "lite"}, "lite": {"extends": "smoke"}}},
+            "tiers.lite.extends: a cycle (smoke -> lite -> smoke)",
+        ),
+        (
+            {"tiers": {"smoke": {"extends": "lite"}, "lite": {"seeds": 0}}},
+            "tiers.lite.seeds: expected an integer >= 1",
+        ),
+        ({"tiers": {"smoke": {"time_window": 0}}}, "tiers.smoke.time_window: must be in (0, "),
+        (
+            {"tiers": {"smoke": {"tasks": {"A": {"time_window": "1m"}}}}},
+            "tiers.smoke.tasks.A.time_window: expected a number of seconds, got '1m'",
+        ),
         (
             {"tiers": {"smoke": {"set": {"budget.episodes": "many"}}}},
             "task A at tier smoke: budget.episodes: expected an integer",
@@ -89,6 +103,52 @@ def test_a_malformed_suite_is_named_by_file_and_field(tmp_path, change, message)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_tier_that_extends_another_applies_the_others_overrides_then_its_own(tmp_path):
+    suite = {
+        "suite": "s",
+        "methods": ["sao"],
+        "tasks": {"A": {"config": {}, "set": {"budget.episodes": 10}}, "B": {"config": {}}},
+        "tiers": {
+            "lite": {
+                "seeds": 2,
+                "set": {"optim.lr": 0.1, "rollout.batch_size": 4},
+                "tasks": {"A": {"set": {"budget.episodes": 20, "env.latency_mean": 0.5}}},
+            },
+            "async": {
+                "extends": "lite",
+                "time_window": 30,
+                "set": {"env.latency_mean": 2.0, "runtime.backend": "simulated"},
+                "tasks": {"B": {"time_window": 60, "set": {"optim.lr": 0.2}}},
+            },
+        },
+    }
+    plan = plan_tier(_write(tmp_path / "s.yaml", suite), "async")
+    a, b = (task.load() for task in plan.tasks)
+    assert plan.seeds == 2 and plan.methods == ("sao",)  # inherited
+    # A: lite's tier-wide and own sets, then async's tier-wide set (its latency wins).
+    assert (a.budget.episodes, a.optim.lr, a.rollout.batch_size) == (20, 0.1, 4)
+    assert a.env.latency_mean == 2.0 and a.runtime.backend == "simulated"
+    assert b.optim.lr == 0.2 and b.env.latency_mean == 2.0
+    assert [task.time_window for task in plan.tasks] == [30.0, 60.0]
+    assert [task.cpus for task in plan.tasks] == [1, 1]  # simulated workers share one process
+    assert all(task.time_window is None for task in plan_tier(tmp_path / "s.yaml", "lite").tasks)
+
+
+def test_the_async_tier_is_the_lite_tier_on_the_simulated_runtime_with_its_warm_starts():
+    from sao_online.pretrain import warm_start_path
+
+    lite, timed = plan_tier("core", "lite"), plan_tier("core", "async")
+    assert timed.methods == lite.methods and timed.seeds == lite.seeds
+    for plain, task in zip(lite.tasks, timed.tasks):
+        base, config = plain.load(), task.load()
+        assert warm_start_path(config) == warm_start_path(base)  # fitted once for both tiers
+        assert config.budget == base.budget and config.schedule == base.schedule
+        assert config.runtime.backend == "simulated" and config.runtime.max_staleness == 4
+        assert (config.env.latency_mean, config.env.latency_sigma) == (2.0, 1.0)
+        assert config.logging.checkpoint_every == 0 and task.cpus == 1
+        assert task.time_window is not None and task.time_window > 0
+
+
 def test_a_task_names_a_bundled_config_unless_a_file_beside_the_suite_has_that_name(tmp_path):
     suite = {"suite": "s", "tasks": {"Tools": {"config": "tool_shift"}}}
     plan = plan_tier(_write(tmp_path / "s.yaml", suite), "full")
@@ -101,7 +161,7 @@ def test_a_task_names_a_bundled_config_unless_a_file_beside_the_suite_has_that_n
 def test_unknown_suites_and_tiers_are_refused():
     with pytest.raises(SuiteError, match="neither a built-in suite"):
         plan_tier("nightly", "smoke")
-    with pytest.raises(SuiteError, match="--tier: must be one of smoke, lite, full"):
+    with pytest.raises(SuiteError, match="--tier: must be one of smoke, lite, async, full"):
         plan_tier("core", "medium")
 
 

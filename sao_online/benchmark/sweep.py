@@ -1,0 +1,314 @@
+"""``sao-online benchmark --sweep FIELD=V1,V2,...``: a suite's tier run at each value of one
+config field, one scorecard per value and one across them.
+
+The output folder::
+
+    OUT/sweep.json                  the field, its values and the folder of each
+    OUT/<field>=<value>/            a benchmark folder per value (runs, results, scorecard), as
+                                    ``sao-online benchmark`` writes one with --set FIELD=VALUE
+    OUT/scorecard.{md,html,csv,json}   a leaderboard per value, the score against the value
+    OUT/figures/sweep.png
+
+The value is one more ``--set`` override of every task, after the tier's and the command's, so
+each value's folder is a benchmark like any other (``merge`` pools two seed sets of one value;
+``benchmark tables`` reads it). Every value is checked on every task with every method before
+any run starts: a field no config has, a value outside the field's range, a value a method or
+the config changes (a method that sets the field itself, a staleness bound the budget cannot
+reach) or a method that cannot be built with it (an off-policy correction whose band is empty)
+is refused in one line naming the value. ``--resume`` continues every value's benchmark, and may
+add values; the field must be the one the folder was started with.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sao_online.benchmark.protocol import FLOOR_METHOD, method_labels
+from sao_online.benchmark.results import write_json_atomically
+from sao_online.benchmark.runner import SWEEP_FILE, method_specs, run_benchmark
+from sao_online.benchmark.suite import TierPlan, plan_tier
+from sao_online.config import ConfigError, ConfigWarning, load_config, short_repr
+from sao_online.config.loading import parse_override
+
+SWEEP_FORMAT = 1
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One field and the values a sweep runs it at (each as written: YAML, as --set reads it)."""
+
+    field: str
+    values: tuple[str, ...]
+
+    def override(self, value: str) -> str:
+        """The ``--set`` override of ``value``."""
+        return f"{self.field}={value}"
+
+    def folder(self, value: str) -> str:
+        """The folder of ``value``'s benchmark: ``<field>=<value>``, odd characters as ``_``."""
+        return _UNSAFE.sub("_", f"{self.field}={value}")
+
+
+def parse_sweep(text: str) -> Sweep:
+    """``FIELD=V1,V2,...`` as a :class:`Sweep`.
+
+    Raises:
+        ConfigError: no ``=``, no field, an empty value, a value given twice (as YAML reads
+            it: ``4`` and ``4.0`` are one value) or two values that would share a folder.
+
+    Example:
+        >>> parse_sweep("runtime.max_staleness=0,4")
+        Sweep(field='runtime.max_staleness', values=('0', '4'))
+    """
+    field, sep, rest = text.partition("=")
+    field = field.strip()
+    if not sep or not field:
+        raise ConfigError(
+            f"--sweep {short_repr(text)}: expected FIELD=V1,V2,..., e.g. "
+            "runtime.max_staleness=0,2,4,8"
+        )
+    values = tuple(value.strip() for value in rest.split(","))
+    if not all(values):
+        raise ConfigError(f"--sweep {field}: an empty value in {short_repr(rest)}")
+    sweep = Sweep(field, values)
+    seen: dict[str, str] = {}
+    folders: dict[str, str] = {}
+    for value in values:
+        _, parsed = parse_override(sweep.override(value))
+        key = json.dumps(parsed, sort_keys=True, default=str)
+        if key in seen:
+            raise ConfigError(f"--sweep {field}: {value} and {seen[key]} are the same value")
+        seen[key] = value
+        folder = sweep.folder(value)
+        if folder in folders:
+            raise ConfigError(
+                f"--sweep {field}: {folders[folder]} and {value} would share the folder {folder}"
+            )
+        folders[folder] = value
+    return sweep
+
+
+def _lookup(data: Any, keys: list[str]) -> tuple[bool, Any]:
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return False, None
+        data = data[key]
+    return True, data
+
+
+def check_sweep(sweep: Sweep, plan: TierPlan, specs: list[str], overrides: list[str]) -> None:
+    """Refuse, before anything runs, a value that does not load, build or take effect.
+
+    Every value is loaded on every task with every method's overrides and the method built
+    (``method_labels``); the field must then hold the value as given (the floor ``frozen`` is
+    not asked: it never learns, so what it trains with does not change it).
+
+    Raises:
+        ConfigError: one line naming the field, the value, the task and (where it is one
+            method's) the method.
+    """
+    from sao_online.commands.compare import method_overrides
+
+    for value in sweep.values:
+        where = f"--sweep {sweep.override(value)}"
+        extra = [*overrides, sweep.override(value)]
+        for task in plan.tasks:
+            # The task's own config first (None): a value it refuses or changes is the value's
+            # fault, whatever the method.
+            for spec in [None, *(spec for spec in specs if spec != FLOOR_METHOD)]:
+                run = [] if spec is None else method_overrides(spec)
+                _check_value(sweep, value, task, [*extra, *run], where, spec)
+        try:
+            method_labels(plan, specs, extra)  # builds each method: its objective's band
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from None
+
+
+def _check_value(
+    sweep: Sweep, value: str, task: Any, overrides: list[str], where: str, spec: str | None
+) -> None:
+    """One value on one task (with one method's overrides, or none): it loads, the config
+    reads the field and holds the value."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConfigWarning)
+        try:
+            config = load_config(task.config, [*task.overrides, *overrides])
+        except ConfigError as error:
+            raise ConfigError(f"{where}: task {task.name}: {error}") from None
+    found, held = _lookup(config.to_dict(), sweep.field.split("."))
+    if not found:
+        raise ConfigError(
+            f"{where}: task {task.name}: its config does not read {sweep.field} (backend "
+            f"{config.runtime.backend})"
+        )
+    _, wanted = parse_override(sweep.override(value))
+    if held == wanted:
+        return
+    if spec is not None:
+        raise ConfigError(
+            f"{where}: task {task.name}: method {spec} sets {sweep.field} itself ({held!r}); "
+            "leave it out of --methods"
+        )
+    said = [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+    raise ConfigError(
+        f"{where}: task {task.name}: "
+        + (said[0] if said else f"its config holds {held!r} instead (a rule of the config)")
+    )
+
+
+def _record(out: Path, sweep: Sweep, resume: bool) -> Sweep:
+    """Write (or, resuming, extend) ``OUT/sweep.json``; the sweep with every value it holds."""
+    path = out / SWEEP_FILE
+    values = list(sweep.values)
+    if path.exists():
+        if not resume:
+            raise ConfigError(
+                f"--out: {out} holds a sweep already; --resume continues it, or choose another "
+                "folder"
+            )
+        saved = json.loads(path.read_text())
+        if saved["field"] != sweep.field:
+            raise ConfigError(
+                f"--sweep: {out} is a sweep of {saved['field']}, not of {sweep.field}"
+            )
+        values = [*saved["values"], *(v for v in values if v not in saved["values"])]
+    elif out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out: {out} is not empty and holds no sweep; choose another folder")
+    recorded = Sweep(sweep.field, tuple(values))
+    write_json_atomically(
+        path,
+        {
+            "format": SWEEP_FORMAT,
+            "field": recorded.field,
+            "values": list(recorded.values),
+            "folders": {value: recorded.folder(value) for value in recorded.values},
+        },
+    )
+    return recorded
+
+
+def run_sweep(
+    *,
+    sweep: str,
+    out: str | Path,
+    suite: str | Path = "core",
+    tier: str = "smoke",
+    methods: list[str] | None = None,
+    overrides: list[str] | None = None,
+    resume: bool = False,
+    reps: int = 2000,
+    **benchmark: Any,
+) -> Path:
+    """Run ``tier`` of ``suite`` at each value of ``sweep`` (``FIELD=V1,V2,...``); write each
+    value's scorecard and the sweep's.
+
+    ``benchmark`` holds the other options of :func:`~sao_online.benchmark.run_benchmark`
+    (seeds, first_seed, backend, address, parallel, progress, warm_starts).
+
+    Returns:
+        The path of the sweep's ``scorecard.md``.
+
+    Raises:
+        ConfigError: a malformed sweep or a value refused by :func:`check_sweep` (before any
+            run), an output folder that holds something else, or what ``run_benchmark`` raises.
+    """
+    from sao_online.benchmark.sweep_scorecard import write_sweep_scorecard
+
+    parsed = parse_sweep(sweep)
+    out = Path(out)
+    overrides = list(overrides or [])
+    plan = plan_tier(suite, tier)
+    for task in plan.tasks:
+        try:
+            task.load(overrides)
+        except ConfigError as error:
+            raise ConfigError(f"--set: task {task.name}: {error}") from None
+    check_sweep(parsed, plan, method_specs(methods, plan), overrides)
+    recorded = _record(out, parsed, resume)
+    for value in recorded.values:
+        folder = out / recorded.folder(value)
+        run_benchmark(
+            out=folder,
+            suite=suite,
+            tier=tier,
+            methods=methods,
+            overrides=[*overrides, recorded.override(value)],
+            resume=resume,
+            reps=reps,
+            **benchmark,
+        )
+    return write_sweep_scorecard(out, reps=reps)
+
+
+def is_sweep(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a sweep (its ``sweep.json``)."""
+    return (Path(folder) / SWEEP_FILE).is_file()
+
+
+def read_sweep(out: str | Path) -> tuple[Sweep, dict[str, Path]]:
+    """The sweep recorded in ``out`` and each value's benchmark folder.
+
+    Raises:
+        ConfigError: ``out`` holds no sweep.
+    """
+    out = Path(out)
+    path = out / SWEEP_FILE
+    if not path.is_file():
+        raise ConfigError(f"{out}: not a sweep's folder (no {SWEEP_FILE})")
+    data = json.loads(path.read_text())
+    sweep = Sweep(data["field"], tuple(data["values"]))
+    return sweep, {value: out / data["folders"][value] for value in sweep.values}
+
+
+def numeric_values(values: tuple[str, ...]) -> list[float] | None:
+    """The values as numbers when every one is a number (YAML's reading), else None."""
+    numbers = []
+    for value in values:
+        _, parsed = parse_override(f"x={value}")
+        if isinstance(parsed, bool) or not isinstance(parsed, int | float):
+            return None
+        numbers.append(float(parsed))
+    return numbers
+
+
+def sweep_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows of (value, axis, method, iqm, lower, upper, scores) as the sweep's long table."""
+    columns = ["value", "axis", "method", "iqm", "lower", "upper", "scores"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def merge_sweeps(sources: list[str | Path], out: str | Path, *, reps: int = 2000) -> Path:
+    """Pool sweeps of one field (other seed sets, machines) into ``out``: each value's
+    benchmark folders merged as ``benchmark merge`` merges them (``out`` keeps the results, not
+    the run directories), then the sweep's scorecard. A value some sweeps lack is pooled from
+    those that have it.
+
+    Raises:
+        ConfigError: a source that is no sweep, or sweeps of different fields.
+        ProtocolMismatch: one value's folders measured under different protocols.
+    """
+    from sao_online.benchmark.merge import merge_results
+    from sao_online.benchmark.sweep_scorecard import write_sweep_scorecard
+
+    read = [read_sweep(source) for source in sources]
+    field = read[0][0].field
+    for source, (sweep, _) in zip(sources, read):
+        if sweep.field != field:
+            raise ConfigError(f"merge: {source} is a sweep of {sweep.field}, not of {field}")
+    values = list(dict.fromkeys(value for sweep, _ in read for value in sweep.values))
+    out = Path(out)
+    pooled = _record(out, Sweep(field, tuple(values)), resume=False)
+    for value in pooled.values:
+        folders = [folders[value] for sweep, folders in read if value in sweep.values]
+        kept = [folder for folder in folders if (folder / "results" / "benchmark.json").is_file()]
+        if kept:
+            merge_results(kept, out / pooled.folder(value), reps=reps)
+    return write_sweep_scorecard(out, reps=reps)

@@ -1,0 +1,123 @@
+"""``sao-online benchmark --sweep``: what it reads, and every value it refuses, in one line and
+before any run starts. (The whole sweep, run and resumed: test_benchmark_async.py.)"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from sao_online.benchmark.sweep import Sweep, numeric_values, parse_sweep
+from sao_online.cli import main
+from sao_online.config import ConfigError
+
+# A method whose sequence-masked IS band is [4 x mis_low, 2): empty from mis_low = 0.5 on.
+NARROW = textwrap.dedent("""
+    from sao_online.algorithms import Method, RunningMeanAdvantage, SequenceMaskedIS
+
+
+    def narrow_mis(cfg, max_action_tokens):
+        return Method("narrow_mis", 1, RunningMeanAdvantage(),
+                      SequenceMaskedIS(low=4 * cfg.mis_low, high=2.0))
+""")
+
+
+def test_a_sweep_is_a_field_and_its_values_each_with_its_folder():
+    sweep = parse_sweep(" runtime.max_staleness = 0, 2,4 ")
+    assert sweep == Sweep("runtime.max_staleness", ("0", "2", "4"))
+    assert sweep.override("2") == "runtime.max_staleness=2"
+    assert sweep.folder("4") == "runtime.max_staleness=4"
+    assert parse_sweep("env.id=a/b:c").folder("a/b:c") == "env.id=a_b_c"
+    assert numeric_values(("0", "2.5", "1.0e-3")) == [0.0, 2.5, 0.001]
+    assert numeric_values(("0", "cute")) is None and numeric_values(("true",)) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("runtime.max_staleness", "expected FIELD=V1,V2,..., e.g. runtime.max_staleness=0,2,4,8"),
+        ("=0,4", "expected FIELD=V1,V2,..."),
+        ("optim.lr=1e-3,,1e-4", "--sweep optim.lr: an empty value in '1e-3,,1e-4'"),
+        ("optim.lr=0.5,.5", "--sweep optim.lr: .5 and 0.5 are the same value"),
+        ("env.id=a/b,a:b", "--sweep env.id: a/b and a:b would share the folder env.id=a_b"),
+    ],
+)
+def test_a_malformed_sweep_is_refused_naming_it(text, message):
+    with pytest.raises(ConfigError) as caught:
+        parse_sweep(text)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("sweep", "extra", "message"),
+    [
+        (
+            "runtime.max_stalenes=0,4",
+            [],
+            "--sweep runtime.max_stalenes=0: task StyleShift: runtime.max_stalenes: unknown key; "
+            "did you mean 'max_staleness'?",
+        ),
+        (
+            "runtime.max_staleness=0,-1",
+            [],
+            "--sweep runtime.max_staleness=-1: task StyleShift: runtime.max_staleness: must be in",
+        ),
+        (
+            "algorithm.mis_high=2,1",
+            ["--methods", "sao_mis"],
+            "--sweep algorithm.mis_high=1: task StyleShift: algorithm.mis_high: must be in (1, inf]",
+        ),
+        (
+            "algorithm.mis_low=0.25,0.5",
+            ["--methods", "my_narrow:narrow_mis"],
+            "--sweep algorithm.mis_low=0.5: task StyleShift: algorithm.name: method "
+            "'my_narrow:narrow_mis': the factory raised ValueError: SequenceMaskedIS: the band "
+            "(low, high) = (2.0, 2.0) is empty",
+        ),
+        (
+            "algorithm.name=sao,grpo",
+            [],
+            "--sweep algorithm.name=sao: task StyleShift: method grpo sets algorithm.name itself "
+            "('grpo'); leave it out of --methods",
+        ),
+        (
+            "runtime.max_staleness=0,8",
+            ["--tier", "async", "--set", "budget.episodes=64"],
+            "--sweep runtime.max_staleness=8: task StyleShift: runtime.max_staleness=8 is more "
+            "than the 2 update(s) the budget allows",
+        ),
+        (
+            "runtime.sim.publish_seconds=1,3",
+            [],
+            "--sweep runtime.sim.publish_seconds=1: task StyleShift: its config does not read "
+            "runtime.sim.publish_seconds (backend sync)",
+        ),
+    ],
+)
+def test_a_value_that_cannot_run_as_given_is_refused_before_any_run(
+    tmp_path, monkeypatch, capsys, sweep, extra, message
+):
+    (tmp_path / "my_narrow.py").write_text(NARROW)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "sweep"
+    args = ["benchmark", "--tier", "smoke", "--out", str(out), "--sweep", sweep]
+    assert main([*args, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sao-online benchmark: error: ") and "\n" not in err
+    assert message in err
+    assert not out.exists()
+
+
+def test_a_sweep_does_not_start_in_a_benchmarks_folder_nor_a_benchmark_in_a_sweeps(
+    tmp_path, capsys
+):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    sweep = ["benchmark", "--tier", "smoke", "--sweep", "runtime.max_staleness=0,1"]
+    assert main([*sweep, "--out", str(busy), "--methods", "frozen"]) == 2
+    assert "is not empty and holds no sweep" in capsys.readouterr().err
+    (tmp_path / "swept").mkdir()
+    (tmp_path / "swept" / "sweep.json").write_text("{}")
+    assert main(["benchmark", "--tier", "smoke", "--out", str(tmp_path / "swept")]) == 2
+    assert "holds a sweep (--sweep with --resume continues it)" in capsys.readouterr().err
