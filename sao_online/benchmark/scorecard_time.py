@@ -28,7 +28,8 @@ def timed_tasks(protocol: dict[str, Any]) -> dict[str, dict[str, float]]:
 def time_unit(protocol: dict[str, Any]) -> str:
     """``virtual seconds`` when every timed task runs on the simulated runtime, else ``seconds``."""
     backends = {
-        protocol["tasks"][name]["config"]["runtime"]["backend"] for name in timed_tasks(protocol)
+        protocol["tasks"][name]["config"].get("runtime", {}).get("backend")
+        for name in timed_tasks(protocol)
     }
     return "virtual seconds" if backends == {"simulated"} else "seconds"
 

@@ -65,7 +65,8 @@ def test_a_malformed_sweep_is_refused_naming_it(text, message):
         (
             "algorithm.mis_high=2,1",
             ["--methods", "sao_mis"],
-            "--sweep algorithm.mis_high=1: task StyleShift: algorithm.mis_high: must be in (1, inf]",
+            "--sweep algorithm.mis_high=1: task StyleShift: algorithm.mis_high: must be in (1, "
+            "inf]",
         ),
         (
             "algorithm.mis_low=0.25,0.5",
