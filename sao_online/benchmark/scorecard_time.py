@@ -12,7 +12,7 @@ import pandas as pd
 from sao_online.analysis.report_render import Block, Heading, Paragraph, Table
 from sao_online.benchmark.exercised import EXERCISED_COLUMNS
 from sao_online.benchmark.scorecard_tables import fixed, leaderboard, over_seeds
-from sao_online.benchmark.scores import Aggregates, aggregate
+from sao_online.benchmark.scores import Aggregates, aggregate, aggregate_units
 from sao_online.benchmark.time_scores import TIME_SMOOTH_FRACTION, window_scores
 
 
@@ -41,13 +41,12 @@ def compute_time(
     timed = timed_tasks(protocol)
     if not timed:
         return None
-    shifts = shifts[shifts["task"].isin(timed)]
-    units = window_scores(scores, shifts)
-    pooled = units[units["score"].notna()]
+    shifts = window_scores(scores, shifts[shifts["task"].isin(timed)])
+    units = aggregate_units(shifts)  # one per run and family, as on episodes
     return {
-        "shifts": units,
-        "units": pooled,
-        "aggregates": aggregate(pooled, methods, reps=reps) if len(pooled) else None,
+        "shifts": shifts,
+        "units": units,
+        "aggregates": aggregate(units, methods, reps=reps) if len(units) else None,
     }
 
 
@@ -140,7 +139,8 @@ def time_blocks(
             f"so every method is read over the same time; W per task: {windows}. Seconds to "
             f"0.5 x oracle: until the phase's trailing mean reward over {TIME_SMOOTH_FRACTION:g} "
             "x W first reaches half the phase's oracle reward, censored at the phase's end. "
-            "Aggregated over (family, shift, seed) as the leaderboard above."
+            "Aggregated as the leaderboard above: per run and family, the mean of its window "
+            "scores."
         ),
     ]
     if aggregates is not None:

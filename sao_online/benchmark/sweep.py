@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from sao_online.benchmark.clean_tree import check_clean_tree
 from sao_online.benchmark.protocol import FLOOR_METHOD, method_labels
 from sao_online.benchmark.results import write_json_atomically
 from sao_online.benchmark.runner import SWEEP_FILE, method_specs, run_benchmark
@@ -211,7 +212,7 @@ def run_sweep(
     value's scorecard and the sweep's.
 
     ``benchmark`` holds the other options of :func:`~sao_online.benchmark.run_benchmark`
-    (seeds, first_seed, backend, address, parallel, progress, warm_starts).
+    (seeds, first_seed, backend, address, parallel, progress, warm_starts, allow_dirty).
 
     Returns:
         The path of the sweep's ``scorecard.md``.
@@ -232,6 +233,7 @@ def run_sweep(
         except ConfigError as error:
             raise ConfigError(f"--set: task {task.name}: {error}") from None
     check_sweep(parsed, plan, method_specs(methods, plan), overrides)
+    check_clean_tree(out, allow_dirty=benchmark.get("allow_dirty", False))
     recorded = _record(out, parsed, resume)
     for value in recorded.values:
         folder = out / recorded.folder(value)
@@ -285,11 +287,13 @@ def sweep_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def merge_sweeps(sources: list[str | Path], out: str | Path, *, reps: int = 2000) -> Path:
+def merge_sweeps(
+    sources: list[str | Path], out: str | Path, *, reps: int = 2000, allow_dirty: bool = False
+) -> Path:
     """Pool sweeps of one field (other seed sets, machines) into ``out``: each value's
     benchmark folders merged as ``benchmark merge`` merges them (``out`` keeps the results, not
-    the run directories), then the sweep's scorecard. A value some sweeps lack is pooled from
-    those that have it.
+    the run directories; ``allow_dirty`` as there), then the sweep's scorecard. A value some
+    sweeps lack is pooled from those that have it.
 
     Raises:
         ConfigError: a source that is no sweep, or sweeps of different fields.
@@ -298,6 +302,7 @@ def merge_sweeps(sources: list[str | Path], out: str | Path, *, reps: int = 2000
     from sao_online.benchmark.merge import merge_results
     from sao_online.benchmark.sweep_scorecard import write_sweep_scorecard
 
+    check_clean_tree(out, allow_dirty=allow_dirty)
     read = [read_sweep(source) for source in sources]
     field = read[0][0].field
     for source, (sweep, _) in zip(sources, read):
@@ -310,5 +315,5 @@ def merge_sweeps(sources: list[str | Path], out: str | Path, *, reps: int = 2000
         folders = [folders[value] for sweep, folders in read if value in sweep.values]
         kept = [folder for folder in folders if (folder / "results" / "benchmark.json").is_file()]
         if kept:
-            merge_results(kept, out / pooled.folder(value), reps=reps)
+            merge_results(kept, out / pooled.folder(value), reps=reps, allow_dirty=allow_dirty)
     return write_sweep_scorecard(out, reps=reps)
