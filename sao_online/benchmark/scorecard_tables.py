@@ -4,6 +4,7 @@ what they show and lays them out."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -91,32 +92,46 @@ def family_table(aggregates: Aggregates, order: list[str]) -> pd.DataFrame:
     return frame
 
 
+def time_cell(times: np.ndarray, censored: pd.Series, reps: int) -> str:
+    """A time to 0.5 x oracle over seeds, with how many of them were censored."""
+    text = over_seeds(times, reps, digits=0)
+    count = int(censored.fillna(False).astype(bool).sum())
+    return text + (f" ({count} of {len(censored)} censored)" if count else "")
+
+
+def shift_table(
+    shifts: pd.DataFrame, order: list[str], cells: Callable[[pd.DataFrame], dict[str, str]]
+) -> pd.DataFrame:
+    """One task's methods x shifts: per method its seeds and, per shift k, the cells ``cells``
+    makes of the shift's rows (one per seed), each named ``shift k: <cell>``."""
+    rows = []
+    for method in order:
+        mine = shifts[shifts["method"] == method]
+        if not len(mine):
+            continue
+        row = {"method": method, "seeds": int(mine["seed"].nunique())}
+        for shift, part in mine.groupby("shift", sort=True):
+            row |= {f"shift {shift}: {name}": cell for name, cell in cells(part).items()}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def task_tables(result: dict, reps: int) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
     """Per task: (name, per-shift table of methods, phase table of floor and oracle)."""
     per_shift, scores, order = result["per_shift"], result["scores"], result["methods"]
+
+    def cells(part: pd.DataFrame) -> dict[str, str]:
+        return {
+            "score before": over_seeds(part["score_before"].to_numpy(float), reps),
+            "score after": over_seeds(part["score_after"].to_numpy(float), reps),
+            "episodes to 0.5 x oracle": time_cell(
+                part["time_to_half_oracle"].to_numpy(float), part["censored"], reps
+            ),
+        }
+
     out = []
     for task in sorted(scores["task"].unique()):
-        shifts = per_shift[per_shift["task"] == task]
-        rows = []
-        for method in order:
-            mine = shifts[shifts["method"] == method]
-            if not len(mine):
-                continue
-            row = {"method": method, "seeds": int(mine["seed"].nunique())}
-            for shift, part in mine.groupby("shift", sort=True):
-                times = part["time_to_half_oracle"].to_numpy(float)
-                censored = int(part["censored"].astype(bool).sum())
-                time_text = over_seeds(times, reps, digits=0)
-                if censored:
-                    time_text += f" ({censored} of {len(part)} censored)"
-                row[f"shift {shift}: score before"] = over_seeds(
-                    part["score_before"].to_numpy(float), reps
-                )
-                row[f"shift {shift}: score after"] = over_seeds(
-                    part["score_after"].to_numpy(float), reps
-                )
-                row[f"shift {shift}: episodes to 0.5 x oracle"] = time_text
-            rows.append(row)
+        table = shift_table(per_shift[per_shift["task"] == task], order, cells)
         phase_rows = (
             scores[scores["task"] == task]
             .groupby(["phase", "phase_name"], sort=True)
@@ -125,7 +140,7 @@ def task_tables(result: dict, reps: int) -> list[tuple[str, pd.DataFrame, pd.Dat
         )
         phase_rows["floor"] = phase_rows["floor"].map(lambda v: f"{v:.3f}")
         phase_rows["oracle"] = phase_rows["oracle"].map(lambda v: f"{v:.3f}")
-        out.append((task, pd.DataFrame(rows), phase_rows))
+        out.append((task, table, phase_rows))
     return out
 
 

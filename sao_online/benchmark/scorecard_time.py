@@ -11,7 +11,13 @@ import pandas as pd
 
 from sao_online.analysis.report_render import Block, Heading, Paragraph, Table
 from sao_online.benchmark.exercised import EXERCISED_COLUMNS
-from sao_online.benchmark.scorecard_tables import fixed, leaderboard, over_seeds
+from sao_online.benchmark.scorecard_tables import (
+    fixed,
+    leaderboard,
+    over_seeds,
+    shift_table,
+    time_cell,
+)
 from sao_online.benchmark.scores import Aggregates, aggregate, aggregate_units
 from sao_online.benchmark.time_scores import TIME_SMOOTH_FRACTION, window_scores
 
@@ -58,28 +64,19 @@ def _cut(part: pd.DataFrame) -> str:
 def time_task_tables(time: dict[str, Any], order: list[str], reps: int) -> list[tuple]:
     """Per timed task: (name, table of methods x shifts: window score, seconds to 0.5 x oracle)."""
     shifts = time["shifts"]
-    tables = []
-    for task in sorted(shifts["task"].unique()):
-        mine = shifts[shifts["task"] == task]
-        rows = []
-        for method in order:
-            runs = mine[mine["method"] == method]
-            if not len(runs):
-                continue
-            row = {"method": method, "seeds": int(runs["seed"].nunique())}
-            for shift, part in runs.groupby("shift", sort=True):
-                seconds = part["seconds_to_half_oracle"].to_numpy(float)
-                censored = int(part["seconds_censored"].fillna(False).astype(bool).sum())
-                text = over_seeds(seconds, reps, digits=0)
-                if censored:
-                    text += f" ({censored} of {len(part)} censored)"
-                row[f"shift {shift}: window score"] = over_seeds(
-                    part["score"].to_numpy(float), reps
-                ) + _cut(part)
-                row[f"shift {shift}: seconds to 0.5 x oracle"] = text
-            rows.append(row)
-        tables.append((task, pd.DataFrame(rows)))
-    return tables
+
+    def cells(part: pd.DataFrame) -> dict[str, str]:
+        return {
+            "window score": over_seeds(part["score"].to_numpy(float), reps) + _cut(part),
+            "seconds to 0.5 x oracle": time_cell(
+                part["seconds_to_half_oracle"].to_numpy(float), part["seconds_censored"], reps
+            ),
+        }
+
+    return [
+        (task, shift_table(shifts[shifts["task"] == task], order, cells))
+        for task in sorted(shifts["task"].unique())
+    ]
 
 
 def _cell(values: pd.Series, digits: int = 2, percent: bool = False) -> str:
