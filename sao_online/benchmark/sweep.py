@@ -84,6 +84,8 @@ def parse_sweep(text: str) -> Sweep:
     folders: dict[str, str] = {}
     for value in values:
         _, parsed = parse_override(sweep.override(value))
+        if isinstance(parsed, int | float) and not isinstance(parsed, bool):
+            parsed = float(parsed)  # 4 and 4.0: one value
         key = json.dumps(parsed, sort_keys=True, default=str)
         if key in seen:
             raise ConfigError(f"--sweep {field}: {value} and {seen[key]} are the same value")

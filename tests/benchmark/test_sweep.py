@@ -39,6 +39,7 @@ def test_a_sweep_is_a_field_and_its_values_each_with_its_folder():
         ("=0,4", "expected FIELD=V1,V2,..."),
         ("optim.lr=1e-3,,1e-4", "--sweep optim.lr: an empty value in '1e-3,,1e-4'"),
         ("optim.lr=0.5,.5", "--sweep optim.lr: .5 and 0.5 are the same value"),
+        ("runtime.max_staleness=4,4.0", "--sweep runtime.max_staleness: 4.0 and 4 are the same"),
         ("env.id=a/b,a:b", "--sweep env.id: a/b and a:b would share the folder env.id=a_b"),
     ],
 )
