@@ -220,6 +220,31 @@ def _line(record: dict[str, Any], done: int, total: int) -> str:
     )
 
 
+def check_run_options(
+    *,
+    seeds: int | None,
+    first_seed: int | None,
+    backend: str,
+    address: str | None,
+    parallel: int | None,
+) -> None:
+    """Refuse a benchmark's options that no suite makes valid (None: the tier's default).
+
+    Raises:
+        ConfigError: the option and what is wrong with it, in one line.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend: must be local or ray, got {backend!r}")
+    if address is not None and backend != "ray":
+        raise ConfigError("--address: applies to --backend ray only")
+    if parallel is not None and parallel < 1:
+        raise ConfigError(f"--parallel: must be >= 1, got {parallel}")
+    if seeds is not None and seeds < 1:
+        raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
+    if first_seed is not None and first_seed < 0:
+        raise ConfigError(f"--first-seed: must be >= 0, got {first_seed}")
+
+
 def run_benchmark(
     *,
     out: str | Path,
@@ -262,12 +287,9 @@ def run_benchmark(
     """
     from sao_online.runtime.host.main_guard import require_main_guard
 
-    if backend not in BACKENDS:
-        raise ConfigError(f"--backend: must be local or ray, got {backend!r}")
-    if address is not None and backend != "ray":
-        raise ConfigError("--address: applies to --backend ray only")
-    if parallel is not None and parallel < 1:
-        raise ConfigError(f"--parallel: must be >= 1, got {parallel}")
+    check_run_options(
+        seeds=seeds, first_seed=first_seed, backend=backend, address=address, parallel=parallel
+    )
     if backend == "local":
         require_main_guard("benchmark")
     out = Path(out)
@@ -282,10 +304,6 @@ def run_benchmark(
                 raise ConfigError(f"--set: task {task.name}: {error}") from None
     seeds = plan.seeds if seeds is None else seeds
     first_seed = plan.first_seed if first_seed is None else first_seed
-    if seeds < 1:
-        raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
-    if first_seed < 0:
-        raise ConfigError(f"--first-seed: must be >= 0, got {first_seed}")
     labels = method_labels(plan, method_specs(methods, plan), overrides)
     seed_list = list(range(first_seed, first_seed + seeds))
     tuned_on = sorted(set(seed_list) & set((plan.tuned or {}).get("seeds", [])))

@@ -33,7 +33,12 @@ import pandas as pd
 from sao_online.benchmark.clean_tree import check_clean_tree
 from sao_online.benchmark.protocol import FLOOR_METHOD, method_labels
 from sao_online.benchmark.results import write_json_atomically
-from sao_online.benchmark.runner import SWEEP_FILE, method_specs, run_benchmark
+from sao_online.benchmark.runner import (
+    SWEEP_FILE,
+    check_run_options,
+    method_specs,
+    run_benchmark,
+)
 from sao_online.benchmark.suite import TierPlan, plan_tier
 from sao_online.config import ConfigError, ConfigWarning, load_config, short_repr
 from sao_online.config.loading import parse_override
@@ -226,6 +231,13 @@ def run_sweep(
     from sao_online.benchmark.sweep_scorecard import write_sweep_scorecard
 
     parsed = parse_sweep(sweep)
+    check_run_options(  # what every value's benchmark would refuse, before sweep.json is written
+        seeds=benchmark.get("seeds"),
+        first_seed=benchmark.get("first_seed"),
+        backend=benchmark.get("backend", "local"),
+        address=benchmark.get("address"),
+        parallel=benchmark.get("parallel"),
+    )
     out = Path(out)
     overrides = list(overrides or [])
     plan = plan_tier(suite, tier)

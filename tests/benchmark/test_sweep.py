@@ -123,3 +123,22 @@ def test_a_sweep_does_not_start_in_a_benchmarks_folder_nor_a_benchmark_in_a_swee
     (tmp_path / "swept" / "sweep.json").write_text("{}")
     assert main(["benchmark", "--tier", "smoke", "--out", str(tmp_path / "swept")]) == 2
     assert "holds a sweep (--sweep with --resume continues it)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--seeds", "0"], "--seeds: must be >= 1, got 0"),
+        (["--first-seed", "-1"], "--first-seed: must be >= 0, got -1"),
+        (["--parallel", "0"], "--parallel: must be >= 1, got 0"),
+        (["--address", "10.0.0.1:6379"], "--address: applies to --backend ray only"),
+    ],
+)
+def test_an_option_no_value_could_run_with_is_refused_before_the_sweep_is_recorded(
+    tmp_path, capsys, extra, message
+):
+    out = tmp_path / "sweep"
+    args = ["benchmark", "--tier", "smoke", "--out", str(out)]
+    assert main([*args, "--sweep", "runtime.max_staleness=0,1", *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # no sweep.json: the same command, corrected, starts afresh
