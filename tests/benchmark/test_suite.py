@@ -111,6 +111,7 @@ def test_a_tier_that_extends_another_applies_the_others_overrides_then_its_own(t
         "tiers": {
             "lite": {
                 "seeds": 2,
+                "warm_start_seeds": [0, 1],
                 "set": {"optim.lr": 0.1, "rollout.batch_size": 4},
                 "tasks": {"A": {"set": {"budget.episodes": 20, "env.latency_mean": 0.5}}},
             },
@@ -125,6 +126,7 @@ def test_a_tier_that_extends_another_applies_the_others_overrides_then_its_own(t
     plan = plan_tier(_write(tmp_path / "s.yaml", suite), "async")
     a, b = (task.load() for task in plan.tasks)
     assert plan.seeds == 2 and plan.methods == ("sao",)  # inherited
+    assert plan.warm_start_seeds == (0, 1)
     # A: lite's tier-wide and own sets, then async's tier-wide set (its latency wins).
     assert (a.budget.episodes, a.optim.lr, a.rollout.batch_size) == (20, 0.1, 4)
     assert a.env.latency_mean == 2.0 and a.runtime.backend == "simulated"
