@@ -108,7 +108,7 @@ def run_cpus(runs: pd.DataFrame, benchmark: dict[str, Any]) -> pd.Series:
         key: record.get("machine", {}).get("cpu_model", "?")
         for key, record in benchmark.get("provenance", {}).items()
     }
-    return runs["provenance_id"].map(cpus).fillna("?")
+    return runs["provenance_id"].map(cpus).astype(object).fillna("?")  # all-NaN maps as floats
 
 
 def check_one_warm_start(runs: pd.DataFrame, benchmark: dict[str, Any]) -> None:
