@@ -131,9 +131,13 @@ def check_sweep(sweep: Sweep, plan: TierPlan, specs: list[str], overrides: list[
         for task in plan.tasks:
             # The task's own config first (None): a value it refuses or changes is the value's
             # fault, whatever the method.
-            for spec in [None, *(spec for spec in specs if spec != FLOOR_METHOD)]:
-                run = [] if spec is None else method_overrides(spec)
-                _check_value(sweep, value, task, [*extra, *run], where, spec)
+            _check_value(sweep, value, task, extra, where, None)
+            for spec in (spec for spec in specs if spec != FLOOR_METHOD):
+                method = f"method {spec} sets {sweep.field} itself"
+                _check_value(sweep, value, task, [*extra, *method_overrides(spec)], where, method)
+                if task.method_overrides(spec):  # the suite's settings of that method alone
+                    own = [*extra, *method_overrides(spec), *task.method_overrides(spec)]
+                    _check_value(sweep, value, task, own, where, f"{method} in the suite")
         try:
             method_labels(plan, specs, extra)  # builds each method: its objective's band
         except ConfigError as error:
@@ -141,10 +145,11 @@ def check_sweep(sweep: Sweep, plan: TierPlan, specs: list[str], overrides: list[
 
 
 def _check_value(
-    sweep: Sweep, value: str, task: Any, overrides: list[str], where: str, spec: str | None
+    sweep: Sweep, value: str, task: Any, overrides: list[str], where: str, setter: str | None
 ) -> None:
     """One value on one task (with one method's overrides, or none): it loads, the config
-    reads the field and holds the value."""
+    reads the field and holds the value. ``setter`` says who changed the value where the
+    overrides after it are a method's (None: the task's config itself)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConfigWarning)
         try:
@@ -160,10 +165,9 @@ def _check_value(
     _, wanted = parse_override(sweep.override(value))
     if held == wanted:
         return
-    if spec is not None:
+    if setter is not None:
         raise ConfigError(
-            f"{where}: task {task.name}: method {spec} sets {sweep.field} itself ({held!r}); "
-            "leave it out of --methods"
+            f"{where}: task {task.name}: {setter} ({held!r}); leave it out of --methods"
         )
     said = [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
     raise ConfigError(

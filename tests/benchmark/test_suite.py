@@ -113,7 +113,12 @@ def test_a_tier_that_extends_another_applies_the_others_overrides_then_its_own(t
                 "seeds": 2,
                 "warm_start_seeds": [0, 1],
                 "set": {"optim.lr": 0.1, "rollout.batch_size": 4},
-                "tasks": {"A": {"set": {"budget.episodes": 20, "env.latency_mean": 0.5}}},
+                "tasks": {
+                    "A": {
+                        "set": {"budget.episodes": 20, "env.latency_mean": 0.5},
+                        "methods": {"sao": {"set": {"optim.lr": 0.3}}},  # tuned at lite
+                    }
+                },
             },
             "async": {
                 "extends": "lite",
@@ -133,7 +138,11 @@ def test_a_tier_that_extends_another_applies_the_others_overrides_then_its_own(t
     assert b.optim.lr == 0.2 and b.env.latency_mean == 2.0
     assert [task.time_window for task in plan.tasks] == [30.0, 60.0]
     assert [task.cpus for task in plan.tasks] == [1, 1]  # simulated workers share one process
-    assert all(task.time_window is None for task in plan_tier(tmp_path / "s.yaml", "lite").tasks)
+    lite = plan_tier(tmp_path / "s.yaml", "lite")
+    assert all(task.time_window is None for task in lite.tasks)
+    # A method's tuned settings are its tier's own: not taken by a tier that extends it.
+    assert lite.tasks[0].method_sets == {"sao": ("optim.lr=0.3",)}
+    assert [task.method_sets for task in plan.tasks] == [{}, {}]
 
 
 def test_the_async_tier_is_the_lite_tier_on_the_simulated_runtime_with_its_warm_starts():

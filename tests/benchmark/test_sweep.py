@@ -142,3 +142,26 @@ def test_an_option_no_value_could_run_with_is_refused_before_the_sweep_is_record
     assert main([*args, "--sweep", "runtime.max_staleness=0,1", *extra]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()  # no sweep.json: the same command, corrected, starts afresh
+
+
+def test_a_field_a_tuned_suite_sets_for_one_method_is_refused_naming_the_method(tmp_path, capsys):
+    import yaml
+
+    from sao_online.benchmark.suite import suite_path
+
+    suite = yaml.safe_load(suite_path("core").read_text())
+    smoke = suite["tiers"]["smoke"]
+    smoke.setdefault("tasks", {}).setdefault("StyleShift", {})["methods"] = {
+        "sao": {"set": {"optim.lr": 1.0e-3}}
+    }
+    path = tmp_path / "tuned.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    out = tmp_path / "sweep"
+    args = ["benchmark", "--suite", str(path), "--tier", "smoke", "--methods", "sao"]
+    assert main([*args, "--out", str(out), "--sweep", "optim.lr=1.0e-4,2.0e-4"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--sweep optim.lr=1.0e-4: task StyleShift: method sao sets optim.lr itself in the suite "
+        "(0.001); leave it out of --methods" in err
+    )
+    assert not out.exists()
