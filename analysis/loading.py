@@ -249,10 +249,10 @@ def _read_part(part: Path) -> pd.DataFrame:
 
 def _config_row(run_dir: Path) -> dict[str, Any]:
     config_path = run_dir / "config.yaml"
-    from sao_online.safe_yaml import YamlInputError, load_yaml_text
+    from sao_online.safe_yaml import YamlInputError, load_yaml_file
 
     try:
-        config = load_yaml_text(config_path.read_text(errors="replace"), str(config_path))
+        config = load_yaml_file(config_path, "run config")
     except YamlInputError as error:
         raise RunLoadError(str(error)) from None
     if config is None:

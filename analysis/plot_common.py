@@ -7,7 +7,10 @@ work on headless machines and a report with many figures leaks none.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+import hashlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +23,60 @@ from sao_online.analysis.aggregate import nan_interquartile_mean
 from sao_online.analysis.curves import RunSeries
 
 GRID_POINTS = 300
-_PALETTE = colormaps["tab10"].colors
+_TAB10 = colormaps["tab10"].colors
+#: Each built-in method's colour and marker: the same in every figure of every report and
+#: scorecard, whichever methods a figure shows (``frozen``, the floor, in grey).
+_BUILTIN_STYLES: dict[str, tuple[tuple, str]] = {
+    "sao": (_TAB10[0], "o"),
+    "sao_running_mean": (_TAB10[2], "s"),
+    "grpo": (_TAB10[1], "^"),
+    "grpo_dis": (_TAB10[3], "v"),
+    "frozen": (_TAB10[7], "X"),
+    "sao_prompt_mean": (_TAB10[8], "D"),
+    "sao_lambda1": (_TAB10[9], "P"),
+    "sao_no_skip_obs": (_TAB10[4], "d"),
+    "dr_grpo": (_TAB10[5], "<"),
+    "dapo": (_TAB10[6], ">"),
+    "gspo": (colormaps["tab20b"].colors[0], "h"),
+    "rloo": (colormaps["tab20b"].colors[8], "p"),
+}
+#: Colours and markers a method of one's own (a plug-in) draws from, by a hash of its name.
+_OTHER_COLORS = colormaps["Dark2"].colors
+_OTHER_MARKERS = ("*", "H", "8", "d", "s", "o")
+
+
+def method_style(method: str) -> tuple[tuple, str]:
+    """The colour and marker of ``method``, stable by its name: a built-in method's own, and
+    for any other name a pair picked by a hash of the name (so a plug-in method looks the same
+    in every figure and every report).
+
+    Example:
+        >>> method_style("mine") == method_style("mine")
+        True
+        >>> method_style("sao")[1], method_style("grpo")[1]
+        ('o', '^')
+    """
+    if method in _BUILTIN_STYLES:
+        return _BUILTIN_STYLES[method]
+    digest = int.from_bytes(hashlib.sha256(str(method).encode()).digest()[:4], "big")
+    color = _OTHER_COLORS[digest % len(_OTHER_COLORS)]
+    marker = _OTHER_MARKERS[(digest // len(_OTHER_COLORS)) % len(_OTHER_MARKERS)]
+    return color, marker
 
 
 def method_colors(methods: Sequence[str]) -> dict[str, tuple]:
-    """A stable colour per method: sorted names take the tab10 colours in order."""
-    return {
-        method: _PALETTE[index % len(_PALETTE)] for index, method in enumerate(sorted(set(methods)))
-    }
+    """A colour per method, stable by name (:func:`method_style`), in sorted order."""
+    return {method: method_style(method)[0] for method in sorted(set(methods))}
+
+
+def method_markers(methods: Sequence[str]) -> dict[str, str]:
+    """A marker per method, stable by name (:func:`method_style`), in sorted order."""
+    return {method: method_style(method)[1] for method in sorted(set(methods))}
+
+
+def marks_every(points: int, marks: int = 8) -> int:
+    """``markevery`` for a curve of ``points`` points: about ``marks`` markers on it."""
+    return max(1, points // marks)
 
 
 def label_colors(labels: Sequence[str]) -> dict[str, tuple]:
@@ -123,10 +172,37 @@ def finish(ax: Axes, path: str | Path | None) -> Axes:
     return ax
 
 
+#: The resolution of the PNGs figures are saved as (``--dpi``); a PDF of each is saved beside.
+DEFAULT_DPI = 150
+_FIGURE_DPI: contextvars.ContextVar[int] = contextvars.ContextVar("figure_dpi", default=DEFAULT_DPI)
+
+
+@contextlib.contextmanager
+def figure_output(dpi: int | None = None) -> Iterator[None]:
+    """While inside, figures are saved at ``dpi`` (None: the default, ``DEFAULT_DPI``).
+
+    Raises:
+        ValueError: a resolution outside [50, 1200].
+    """
+    if dpi is None:
+        yield
+        return
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or not 50 <= dpi <= 1200:
+        raise ValueError(f"--dpi: must be an integer in [50, 1200], got {dpi!r}")
+    token = _FIGURE_DPI.set(dpi)
+    try:
+        yield
+    finally:
+        _FIGURE_DPI.reset(token)
+
+
 def save_figure(figure: Figure, path: str | Path) -> Path:
+    """Save ``figure`` as the PNG ``path`` (at the resolution :func:`figure_output` set) and as
+    a PDF beside it (vector graphics, what a journal takes); returns the PNG's path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})
+    figure.savefig(path, dpi=_FIGURE_DPI.get(), pil_kwargs={"compress_level": 1})
+    figure.savefig(path.with_suffix(".pdf"), metadata={"CreationDate": None})
     return path
 
 

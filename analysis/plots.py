@@ -37,7 +37,9 @@ from sao_online.analysis.plot_common import (
     finish,
     label_colors,
     legend_outside,
+    marks_every,
     method_colors,
+    method_markers,
     new_axes,
     save_figure,
     seed_band,
@@ -112,6 +114,7 @@ def plot_recovery(
     smooth = smooth or default_smooth(series)
     grid = curve_grid(series)
     colors = method_colors([s.key[1] for s in series])
+    markers = method_markers(list(colors))
     ax = new_axes(ax)
     for method in sorted(colors):
         runs = [s for s in series if s.key[1] == method]
@@ -125,7 +128,15 @@ def plot_recovery(
         )
         center, lower, upper = seed_band(curves, reps=reps, confidence=confidence, seed=seed)
         label = f"{method} (IQM of {len(runs)} seed{'s' if len(runs) > 1 else ''})"
-        ax.plot(grid, center, color=colors[method], linewidth=1.8, label=label)
+        ax.plot(
+            grid,
+            center,
+            color=colors[method],
+            marker=markers[method],
+            markevery=marks_every(len(grid)),
+            linewidth=1.8,
+            label=label,
+        )
         if len(runs) > 1:
             ax.fill_between(grid, lower, upper, color=colors[method], alpha=0.2, linewidth=0)
     ax.set_xlim(grid[0], grid[-1])
@@ -319,6 +330,7 @@ def plot_update_metric(
     smooth = smooth or update_window(data, x)
     curves_by_method = update_curves(data, name, x, grid, smooth)
     colors = method_colors(data["method"].unique())
+    markers = method_markers(list(colors))
     ax = new_axes(ax, figsize=(7.5, 4.2))
     for method in sorted(colors):
         curves = curves_by_method[method]
@@ -327,6 +339,8 @@ def plot_update_metric(
             grid,
             center,
             color=colors[method],
+            marker=markers[method],
+            markevery=marks_every(len(grid)),
             linewidth=1.6,
             label=f"{method} ({len(curves)} run{'s' if len(curves) > 1 else ''})",
         )
@@ -386,6 +400,7 @@ def plot_metric_intervals(
         raise ValueError("aggregated rows of several experiments: plot one at a time")
     change_points = sorted(rows["change_point"].unique())
     colors = method_colors(rows["method"].unique())
+    markers = method_markers(list(colors))
     offset = 0.6 / max(len(colors), 1)
     ax = new_axes(ax, figsize=(7.5, 4.2))
     for index, method in enumerate(sorted(colors)):
@@ -401,7 +416,7 @@ def plot_metric_intervals(
                 x_position,
                 row["iqm"],
                 yerr=[[row["iqm"] - row["lower"]], [row["upper"] - row["iqm"]]],
-                fmt="o",
+                fmt=markers[method],
                 color=colors[method],
                 capsize=4,
                 markersize=7,
@@ -436,7 +451,7 @@ def plot_metric_intervals(
         fontsize=10,
     )
     handles = [
-        Line2D([], [], color=colors[method], marker="o", linestyle="", label=method)
+        Line2D([], [], color=colors[method], marker=markers[method], linestyle="", label=method)
         for method in sorted(colors)
     ]
     if (rows.get("censored_fraction", pd.Series(dtype=float)).fillna(0) > 0).any():

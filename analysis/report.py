@@ -7,11 +7,13 @@ and ``report_render`` writes the blocks as Markdown and HTML.
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pandas as pd
 
 from sao_online.analysis.loading import PathsLike, load_runs
+from sao_online.analysis.plot_common import figure_output
 from sao_online.analysis.prompt_groups import prompt_key_blocks
 from sao_online.analysis.report_data import (
     TIME_METRICS,
@@ -35,7 +37,13 @@ from sao_online.analysis.report_render import (
     to_markdown,
     write_csv,
 )
-from sao_online.analysis.verdict import MIN_SEEDS, seed_warnings, verdict_table
+from sao_online.analysis.verdict import (
+    MIN_SEEDS,
+    RunsWarning,
+    budget_warnings,
+    seed_warnings,
+    verdict_table,
+)
 from sao_online.defaults import DEFAULT_ORACLE_FRACTION
 
 
@@ -200,6 +208,7 @@ def write_report(
     reps: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
+    dpi: int | None = None,
 ) -> Path:
     """Write ``report.md``, ``report.html``, CSV tables and figures for a set of runs.
 
@@ -224,6 +233,7 @@ def write_report(
         reps: bootstrap resamples (curve bands use at most 500).
         confidence: the intervals' confidence level.
         seed: the bootstrap's seed.
+        dpi: the PNGs' resolution (a PDF of each figure is written beside it).
 
     Returns:
         The path of ``report.md``.
@@ -233,6 +243,41 @@ def write_report(
     Example:
         >>> write_report("runs/style-shift", "reports/style-shift")  # doctest: +SKIP
     """
+    with figure_output(dpi):
+        return _write_report(
+            paths_or_df,
+            out_dir,
+            title=title,
+            updates=updates,
+            evals=evals,
+            rho=rho,
+            window=window,
+            smooth=smooth,
+            horizon=horizon,
+            oracle_fraction=oracle_fraction,
+            reps=reps,
+            confidence=confidence,
+            seed=seed,
+        )
+
+
+def _write_report(
+    paths_or_df: PathsLike | pd.DataFrame,
+    out_dir: str | Path,
+    *,
+    title: str | None,
+    updates: pd.DataFrame | None,
+    evals: pd.DataFrame | None,
+    rho: float,
+    window: float | None,
+    smooth: float | None,
+    horizon: float | None,
+    oracle_fraction: float,
+    reps: int,
+    confidence: float,
+    seed: int,
+) -> Path:
+    """The body of :func:`write_report`, its figures at the resolution set around it."""
     if isinstance(paths_or_df, pd.DataFrame):
         episodes = paths_or_df
         sources = "a DataFrame"
@@ -244,6 +289,9 @@ def write_report(
         sources = ", ".join(f"`{path}`" for path in given)
     if not len(episodes):
         raise ValueError("no episodes to report on")
+    unequal_budgets = budget_warnings(episodes)
+    for warning in unequal_budgets:  # said where the command runs too, not only in the report
+        warnings.warn(warning, RunsWarning, stacklevel=2)
     out_dir = Path(out_dir)
     figures = out_dir / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -272,6 +320,7 @@ def write_report(
             f"{episodes.groupby(['experiment', 'method', 'seed']).ngroups} runs from {sources}."
         ),
         *(Paragraph(f"Warning: {warning}") for warning in seed_warnings(episodes)),
+        *(Paragraph(f"Warning: {warning}") for warning in unequal_budgets),
         *_verdict_blocks(aggregated, unit_note, confidence, rho, oracle_fraction),
         Table(runs_table(episodes)),
         Heading("How to read this", 2),

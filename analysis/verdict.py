@@ -26,7 +26,7 @@ SECONDARY_METRIC = "time_to_recovery"
 
 def _time(row: pd.Series | None) -> str:
     if row is None or not np.isfinite(row["iqm"]):
-        return ""
+        return "-"
     text = f"{row['iqm']:.3g} [{row['lower']:.3g}, {row['upper']:.3g}]"
     censored = row.get("censored_fraction", np.nan)
     if np.isfinite(censored) and censored > 0:
@@ -105,12 +105,13 @@ def verdict_table(
             "shift": f"{change_point}: {first.get('phase_before', '')} -> "
             f"{first.get('phase_after', '')}",
             "ranked by": _TITLES.get(ranking, ranking),
-            "first": "" if verdict.startswith("no method") else first["method"],
+            # No cell left empty: a table in a paper says what an empty cell would leave open.
+            "first": "none reached it" if verdict.startswith("no method") else first["method"],
             f"time ({unit})": _time(first),
-            "runner-up": "" if second is None else second["method"],
+            "runner-up": "none (one method)" if second is None else second["method"],
             "runner-up time": _time(second),
             "seeds": min(_seeds(first), _seeds(second)) if second is not None else _seeds(first),
-            "intervals overlap": overlap,
+            "intervals overlap": overlap or "n/a",
             "verdict": verdict,
         }
         if secondary is not None:
@@ -131,13 +132,48 @@ _TITLES = {
 def _beside(rows: pd.DataFrame, first: str, second: str | None) -> str:
     """The secondary times of the ranked first and runner-up, ``"a / b"``."""
     if not len(rows):
-        return ""
+        return "-"
     by_method = rows.set_index("method")
     times = [
         f"{by_method.loc[method, 'iqm']:.3g}" if method in by_method.index else "-"
         for method in ([first] if second is None else [first, second])
     ]
     return " / ".join(times)
+
+
+class RunsWarning(UserWarning):
+    """Runs that can be reported but compare unequal things (said where the command runs)."""
+
+
+def budget_warnings(episodes: pd.DataFrame) -> list[str]:
+    """Warnings when the runs of an experiment ran different numbers of episodes (one extended
+    with ``--resume``, one stopped early): their means and curves compare unequal budgets.
+
+    Each names the runs that differ from the experiment's most common length.
+
+    Example:
+        >>> frame = pd.DataFrame({"experiment": "x", "method": ["a"] * 5 + ["b"] * 3,
+        ...                       "seed": [0, 0, 0, 1, 1, 0, 0, 0], "dropped": False})
+        >>> budget_warnings(frame)[0][:60]
+        'Runs of x ran different numbers of episodes: a seed 1 ran 2,'
+    """
+    warnings_found = []
+    for experiment, runs in episodes.groupby("experiment", sort=True):
+        counts = runs.groupby(["method", "seed"]).size()
+        if counts.nunique() < 2:
+            continue
+        usual = int(counts.mode().max())
+        odd = ", ".join(
+            f"{method} seed {seed} ran {count:,}"
+            for (method, seed), count in counts.items()
+            if count != usual
+        )
+        warnings_found.append(
+            f"Runs of {experiment} ran different numbers of episodes: {odd}, the others "
+            f"{usual:,}. Their means and curves compare unequal budgets: continue the shorter "
+            "ones to the same budget (--resume, --set budget.episodes=N) or report them apart."
+        )
+    return warnings_found
 
 
 def seed_warnings(episodes: pd.DataFrame) -> list[str]:

@@ -43,7 +43,7 @@ from sao_online.drift_schedules.random_kinds import (
 )
 from sao_online.drift_schedules.space import DriftSpace, DriftValueError, normalize_space
 from sao_online.drift_schedules.state import DriftState
-from sao_online.safe_yaml import YamlInputError, load_yaml_text
+from sao_online.safe_yaml import YamlInputError, load_yaml_file
 
 #: Kind name -> scheduler class.
 KINDS: dict[str, type[ParameterSchedule]] = {
@@ -357,10 +357,10 @@ def load_schedule(source: str | Path | Mapping[str, Any] | Schedule) -> Schedule
             f"load_schedule expects a file path, a mapping or a Schedule, got {type_name(source)}",
         )
     path = Path(source)
-    if not path.is_file():
+    if not path.exists():
         raise ScheduleError(str(path), "no such schedule file")
     try:
-        data = load_yaml_text(path.read_text(errors="replace"), str(path))
+        data = load_yaml_file(path, "schedule file")
     except YamlInputError as error:
         raise ScheduleError("", str(error)) from None
     try:

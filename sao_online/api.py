@@ -149,6 +149,7 @@ def report(
     *,
     title: str | None = None,
     oracle_fraction: float = DEFAULT_ORACLE_FRACTION,
+    dpi: int | None = None,
 ) -> Path:
     """Recovery metrics, figures and ``report.md`` / ``report.html`` / ``metrics.csv``.
 
@@ -158,6 +159,7 @@ def report(
         title: the report's title (default from the experiment names).
         oracle_fraction: the absolute recovery level, a fraction of the oracle's reward (the
             report's verdict ranks methods by the time to reach it).
+        dpi: the resolution of the figures' PNGs (a PDF of each is written beside).
 
     Returns:
         The path of ``report.md``.
@@ -168,7 +170,13 @@ def report(
     if out is None:
         out = default_report_folder(folders)
     return Path(
-        write_report([Path(p) for p in folders], out, title=title, oracle_fraction=oracle_fraction)
+        write_report(
+            [Path(p) for p in folders],
+            out,
+            title=title,
+            oracle_fraction=oracle_fraction,
+            dpi=dpi,
+        )
     )
 
 
@@ -187,6 +195,7 @@ def benchmark(
     first_seed: int | None = None,
     overrides: list[str] | None = None,
     resume: bool = False,
+    force: bool = False,
     backend: str = "local",
     address: str | None = None,
     parallel: int | None = None,
@@ -210,6 +219,7 @@ def benchmark(
         first_seed: the first seed (default the tier's).
         overrides: ``"section.field=value"`` applied to every task's config.
         resume: continue the benchmark in ``out`` (finished runs are kept and skipped).
+        force: replace the results a benchmark left in ``out`` (refused otherwise).
         parallel: cores the local backend's runs and warm starts share (default: every
             usable core), scheduled by their estimated costs.
         sweep: ``"FIELD=V1,V2,..."``: run the tier at each value of one config field, a
@@ -234,6 +244,7 @@ def benchmark(
         first_seed=first_seed,
         overrides=overrides,
         resume=resume,
+        force=force,
         backend=backend,
         address=address,
         parallel=parallel,

@@ -68,6 +68,8 @@ def resolve_config(name_or_path: str | Path, *, what: str = "config") -> Path:
     known = {**bundled_configs(), **bundled_schedules()}
     if key in known:
         return known[key]
+    if path.exists():  # a folder, a FIFO, a device: never read (one could block or never end)
+        raise FileNotFoundError(f"{name_or_path}: not a regular file; a {what} must be a file")
     raise _not_found(f"{what} file not found: {name_or_path}", key, list(known))
 
 

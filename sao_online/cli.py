@@ -8,10 +8,15 @@ import json
 import os
 import signal
 import sys
+import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+
+if TYPE_CHECKING:
+    from sao_online.config import ExperimentConfig
 
 
 def _cmd_schedules_show(args: argparse.Namespace) -> int:
@@ -67,6 +72,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     threads = [] if args.threads is None else [f"runtime.torch_threads={args.threads}"]
     config = load_config(_config_path(args), args.set + threads)
+    from sao_online.runtime.host.plugin_probe import check_plugins_load, env_loads, method_loads
+
+    # The user's modules first in a child, under a deadline: one that hangs or exits is named.
+    data = config.to_dict()
+    check_plugins_load(
+        env_loads([config.env.id], "env.id")
+        + method_loads(data, [config.algorithm.name], "algorithm.name")
+    )
+    if args.dry_run:
+        from sao_online.runtime.dry_run import check_run
+
+        print(check_run(config))
+        return 0
     from sao_online.runtime.host.machine_fit import check_then_start_workers
 
     # Before the heavy imports below, so the server's overlap them (run_experiment repeats it,
@@ -74,11 +92,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_then_start_workers(config, warn=False)
     from sao_online.runtime.launch import run_experiment
 
-    summary = run_experiment(
-        config, out=args.out, resume=args.resume, overwrite=args.overwrite, progress=True
-    )
+    started = time.time()
+    try:
+        summary = run_experiment(
+            config, out=args.out, resume=args.resume, overwrite=args.overwrite, progress=True
+        )
+    except Exception:
+        from sao_online.rundir.failure import ERROR_FILE
+
+        kept = _run_folder(args.out, config) / ERROR_FILE
+        if kept.is_file() and kept.stat().st_mtime >= started:  # this run's, not an old one
+            print(
+                f"sao-online run: its traceback and last records: {kept} (the same command "
+                "again continues the run or starts it again)",
+                file=sys.stderr,
+            )
+        raise
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _run_folder(out: str | None, config: ExperimentConfig) -> Path:
+    """The folder a run of ``config`` writes: ``out``, or the one its logging settings name."""
+    if out:
+        return Path(out)
+    from sao_online.algorithms import build_method
+    from sao_online.rundir.layout import run_directory
+
+    method = build_method(config).name
+    return run_directory(config.logging.out, config.experiment, method, config.seed)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -118,6 +160,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         args.out if args.out is not None else default_report_folder(args.runs),
         title=args.title,
         oracle_fraction=args.oracle_fraction,
+        dpi=args.dpi,
     )
     print(f"wrote {path}")
     return 0
@@ -254,6 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--overwrite", action="store_true", help="replace an existing run")
     run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the config as a run would (environment, schedule, method, budget, time and "
+        "memory by estimate) and say what it would run; start nothing, write nothing",
+    )
+    run.add_argument(
         "--threads",
         default=None,
         metavar="N|auto",
@@ -304,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_ORACLE_FRACTION,
         help="absolute recovery level: time until the smoothed reward reaches this fraction "
         "of the oracle's; the verdict ranks methods by it (default %(default)s)",
+    )
+    report.add_argument(
+        "--dpi",
+        type=int,
+        default=None,
+        help="resolution of the figures' PNGs (default 150); a PDF of each is written beside",
     )
     report.set_defaults(func=_cmd_report)
 
@@ -402,13 +457,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sao-online {args.command}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:
-        from sao_online.rundir.disk_full import DiskFullError, is_disk_full
+        from sao_online.rundir.disk_full import describe_disk_full, is_disk_full
 
         if not is_disk_full(error):
             raise
         # A full disk, named by the run's writers (DiskFullError) or by any other writer.
-        what = str(error) if isinstance(error, DiskFullError) else f"disk full: {error}"
-        print(f"sao-online {args.command}: error: {what}", file=sys.stderr)
+        print(f"sao-online {args.command}: error: {describe_disk_full(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as stop:
         # Ctrl-C, or (compare) SIGINT/SIGTERM passed on to the runs, which were waited for.

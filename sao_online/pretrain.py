@@ -50,6 +50,7 @@ from sao_online.models import (
     resolve_device,
     resolve_dtype,
 )
+from sao_online.quiet import progress_bars
 
 WARM_START_FORMAT = 1  # bump when the layout of the cached folder changes
 
@@ -284,8 +285,11 @@ def warm_start_path(config: ExperimentConfig) -> Path:
     return warm_start_root() / _cache_key(config)
 
 
-#: SFT steps timed (after the first) before the warm start announces its estimated duration.
-TIMED_STEPS = 3
+#: SFT steps timed before the warm start announces its estimated duration, after the first
+#: ``UNTIMED_STEPS`` (they pay one-off costs: allocations, caches; timed from the second step,
+#: a 300-step warm start announced 4 min and took 16 s).
+UNTIMED_STEPS = 3
+TIMED_STEPS = 5
 
 
 def warm_start_announcement(
@@ -356,13 +360,18 @@ def finetune_on_demonstrations(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / max(steps, 1))
     )
     losses = []
-    bar = tqdm(range(steps), desc="warm start (SFT)", disable=not progress, unit="step")
+    bar = tqdm(
+        range(steps), desc="warm start (SFT)", disable=not progress_bars(progress), unit="step"
+    )
     timed_from = 0.0
+    # A short warm start times what it has: it announces itself before its last step.
+    untimed = min(UNTIMED_STEPS, max(1, steps // 4))
+    timed = max(1, min(TIMED_STEPS, steps - untimed - 1))
     for step in bar:
-        # The first step pays one-off costs: the speed is timed over the few after it.
-        if step == 1:
+        # The first steps pay one-off costs: the speed is timed over the few after them.
+        if step == untimed:
             timed_from = time.monotonic()
-        elif on_speed is not None and step == 1 + TIMED_STEPS:
+        elif on_speed is not None and step == untimed + timed:
             on_speed(TIMED_STEPS / max(time.monotonic() - timed_from, 1e-9))
         picks = rng.integers(len(demonstrations), size=batch_size)
         batch = [demonstrations[i] for i in picks]

@@ -28,6 +28,22 @@ QUIET_ENVIRONMENT = {
 }
 
 
+#: Set to 1 while ``--verbose`` is on, for this process and the ones it starts: a failed run's
+#: whole traceback is then printed, not only where it is kept.
+VERBOSE_VARIABLE = "SAO_ONLINE_VERBOSE"
+
+
+def verbose_output() -> bool:
+    """Whether ``--verbose`` is on (in this process or the command that started it)."""
+    return os.environ.get(VERBOSE_VARIABLE) == "1"
+
+
+def progress_bars(progress: bool) -> bool:
+    """Whether to draw progress bars: asked for, and stderr is a terminal (redrawn bars in a log
+    file are carriage returns by the tens of kilobytes a minute)."""
+    return progress and sys.stderr.isatty()
+
+
 def is_own_warning(category: type[Warning]) -> bool:
     """Whether a warning category is sao-online's own (shown even when quiet)."""
     return category.__module__.startswith("sao_online")
@@ -41,7 +57,15 @@ def quiet_other_libraries(verbose: bool = False) -> Iterator[None]:
     directly. With ``verbose`` nothing changes.
     """
     if verbose:
-        yield
+        before = os.environ.get(VERBOSE_VARIABLE)
+        os.environ[VERBOSE_VARIABLE] = "1"
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop(VERBOSE_VARIABLE, None)
+            else:
+                os.environ[VERBOSE_VARIABLE] = before
         return
     saved = {name: os.environ.get(name) for name in QUIET_ENVIRONMENT}
     for name, value in QUIET_ENVIRONMENT.items():

@@ -7,6 +7,9 @@ from typing import Any
 
 import torch
 
+#: The longest final observation a trajectory keeps (characters).
+FINAL_OBSERVATION_CHARS = 2000
+
 
 @dataclass
 class Trajectory:
@@ -42,6 +45,8 @@ class Trajectory:
             latency (``info["latency"]``, e.g. from ``LatencyWrapper``).
         env_steps: ``env.step`` calls of the episode (an action cut by a cap is not stepped).
         tag: the ``EpisodeRequest.tag`` the episode was started with.
+        final_observation: the environment's answer to the last action, which no later token
+            holds (what explains a zero reward, often); cut to ``FINAL_OBSERVATION_CHARS``.
     """
 
     tokens: torch.Tensor
@@ -68,6 +73,7 @@ class Trajectory:
     latency_seconds: float = 0.0
     env_steps: int = 0
     tag: Any = None
+    final_observation: str = ""
 
     def __post_init__(self) -> None:
         n = len(self.tokens)

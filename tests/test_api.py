@@ -114,7 +114,10 @@ def test_as_config_takes_a_path_a_dict_or_a_config_and_applies_overrides(tmp_pat
 
 @pytest.mark.parametrize(
     ("seeds", "first_seed", "message"),
-    [(0, 0, r"--seeds: must be >= 1, got 0"), (2, -1, r"--first-seed: must be >= 0, got -1")],
+    [
+        (0, 0, r"--seeds: must be an integer in \[1, 10000\], got 0"),
+        (2, -1, r"--first-seed: must be an integer in \[0, 4294967294\], got -1"),
+    ],
 )
 def test_compare_names_a_bad_seed_range_before_starting_anything(
     tmp_path, seeds, first_seed, message

@@ -1,5 +1,8 @@
 """The package as a user gets it: built into a wheel, installed (not editable) into a fresh
-virtual environment, run from a folder that has no ``configs/`` in it.
+virtual environment, run from a folder that has no ``configs/`` in it: a bundled config by
+name, then a new user's path with a task, a method and a suite of their own (the method raises
+once, its traceback is found in the run folder, it is fixed and the benchmark continues; edited
+again, the kept results are refused), and a report.
 
 The new environment gets its dependencies (torch, transformers, ...) from this one through a
 ``.pth`` line, added after the wheel is installed with ``--no-deps --no-index``: nothing is
@@ -23,6 +26,86 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[1]
 LEFT_OUT = (".venv", ".git", "runs", "build", "*.egg-info", "__pycache__", ".*_cache")
+
+#: A drifting task of the user's own: call heads or tails; which side pays drifts.
+COINS = """
+import gymnasium
+
+from sao_online.environments import DriftingTextEnv, TurnResult
+
+
+class CoinCall(DriftingTextEnv):
+    description = "Call heads or tails; which side pays drifts."
+    drift_space = {"side": ["heads", "tails"]}
+
+    def _begin_episode(self):
+        return "Heads or tails?", {}
+
+    def _respond(self, action):
+        said = action.strip().lower()
+        return TurnResult("You win." if said == self.theta["side"] else "You lose.",
+                          float(said == self.theta["side"]), terminated=True,
+                          behavior=said if said in ("heads", "tails") else "other")
+
+    def oracle_action(self, observation, info):
+        return info["theta"]["side"]
+
+    def oracle_reward(self, theta):
+        return 1.0
+
+
+gymnasium.register("coins/CoinCall-v0", entry_point=CoinCall)
+"""
+
+#: A method of the user's own: REINFORCE with a running-mean baseline and PPO clipping; the
+#: first version crashes at its second update, as a bug would.
+METHOD = """
+from sao_online.algorithms import Method, PPOClip, RunningMeanAdvantage
+
+
+class Clipped(PPOClip):
+    calls = 0
+
+    def __call__(self, logprobs, batch, advantages):
+        Clipped.calls += 1
+        if BUGGY and Clipped.calls == 2:
+            return logprobs.stats
+        return super().__call__(logprobs, batch, advantages)
+
+
+def make(cfg, max_action_tokens):
+    return Method(name="mine", group_size=1, estimator=RunningMeanAdvantage(window=32),
+                  objective=Clipped(eps_low=0.2, eps_high=0.2))
+"""
+
+SUITE = {
+    "suite": "mine",
+    "methods": ["mine:make"],
+    "tasks": {
+        "Coins": {
+            "config": {
+                "env": {"id": "coins:coins/CoinCall-v0"},
+                "schedule": {
+                    "parameters": {
+                        "side": {"kind": "abrupt", "values": ["heads", "tails"], "at": [0, 16]}
+                    }
+                },
+                "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False},
+                "rollout": {
+                    "batch_size": 8,
+                    "num_slots": 8,
+                    "max_turns": 1,
+                    "max_action_tokens": 6,
+                    "max_episode_tokens": 64,
+                },
+                "runtime": {"backend": "sync"},
+                "budget": {"episodes": 32},
+                "logging": {"checkpoint_every": 0},
+            }
+        }
+    },
+    "tiers": {"smoke": {"seeds": 1}},
+}
 
 
 def build_wheel(tmp_path: Path) -> Path:
@@ -69,7 +152,7 @@ def fresh_environment(tmp_path: Path, wheel: Path) -> Path:
     return home / "bin"
 
 
-def test_a_wheel_in_a_fresh_environment_runs_a_bundled_config_by_name(tmp_path):
+def test_a_wheel_in_a_fresh_environment_runs_a_bundled_config_and_a_new_users_path(tmp_path):
     wheel = build_wheel(tmp_path)
     bin_dir = fresh_environment(tmp_path, wheel)
     elsewhere = tmp_path / "elsewhere"
@@ -80,7 +163,7 @@ def test_a_wheel_in_a_fresh_environment_runs_a_bundled_config_by_name(tmp_path):
         "OMP_NUM_THREADS": "1",
     }
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
+    def cli(*args: str, code: int = 0) -> subprocess.CompletedProcess:
         done = subprocess.run(
             [str(bin_dir / "sao-online"), *args],
             cwd=elsewhere,
@@ -89,7 +172,8 @@ def test_a_wheel_in_a_fresh_environment_runs_a_bundled_config_by_name(tmp_path):
             text=True,
             timeout=600,
         )
-        assert done.returncode == 0, (args, done.stderr[-3000:])
+        assert done.returncode == code, (args, done.stderr[-3000:])
+        assert "Traceback" not in done.stderr or code == 0, done.stderr[-3000:]
         return done
 
     where = subprocess.run(
@@ -123,6 +207,36 @@ def test_a_wheel_in_a_fresh_environment_runs_a_bundled_config_by_name(tmp_path):
     cli("configs", "copy", "demo")
     assert (elsewhere / "demo.yaml").is_file()
     assert "1000" in cli("schedules", "show", "schedules/style_shift_demo.yaml").stdout
+
+    # A new user's path: a task, a method and a suite of their own, the suite's smoke tier.
+    (elsewhere / "coins.py").write_text(COINS)
+    method = elsewhere / "mine.py"
+    method.write_text("BUGGY = True\n" + METHOD)
+    (elsewhere / "mine.yaml").write_text(json.dumps(SUITE))
+    bench = ["benchmark", "--suite", "mine.yaml", "--out", "bench", "--reps", "100"]
+    failed = cli(*bench, code=2).stderr
+    run_dir = elsewhere / "bench" / "runs" / "Coins" / "mine" / "seed-0"
+    assert (
+        "1 run(s) failed" in failed and "AttributeError: 'Tensor' object has no attribute" in failed
+    )
+    assert f"(traceback: {Path('bench/runs/Coins/mine/seed-0/error.txt')})" in failed
+    evidence = (run_dir / "error.txt").read_text()
+    assert "Traceback (most recent call last)" in evidence and "logprobs.stats" in evidence
+    assert (run_dir / "config.yaml").is_file()  # what it logged is kept
+    # Fixed: the benchmark continues, the failed run started again as the new code.
+    method.write_text("BUGGY = False\n" + METHOD)
+    fixed = cli(*bench, "--resume").stderr
+    assert "failed before: starting it again (its code changed: module mine (mine.py)" in fixed
+    assert (run_dir / "error.previous.txt").is_file() and not (run_dir / "error.txt").exists()
+    card = (elsewhere / "bench" / "scorecard.md").read_text()
+    assert "| mine:make |" in card  # the user's code in the provenance
+    assert (elsewhere / "bench" / "figures" / "recovery_grid.pdf").is_file()
+    cli("report", "bench/runs/Coins", "--dpi", "80")
+    assert (elsewhere / "bench" / "runs" / "Coins" / "report" / "report.md").is_file()
+    # Edited once more, the module is not the one the kept results ran: refused, named.
+    method.write_text("BUGGY = False  # tuned\n" + METHOD)
+    refused = cli(*bench, "--resume", code=2).stderr
+    assert "ran other code than this benchmark runs (module mine (mine.py): source" in refused
 
 
 def test_every_package_folder_is_in_the_wheel():

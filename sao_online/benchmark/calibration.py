@@ -141,8 +141,31 @@ def checks(
             row[f"{floor_method} shortfall: phase 0 -> 1"] = f"no {floor_method} run or no shift"
         if drops is not None:
             row.update(_largest_drop(drops[drops["task"] == task], floor_method))
+        row["what to change"] = advice(row["learnable"] == "yes", row["shift costs"] == "yes")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: What to change in a task's config when a check fails (the settings named are its fields;
+#: the scorecard's calibration paragraph says why, :data:`EXPLAINED`).
+NOT_LEARNABLE = "a longer first phase, or optim.lr / regularizers.kl_coef"
+COSTS_NOTHING = "a warm start leaning to the first regime: model.warm_start_oracle_share > 0"
+EXPLAINED = (
+    "Where a check fails, the last column says what to change. Not learnable: no method got "
+    "far enough in the first phase; give it more episodes (the first shift later, "
+    "budget.episodes up), or make learning easier (optim.lr; regularizers.kl_coef, a pull to "
+    "the warm start; a warm start that copies the task's format, model.warm_start_steps). The "
+    "shift costs nothing: the warm start is undecided, as good in every regime, so `frozen` "
+    "is hard to beat and the scores say little; lean it to the first regime "
+    "(model.warm_start_oracle_share above 0, model.warm_start_regimes: schedule, "
+    "model.warm_start_phase_weights weighting the first phase)."
+)
+
+
+def advice(learnable: bool, shift_costs: bool) -> str:
+    """What to change in a task whose calibration fails (``"nothing"`` when both checks pass)."""
+    parts = ([] if learnable else [NOT_LEARNABLE]) + ([] if shift_costs else [COSTS_NOTHING])
+    return "; ".join(parts) or "nothing"
 
 
 def _largest_drop(drops: pd.DataFrame, floor_method: str) -> dict[str, str]:

@@ -19,7 +19,6 @@ The output folder gains::
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -27,22 +26,10 @@ from typing import Any
 import pandas as pd
 
 from sao_online.benchmark.protocol import FLOOR_METHOD
+from sao_online.benchmark.results_files import COLUMNS, read_record
 from sao_online.config import ConfigError, ExperimentConfig
 
-CONTROL_COLUMNS = [
-    "task",
-    "method",
-    "seed",
-    "shift",
-    "start",
-    "phase",
-    "phase_name",
-    "episodes",
-    "reward_mean",
-    "oracle_mean",
-    "warm_start",
-    "provenance_id",
-]
+CONTROL_COLUMNS = list(COLUMNS["controls"])
 
 
 def shift_starts(config: ExperimentConfig, group_size: int) -> list[int]:
@@ -119,11 +106,12 @@ def control_path(out: Path, key: dict[str, Any]) -> Path:
 
 
 def read_controls(out: Path) -> list[dict[str, Any]]:
-    """Every control record under ``out/results/controls``."""
+    """Every control record under ``out/results/controls``, each checked (a damaged or foreign
+    file is a ``ResultsError`` naming it)."""
     folder = out / "results" / "controls"
     if not folder.is_dir():
         return []
-    return [json.loads(path.read_text()) for path in sorted(folder.rglob("shift-*.json"))]
+    return [read_record(path) for path in sorted(folder.rglob("shift-*.json"))]
 
 
 def control_table(records: list[dict[str, Any]]) -> pd.DataFrame:

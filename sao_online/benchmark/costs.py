@@ -33,14 +33,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-#: Seconds per episode token of a run of ``frozen``: a fixed part (sampling, bookkeeping) and
-#: one per layers x hidden^2 (the decoding matmuls). With these four constants the priors come
-#: within 30% of every complete row of ``benchmarks/lite-sizing/costs.csv`` (a test checks).
-RUN_SECONDS_PER_TOKEN = 1.9e-5
-RUN_SECONDS_PER_TOKEN_WEIGHT = 5.7e-10
-#: Seconds per token slot of a warm start's SFT batch (steps x batch x max_episode_tokens).
-WARM_START_SECONDS_PER_TOKEN = 5.0e-6
-WARM_START_SECONDS_PER_TOKEN_WEIGHT = 1.38e-9
+from sao_online.runtime.host.plan_fit import (  # the priors: also what a plan is checked by
+    RUN_SECONDS_PER_TOKEN,
+    RUN_SECONDS_PER_TOKEN_WEIGHT,
+    WARM_START_SECONDS_PER_TOKEN,
+    WARM_START_SECONDS_PER_TOKEN_WEIGHT,
+    method_weight,
+    run_prior_seconds,
+    warm_start_prior_seconds,
+)
 
 WARM_START, RUN = "warm start", "run"
 COLUMNS = (
@@ -60,33 +61,6 @@ COLUMNS = (
     "resumed",
 )
 MACHINE_TABLE = "benchmark-costs.csv"
-
-
-def method_weight(method: Any) -> int:
-    """The prior's weight of a ``Method``: 1 never updates, 2 no critic, 4 a critic."""
-    if not method.updates_policy:
-        return 1
-    return 4 if method.uses_critic else 2
-
-
-def _model_weight(config: Any) -> int:
-    return config.model.num_layers * config.model.hidden_size**2
-
-
-def run_prior_seconds(config: Any, weight: int) -> float:
-    """Estimated CPU seconds of a run of ``config`` for a method of prior weight ``weight``."""
-    per_token = RUN_SECONDS_PER_TOKEN + RUN_SECONDS_PER_TOKEN_WEIGHT * _model_weight(config)
-    return config.budget.episodes * config.rollout.max_episode_tokens * per_token * weight
-
-
-def warm_start_prior_seconds(config: Any) -> float:
-    """Estimated CPU seconds of building ``config``'s warm start."""
-    model = config.model
-    per_token = WARM_START_SECONDS_PER_TOKEN + WARM_START_SECONDS_PER_TOKEN_WEIGHT * (
-        _model_weight(config)
-    )
-    slots = model.warm_start_steps * model.warm_start_batch_size
-    return slots * config.rollout.max_episode_tokens * per_token
 
 
 def _number(value: Any) -> float | None:
@@ -179,3 +153,17 @@ def append_cost(path: Path, row: dict[str, Any]) -> None:
         os.write(descriptor, buffer.getvalue().encode())
     finally:
         os.close(descriptor)
+
+
+__all__ = [
+    "RUN_SECONDS_PER_TOKEN",
+    "RUN_SECONDS_PER_TOKEN_WEIGHT",
+    "WARM_START_SECONDS_PER_TOKEN",
+    "WARM_START_SECONDS_PER_TOKEN_WEIGHT",
+    "CostBook",
+    "append_cost",
+    "cost_tables",
+    "method_weight",
+    "run_prior_seconds",
+    "warm_start_prior_seconds",
+]

@@ -31,6 +31,7 @@ def execute_run(job: dict[str, Any], progress: Any) -> dict[str, Any]:
         "key": job["key"],
         **summarize_run(job["out"], job.get("time_window")),
         "config_hash": stable_hash(resolved),
+        "code": resolved.get("code"),  # the code it ran: the package's, the user's modules
         "warm_start": task_warm_start(job),
         "provenance": provenance(),
     }

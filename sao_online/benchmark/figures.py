@@ -8,18 +8,18 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sao_online.analysis.plot_common import method_colors, save_figure
+from sao_online.analysis.plot_common import marks_every, method_style, save_figure
 
 
 def plot_aggregate_intervals(table: pd.DataFrame, path: str | Path) -> Path:
     """IQM and optimality gap per method, each with its 95% interval (rliable's layout)."""
     methods = list(table["method"])[::-1]  # best on top
-    colors = method_colors(methods)
     figure = Figure(figsize=(9.0, 0.6 * len(methods) + 1.6), layout="constrained")
     axes = figure.subplots(1, 2, sharey=True)
     panels = [
@@ -35,11 +35,12 @@ def plot_aggregate_intervals(table: pd.DataFrame, path: str | Path) -> Path:
                 row[upper] - row[lower],
                 left=row[lower],
                 height=0.6,
-                color=colors[method],
+                color=method_style(method)[0],
                 alpha=0.55,
             )
             ax.plot([row[point]] * 2, [y - 0.3, y + 0.3], color="black", linewidth=1.5)
-            ax.plot(row[point], y, marker="o", color=colors[method], markeredgecolor="black")
+            color, marker = method_style(method)
+            ax.plot(row[point], y, marker=marker, color=color, markeredgecolor="black")
         ax.set_title(title, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
         ax.axvline(0.0, color="gray", linewidth=0.8)
@@ -53,10 +54,17 @@ def plot_profiles(profiles: pd.DataFrame, path: str | Path) -> Path:
     """Fraction of scores above tau per method, with the bootstrap band."""
     figure = Figure(figsize=(8.0, 4.8), layout="constrained")
     ax = figure.add_subplot()
-    colors = method_colors(list(profiles["method"].unique()))
     for method, part in profiles.groupby("method", sort=True):
-        ax.plot(part["tau"], part["fraction"], color=colors[method], label=method)
-        ax.fill_between(part["tau"], part["lower"], part["upper"], color=colors[method], alpha=0.2)
+        color, marker = method_style(method)
+        ax.plot(
+            part["tau"],
+            part["fraction"],
+            color=color,
+            marker=marker,
+            markevery=marks_every(len(part)),
+            label=method,
+        )
+        ax.fill_between(part["tau"], part["lower"], part["upper"], color=color, alpha=0.2)
     ax.axvline(0.0, color="gray", linewidth=0.8, linestyle=":")
     ax.axvline(1.0, color="gray", linewidth=0.8, linestyle=":")
     ax.set_xlabel("normalized score tau (0 = frozen warm start, 1 = oracle)")
@@ -122,7 +130,6 @@ def recovery_grid_figure(
     rows = math.ceil(len(tasks) / columns)
     figure = Figure(figsize=(5.0 * columns, 3.4 * rows + 0.6), layout="constrained")
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
-    colors = method_colors(list(curves["method"].unique()))
     for ax, task in zip(axes, tasks):
         part = curves[curves["task"] == task]
         for method, rows_of_method in part.groupby("method", sort=True):
@@ -130,10 +137,18 @@ def recovery_grid_figure(
             per_bin = rows_of_method.assign(x=middle).groupby("x")["reward_mean"]
             mean, low, high = per_bin.mean(), per_bin.min(), per_bin.max()
             style = {"linestyle": "--"} if method == "frozen" else {}
-            ax.plot(mean.index, mean.to_numpy(), color=colors[method], label=method, **style)
-            ax.fill_between(
-                mean.index, low.to_numpy(), high.to_numpy(), color=colors[method], alpha=0.15
+            color, marker = method_style(method)
+            ax.plot(
+                mean.index,
+                mean.to_numpy(),
+                color=color,
+                marker=marker,
+                markevery=marks_every(len(mean), 6),
+                markersize=4,
+                label=method,
+                **style,
             )
+            ax.fill_between(mean.index, low.to_numpy(), high.to_numpy(), color=color, alpha=0.15)
         task_phases = phases[phases["task"] == task]
         for _, phase in task_phases.groupby("phase"):
             start, end = phase["start"].min(), phase["end"].max()
@@ -153,8 +168,18 @@ def recovery_grid_figure(
         ax.grid(alpha=0.3)
     for ax in axes[len(tasks) :]:
         ax.set_visible(False)
-    handles, names = axes[0].get_legend_handles_labels()
-    figure.legend(handles, names, loc="outside lower center", ncols=min(6, len(names)), fontsize=8)
+    legend: dict[str, Any] = {}  # every method of every panel, once
+    for ax in axes[: len(tasks)]:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(name, handle)
+    names = sorted(legend)
+    figure.legend(
+        [legend[name] for name in names],
+        names,
+        loc="outside lower center",
+        ncols=min(6, len(names)),
+        fontsize=8,
+    )
     title = (
         "Reward per task: mean over seeds (band: lowest to highest seed); dashed lines: shifts; "
         "dotted: oracle"
@@ -176,17 +201,15 @@ def plot_sweep(
     axes_names = list(dict.fromkeys(frame["axis"]))
     values = list(dict.fromkeys(frame["value"]))
     positions = dict(zip(values, numbers if numbers is not None else range(len(values))))
-    colors = method_colors(list(frame["method"].unique()))
     figure = Figure(figsize=(5.2 * len(axes_names) + 1.8, 4.4), layout="constrained")
     panels = figure.subplots(1, len(axes_names), sharey=False, squeeze=False)[0]
     for ax, axis in zip(panels, axes_names):
         part = frame[frame["axis"] == axis]
         for method, rows in part.groupby("method", sort=True):
             rows = rows.assign(x=rows["value"].map(positions)).sort_values("x")
-            ax.plot(rows["x"], rows["iqm"], marker="o", color=colors[method], label=method)
-            ax.fill_between(
-                rows["x"], rows["lower"], rows["upper"], color=colors[method], alpha=0.15
-            )
+            color, marker = method_style(method)  # as in every other figure
+            ax.plot(rows["x"], rows["iqm"], marker=marker, color=color, label=method)
+            ax.fill_between(rows["x"], rows["lower"], rows["upper"], color=color, alpha=0.15)
         ax.axhline(0.0, color="gray", linewidth=0.8, linestyle=":")
         ax.set_xticks([positions[value] for value in values], values)
         ax.set_xlabel(field)

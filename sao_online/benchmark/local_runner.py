@@ -37,6 +37,7 @@ from sao_online.benchmark.costs import (
 )
 from sao_online.benchmark.job_scheduler import CoreScheduler, Work, plan
 from sao_online.benchmark.warm_starts import warm_start_unit
+from sao_online.runtime.host.plan_fit import RUN_START_SECONDS
 
 
 def process_cpu_seconds() -> float:
@@ -146,8 +147,10 @@ def estimate_jobs(
                 warnings.simplefilter("ignore")  # said when the tier was planned
                 config = load_config(job["config"], job["overrides"])
                 prior = run_prior_seconds(config, method_weight(build_method(config)))
-            # The prior counts budget.episodes; the run spends what the job plans.
+            # The prior counts budget.episodes; the run spends what the job plans. Its start
+            # and end (imports, model, summary) cost the same at any budget.
             prior *= job.get("budget", config.budget.episodes) / config.budget.episodes
+            prior += RUN_START_SECONDS
             resolved = config.to_dict()
             resolved.pop("seed", None)  # another seed costs the same
             known[variant] = (prior, stable_hash(resolved))

@@ -9,6 +9,8 @@ every set reaches on its own (``replication``).
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +26,9 @@ from sao_online.benchmark.protocol import (
     joined,
     restricted,
 )
-from sao_online.benchmark.results import write_json_atomically
-from sao_online.benchmark.scorecard import ResultsError, compute, read_tables, write_scorecard
+from sao_online.benchmark.results import write_json_atomically, write_table_atomically
+from sao_online.benchmark.results_files import TABLES, ResultsError, read_tables
+from sao_online.benchmark.scorecard import compute, write_scorecard
 from sao_online.benchmark.scores import separated
 
 
@@ -143,9 +146,14 @@ def merge_results(
     *,
     reps: int = 2000,
     task_from: Mapping[str, str | Path] | None = None,
+    force: bool = False,
     allow_dirty: bool = False,
 ) -> Path:
     """Pool the results of ``sources`` into ``out`` and write its scorecard.
+
+    Every source is read and checked, and the pooled results scored, before anything is
+    written; the output is built beside ``out`` and moved into place at the end, so a refusal
+    or an error leaves no half-written folder.
 
     Args:
         task_from: task -> a folder to take that task's runs from instead of ``sources``
@@ -153,18 +161,73 @@ def merge_results(
             machine) or run on its own, pooled with the rest without running them again.
             Only that task is taken from the folder; it must hold the same methods and seeds
             on it as ``sources`` pooled hold.
+        force: replace the results ``out`` holds already (refused otherwise).
         allow_dirty: pool into the checkout's ``benchmarks/`` folder runs (or with code) from
             a tree with uncommitted changes; the scorecard's first lines say so.
 
     Raises:
         ProtocolMismatch: two sources measured under different protocols (the difference named).
-        ResultsError: a source that is not a results folder, a run present in two sources, or a
-            ``task_from`` folder without the task or without the sources' methods and seeds.
+        ResultsError: a source that is not a results folder or is damaged (the file named), a
+            run present in two sources, runs of one task and method with different code, a
+            ``task_from`` folder without the task or without the sources' methods and seeds, or
+            an ``out`` that holds results (without ``force``) or is in use.
         ConfigError: dirty runs or code pooled into ``benchmarks/`` without ``allow_dirty``.
     """
+    from sao_online.benchmark.out_folder import IN_USE, holds_results, remove_own_entries
+    from sao_online.benchmark.prepare import MAX_REPS
+    from sao_online.rundir.lock import RunLock, holder_of
+    from sao_online.runtime.host.plan_fit import check_count
+
+    check_count("--reps", reps, 1, MAX_REPS)
     if not sources:
         raise ResultsError("merge: no folder given")
-    replaced = dict(task_from or {})
+    out = Path(out)
+    for source in [*sources, *(task_from or {}).values()]:
+        folder = results_folder(source)
+        if (out / "results").resolve() == folder.resolve():
+            raise ResultsError(f"merge: --out {out} is one of the folders being merged")
+        owner = folder.parent if folder.name == "results" else folder
+        holder = holder_of(owner)
+        if holder is not None:
+            raise ResultsError(f"merge: {source} is in use by {holder}; {IN_USE}")
+    pooled = _pool(sources, task_from or {}, reps)
+    runs, provenance = pooled.tables["runs"], pooled.benchmark["provenance"]
+    if check_pooled_runs(out, runs, provenance, allow_dirty=allow_dirty):
+        pooled.benchmark["allow_dirty"] = True
+    if holds_results(out) and not force:
+        raise ResultsError(
+            f"merge: --out {out} holds results already; --force replaces them, or choose "
+            "another folder"
+        )
+    lock = RunLock.acquire(out, advice=IN_USE)
+    building = out.parent / f".{out.name}.merging-{os.getpid()}"
+    try:
+        if holds_results(out) and not force:  # written meanwhile by another process
+            raise ResultsError(f"merge: --out {out} holds results already; --force replaces them")
+        shutil.rmtree(building, ignore_errors=True)
+        _write_pooled(building, pooled, reps)
+        remove_own_entries(out)
+        for entry in building.iterdir():
+            os.replace(entry, out / entry.name)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+        lock.release()
+    return out / "scorecard.md"
+
+
+@dataclass
+class _Pooled:
+    """The pooled results of a merge, checked and scored, not yet written."""
+
+    tables: dict[str, pd.DataFrame]
+    benchmark: dict[str, Any]
+    extra: list[Block]
+    computed: dict[str, Any]
+
+
+def _pool(sources: list[str | Path], task_from: Mapping[str, str | Path], reps: int) -> _Pooled:
+    """Read, check and pool ``sources`` (see ``merge_results``); write nothing."""
+    replaced = dict(task_from)
     loaded = [_load(source, lambda tasks: tasks - set(replaced)) for source in sources]
     protocol = loaded[0].benchmark["protocol"]
     for part in loaded[1:]:
@@ -185,49 +248,39 @@ def merge_results(
     for part in taken:
         protocol = joined(protocol, part.benchmark["protocol"], "the other folders", part.name)
     parts = [*loaded, *taken]
-    out = Path(out)
-    target = out / "results"
-    if target.resolve() in {part.folder.resolve() for part in parts}:
-        raise ResultsError(f"merge: --out {out} is one of the folders being merged")
+    tables = {
+        table: pd.concat([part.tables[table] for part in parts], ignore_index=True)
+        for table in (*TABLES, "controls")
+    }
     provenance: dict[str, Any] = {}
-    for part in parts:
-        provenance.update(part.benchmark.get("provenance", {}))
-    pooled_runs = pd.concat([part.tables["runs"] for part in parts], ignore_index=True)
-    dirty_allowed = check_pooled_runs(out, pooled_runs, provenance, allow_dirty=allow_dirty)
-    target.mkdir(parents=True, exist_ok=True)
-    from sao_online.analysis.report_render import write_csv
-
-    for table in ("runs", "phases", "shifts", "curves", "controls"):
-        pooled = pd.concat([part.tables[table] for part in parts], ignore_index=True)
-        if table != "controls" or len(pooled):  # controls.csv only where controls ran
-            write_csv(pooled, target / f"{table}.csv")
+    codes: dict[str, Any] = {}
     sessions: list[dict[str, Any]] = []
     for part in parts:
+        provenance.update(part.benchmark.get("provenance", {}))
+        codes.update(part.benchmark.get("code", {}))
         for session in part.benchmark.get("sessions", []):
             if session not in sessions:  # tasks taken from one folder bring its sessions once
                 sessions.append(session)
-    write_json_atomically(
-        target / "benchmark.json",
-        {
-            "protocol": protocol,
-            "provenance": provenance,
-            "sessions": sessions,
-            "sources": [
-                {
-                    "folder": part.name,
-                    "seeds": part.seeds,
-                    "tasks": sorted(part.benchmark["protocol"]["tasks"]),
-                }
-                for part in parts
-            ],
-            **({"allow_dirty": True} if dirty_allowed else {}),
-        },
-    )
+    benchmark = {
+        "protocol": protocol,
+        "provenance": provenance,
+        "sessions": sessions,
+        "code": codes,
+        "sources": [
+            {
+                "folder": part.name,
+                "seeds": part.seeds,
+                "tasks": sorted(part.benchmark["protocol"]["tasks"]),
+            }
+            for part in parts
+        ],
+    }
+    computed = compute(tables, benchmark, reps)  # what the scorecard refuses, before writing
     extra: list[Block] = []
     if len(loaded) > 1:
         named = []
         for part in loaded:  # each seed set with the taken tasks' runs of its seeds
-            tables = {
+            part_tables = {
                 name: pd.concat(
                     [
                         part.tables[name],
@@ -240,7 +293,7 @@ def merge_results(
             named.append(
                 (
                     f"{part.name} (seeds {', '.join(map(str, part.seeds))})",
-                    (tables, {"protocol": protocol}),
+                    (part_tables, {"protocol": protocol}),
                 )
             )
         extra = [
@@ -252,7 +305,18 @@ def merge_results(
             ),
             Table(replication_table(named, reps)),
         ]
-    return write_scorecard(out, reps=reps, extra=extra)
+    return _Pooled(tables, benchmark, extra, computed)
+
+
+def _write_pooled(folder: Path, pooled: _Pooled, reps: int) -> None:
+    """The pooled results and their scorecard, written into ``folder``."""
+    target = folder / "results"
+    target.mkdir(parents=True, exist_ok=True)
+    for name, table in pooled.tables.items():
+        if name != "controls" or len(table):  # controls.csv only where controls ran
+            write_table_atomically(table, target / f"{name}.csv")
+    write_json_atomically(target / "benchmark.json", pooled.benchmark)
+    write_scorecard(folder, reps=reps, extra=pooled.extra, computed=pooled.computed)
 
 
 __all__ = ["ProtocolMismatch", "merge_results", "replication_table", "results_folder"]

@@ -7,15 +7,14 @@ own node), stored once per distinct record and referred to by its id.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
-import subprocess
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from sao_online.code_identity import git_output, source_state, stable_hash
 
 #: Distributions whose versions can change a result.
 PACKAGES = (
@@ -31,47 +30,14 @@ PACKAGES = (
 )
 
 
-def stable_hash(value: Any, length: int = 16) -> str:
-    """A short sha256 of ``value`` as canonical JSON (sorted keys): equal values, equal hashes."""
-    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
-
-
-def _git(folder: Path, *args: str) -> str | None:
-    try:
-        result = subprocess.run(
-            ["git", "-C", str(folder), *args],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout.strip() if result.returncode == 0 else None
-
-
 @cache
 def checkout_root() -> Path | None:
     """The top folder of the git checkout the running code comes from (None: not a checkout)."""
     import sao_online
 
-    top = _git(Path(sao_online.__file__).resolve().parent.parent, "rev-parse", "--show-toplevel")
-    return Path(top) if top else None
-
-
-@cache
-def source_state() -> dict[str, Any]:
-    """The commit of the code that runs (when it is a git checkout) and whether tracked files
-    differ from it. ``commit`` is None for an installed, non-checkout copy."""
-    import sao_online
-
     folder = Path(sao_online.__file__).resolve().parent.parent
-    commit = _git(folder, "rev-parse", "HEAD")
-    if commit is None:
-        return {"commit": None, "dirty": None}
-    status = _git(folder, "status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+    top = git_output(folder, "rev-parse", "--show-toplevel")
+    return Path(top) if top else None
 
 
 def package_versions() -> dict[str, str | None]:
@@ -127,3 +93,14 @@ def provenance() -> dict[str, Any]:
 def provenance_id(record: dict[str, Any]) -> str:
     """The id a provenance record is stored under (a hash of its content)."""
     return stable_hash(record, length=12)
+
+
+__all__ = [
+    "checkout_root",
+    "machine",
+    "package_versions",
+    "provenance",
+    "provenance_id",
+    "source_state",
+    "stable_hash",
+]

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import pandas as pd
 
 from sao_online.benchmark.exercised import EXERCISED_COLUMNS, exercised
 from sao_online.benchmark.time_scores import TIME_SHIFT_COLUMNS, time_shift_rows
+from sao_online.code_identity import code_id
 
 #: The fraction of the oracle's reward whose first crossing after a shift is reported.
 HALF_ORACLE = 0.5
@@ -50,6 +52,7 @@ RUN_COLUMNS = [
     "config_hash",
     "warm_start",
     "warm_start_seed",
+    "code_id",
     "provenance_id",
     *EXERCISED_COLUMNS,
 ]
@@ -170,18 +173,42 @@ def summarize_run(run_dir: str | Path, time_window: float | None = None) -> dict
     return {"run": run, "phases": phases, "shifts": shifts, "curve": curve}
 
 
+#: What to do after a benchmark's write failed on a full disk.
+RESULTS_ADVICE = "the results written before are whole: free some space and continue with --resume"
+
+
+def _write_atomically(path: Path, write: Callable[[Any], None]) -> None:
+    """``write(file)`` into a temporary file beside ``path``, then renamed to it: a reader
+    sees the old file or the new one, never a part; on a full disk ``DiskFullError`` names
+    ``path``."""
+    from sao_online.rundir.disk_full import reporting_a_full_disk
+
+    with reporting_a_full_disk(path, advice=RESULTS_ADVICE):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8", newline="") as file:
+                write(file)
+            os.chmod(temporary, 0o644)  # mkstemp makes it private; results are for reading
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
 def write_json_atomically(path: Path, value: Any) -> None:
     """Write ``value`` as JSON to ``path`` so that a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as file:
-            json.dump(value, file, indent=1, sort_keys=True, default=str)
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; results are for reading
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    _write_atomically(
+        path, lambda file: json.dump(value, file, indent=1, sort_keys=True, default=str)
+    )
+
+
+def write_table_atomically(frame: pd.DataFrame, path: Path) -> None:
+    """Write a result table as CSV (formula-like text neutralised, as ``write_csv`` does) so
+    that a reader never sees half a file."""
+    from sao_online.analysis.report_render import spreadsheet_safe
+
+    _write_atomically(path, lambda file: spreadsheet_safe(frame).to_csv(file, index=False))
 
 
 def result_tables(results: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
@@ -204,6 +231,8 @@ def result_tables(results: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
                 # The weights id of the warm start it started from (None: none, or not recorded).
                 "warm_start": record.get("warm_start"),
                 "warm_start_seed": key.get("warm_start_seed"),
+                # The code it ran (benchmark.json's ``code`` holds each id's identity).
+                "code_id": code_id(record.get("code")),
                 "provenance_id": record["provenance_id"],
             }
         )

@@ -15,7 +15,8 @@ from its last checkpoint, and the protocol must be the one the folder was starte
 
 from __future__ import annotations
 
-import json
+import os
+import socket
 import sys
 import time
 import warnings
@@ -28,15 +29,24 @@ from tqdm import tqdm
 
 from sao_online.benchmark.clean_tree import check_clean_tree
 from sao_online.benchmark.controls import control_jobs, control_path, control_table, read_controls
-from sao_online.benchmark.protocol import (
-    FLOOR_METHOD,
-    check_same_protocol,
-    method_labels,
-    protocol_of,
+from sao_online.benchmark.identity import check_kept_results
+from sao_online.benchmark.out_folder import (
+    IN_USE,
+    close_stale_sessions,
+    holds_results,
+    remove_own_entries,
+    session_summary,
 )
+from sao_online.benchmark.prepare import PreparedBenchmark, prepare_benchmark
+from sao_online.benchmark.protocol import check_same_protocol
 from sao_online.benchmark.provenance import machine, provenance_id
-from sao_online.benchmark.results import result_tables, write_json_atomically
-from sao_online.benchmark.suite import TierPlan, plan_tier
+from sao_online.benchmark.results import (
+    result_tables,
+    write_json_atomically,
+    write_table_atomically,
+)
+from sao_online.benchmark.results_files import read_benchmark, read_kept, read_records
+from sao_online.benchmark.suite import TierPlan
 from sao_online.benchmark.warm_starts import (
     check_resumed_warm_starts,
     import_warm_starts,
@@ -45,12 +55,11 @@ from sao_online.benchmark.warm_starts import (
     tier_warm_starts,
     warm_start_overrides,
 )
+from sao_online.code_identity import code_id
 from sao_online.config import ConfigError
-from sao_online.config.names import check_method_name
-from sao_online.runtime.host.threads import usable_cores
+from sao_online.quiet import progress_bars
 from sao_online.runtime.scheduling.planner import run_episodes_of
 
-BACKENDS = ("local", "ray")
 #: The file that marks a sweep's folder (``sao_online.benchmark.sweep``).
 SWEEP_FILE = "sweep.json"
 
@@ -67,11 +76,9 @@ def result_path(out: Path, key: dict[str, Any]) -> Path:
 
 
 def read_results(out: Path) -> list[dict[str, Any]]:
-    """Every per-run result record under ``out/results/runs``."""
-    folder = out / "results" / "runs"
-    if not folder.is_dir():
-        return []
-    return [json.loads(path.read_text()) for path in sorted(folder.rglob("seed-*.json"))]
+    """Every per-run result record under ``out/results/runs``, each checked (a damaged or
+    foreign file is a ``ResultsError`` naming it)."""
+    return read_records(out)
 
 
 def write_tables(
@@ -84,48 +91,33 @@ def write_tables(
     ``results/*.csv`` and ``results/benchmark.json``.
 
     ``benchmark.json`` keeps the ``sessions`` already recorded there (one per command that ran
-    runs: when, how long, how many runs, where) and appends ``session``.
+    runs: when, how long, how many runs, where, how it ended) and records ``session`` (in place
+    of the entry with its ``id``, else appended); ``code`` holds the code identity of each
+    ``code_id`` the runs name.
     """
-    from sao_online.analysis.report_render import write_csv
-
     provenances: dict[str, Any] = {}
+    codes: dict[str, Any] = {}
     controls = read_controls(out)  # the re-adaptation controls' records, when it ran them
     for record in [*records, *controls]:
         record.setdefault("provenance_id", provenance_id(record["provenance"]))
         provenances[record["provenance_id"]] = record["provenance"]
+        if record.get("code"):
+            codes[code_id(record["code"])] = record["code"]
     folder = out / "results"
     folder.mkdir(parents=True, exist_ok=True)
     for name, table in result_tables(records).items():
-        write_csv(table, folder / f"{name}.csv")
+        write_table_atomically(table, folder / f"{name}.csv")
     if controls:
-        write_csv(control_table(controls), folder / "controls.csv")
+        write_table_atomically(control_table(controls), folder / "controls.csv")
     path = folder / "benchmark.json"
-    sessions = json.loads(path.read_text()).get("sessions", []) if path.exists() else []
+    sessions = read_benchmark(path).get("sessions", []) if path.exists() else []
     if session is not None:
+        sessions = [s for s in sessions if s.get("id") is None or s.get("id") != session["id"]]
         sessions.append(session)
     write_json_atomically(
-        path, {"protocol": protocol, "provenance": provenances, "sessions": sessions}
+        path,
+        {"protocol": protocol, "provenance": provenances, "sessions": sessions, "code": codes},
     )
-
-
-def method_specs(methods: list[str] | None, plan: TierPlan) -> list[str]:
-    """The method specs a benchmark runs: ``methods`` (default the tier's), each name's form
-    checked (built on each task later), and the floor ``frozen`` first unless given.
-
-    Raises:
-        ConfigError: no method, or a malformed name (a suggestion for a typo).
-    """
-    specs = [m.strip() for m in (methods or plan.methods) if m.strip()]
-    if not specs:
-        raise ConfigError("--methods: no method given")
-    for spec in specs:
-        try:
-            check_method_name(spec)
-        except ValueError as error:
-            raise ConfigError(f"--methods: {error}") from None
-    if FLOOR_METHOD not in specs:
-        specs = [FLOOR_METHOD, *specs]  # the floor of the normalized score is always measured
-    return specs
 
 
 def _plan_jobs(
@@ -147,36 +139,51 @@ def _plan_jobs(
                 own = [*method_overrides(spec), *task.method_overrides(spec)]
                 if (task.name, spec) not in episodes:
                     episodes[task.name, spec] = run_episodes_of(task.load([*overrides, *own]))
-                key = {
-                    "task": task.name,
-                    "family": task.family,
-                    "method": label,
-                    "method_spec": spec,
-                    "seed": seed,
-                    "tier": plan.tier,
-                    "warm_start_seed": warm_start_seed,
-                }
+                budget = episodes[task.name, spec]
                 jobs.append(
-                    {
-                        "name": f"{task.name}/{label}/seed-{seed}",
-                        "config": task.config,
-                        "overrides": [
-                            *task.overrides,
-                            *overrides,
-                            *warm,
-                            *own,
-                            f"seed={seed}",
-                        ],
-                        "out": str(out / "runs" / task.name / label / f"seed-{seed}"),
-                        "overwrite": False,
-                        "resume": True,
-                        "key": key,
-                        "cpus": task.cpus,
-                        "budget": episodes[task.name, spec],
-                        "time_window": task.time_window,
-                    }
+                    _job(plan, task, spec, label, seed, out, overrides, budget, warm_start_seed)
                 )
     return jobs
+
+
+def _job(
+    plan: TierPlan,
+    task: Any,
+    spec: str,
+    label: str,
+    seed: int,
+    out: Path,
+    overrides: list[str],
+    budget: int,
+    warm_start_seed: int | None = None,
+) -> dict[str, Any]:
+    """The job of one run (``warm_start_seed``: the one its config resolves to, for its key;
+    the tier's warm start for ``seed`` is in its overrides either way)."""
+    from sao_online.commands.compare import method_overrides
+
+    key = {
+        "task": task.name,
+        "family": task.family,
+        "method": label,
+        "method_spec": spec,
+        "seed": seed,
+        "tier": plan.tier,
+        "warm_start_seed": warm_start_seed,
+    }
+    warm = warm_start_overrides(plan.warm_start_seed(seed))
+    own = [*method_overrides(spec), *task.method_overrides(spec)]  # a tuned suite's too
+    return {
+        "name": f"{task.name}/{label}/seed-{seed}",
+        "config": task.config,
+        "overrides": [*task.overrides, *overrides, *warm, *own, f"seed={seed}"],
+        "out": str(out / "runs" / task.name / label / f"seed-{seed}"),
+        "overwrite": False,
+        "resume": True,
+        "key": key,
+        "cpus": task.cpus,
+        "budget": budget,
+        "time_window": task.time_window,
+    }
 
 
 def _warm_start_jobs(plan: TierPlan, overrides: list[str]) -> list[dict[str, Any]]:
@@ -220,31 +227,6 @@ def _line(record: dict[str, Any], done: int, total: int) -> str:
     )
 
 
-def check_run_options(
-    *,
-    seeds: int | None,
-    first_seed: int | None,
-    backend: str,
-    address: str | None,
-    parallel: int | None,
-) -> None:
-    """Refuse a benchmark's options that no suite makes valid (None: the tier's default).
-
-    Raises:
-        ConfigError: the option and what is wrong with it, in one line.
-    """
-    if backend not in BACKENDS:
-        raise ConfigError(f"--backend: must be local or ray, got {backend!r}")
-    if address is not None and backend != "ray":
-        raise ConfigError("--address: applies to --backend ray only")
-    if parallel is not None and parallel < 1:
-        raise ConfigError(f"--parallel: must be >= 1, got {parallel}")
-    if seeds is not None and seeds < 1:
-        raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
-    if first_seed is not None and first_seed < 0:
-        raise ConfigError(f"--first-seed: must be >= 0, got {first_seed}")
-
-
 def run_benchmark(
     *,
     out: str | Path,
@@ -255,6 +237,7 @@ def run_benchmark(
     first_seed: int | None = None,
     overrides: list[str] | None = None,
     resume: bool = False,
+    force: bool = False,
     backend: str = "local",
     address: str | None = None,
     parallel: int | None = None,
@@ -270,6 +253,8 @@ def run_benchmark(
     (``sao-online benchmark warm-starts --export``): the tasks it holds start from those
     weights instead of ones fitted here, so runs on several machines share them.
 
+    Every input is checked first (``prepare_benchmark``): nothing is written before. One
+    process writes a folder at a time (``OUT/.lock``); ``force`` replaces a folder's results.
     Results are kept in the checkout's ``benchmarks/`` folder only from committed code, unless
     ``allow_dirty`` (which the scorecard's first lines then show). ``controls`` (default: the
     tier's ``controls``) adds a re-adaptation control per learning run and shift
@@ -279,129 +264,166 @@ def run_benchmark(
         The path of ``scorecard.md``.
 
     Raises:
-        ConfigError: a bad suite, tier, method, seed range or backend (named), an output
-            folder that holds another benchmark, ``benchmarks/`` from a dirty tree, or runs that
-            failed (each named).
+        ConfigError: a bad suite, tier, method, seed range or backend (named), a plan beyond
+            the machine, an output folder that holds another benchmark (without ``resume`` or
+            ``force``) or is in use, ``benchmarks/`` from a dirty tree, kept results that are
+            damaged or of another setup, or runs that failed (each named).
         StopRequested: SIGINT or SIGTERM came (local backend); every run was stopped, the
             results of those that had finished are kept, and ``resume=True`` continues.
     """
     from sao_online.runtime.host.main_guard import require_main_guard
 
-    check_run_options(
-        seeds=seeds, first_seed=first_seed, backend=backend, address=address, parallel=parallel
-    )
-    if backend == "local":
-        require_main_guard("benchmark")
-    out = Path(out)
+    if resume and force:
+        raise ConfigError("--resume and --force: continue the benchmark or replace it, not both")
     dirty_allowed = check_clean_tree(out, allow_dirty=allow_dirty)
-    overrides = list(overrides or [])
-    plan = plan_tier(suite, tier)
-    if overrides:  # every task must still load with them
-        for task in plan.tasks:
-            try:
-                task.load(overrides)
-            except ConfigError as error:
-                raise ConfigError(f"--set: task {task.name}: {error}") from None
-    seeds = plan.seeds if seeds is None else seeds
-    first_seed = plan.first_seed if first_seed is None else first_seed
-    labels = method_labels(plan, method_specs(methods, plan), overrides)
-    seed_list = list(range(first_seed, first_seed + seeds))
-    tuned_on = sorted(set(seed_list) & set((plan.tuned or {}).get("seeds", [])))
-    if tuned_on:
-        raise ConfigError(
-            f"--seeds/--first-seed: this suite's settings were tuned (in "
-            f"{plan.tuned.get('from')}) on seeds {', '.join(map(str, tuned_on))} among these: "
-            "evaluate on others"
-        )
-    protocol = protocol_of(plan, labels, overrides)
-    protocol_file = out / "results" / "benchmark.json"
+    prepared = prepare_benchmark(
+        out=out,
+        suite=suite,
+        tier=tier,
+        methods=methods,
+        seeds=seeds,
+        first_seed=first_seed,
+        overrides=overrides,
+        backend=backend,
+        address=address,
+        parallel=parallel,
+        reps=reps,
+        warm_starts=warm_starts,
+        controls=controls,
+    )
+    if prepared.backend == "local":
+        require_main_guard("benchmark")
+    out = prepared.out
     if (out / SWEEP_FILE).exists():
         raise ConfigError(
             f"--out: {out} holds a sweep (--sweep with --resume continues it), not a benchmark"
         )
-    if protocol_file.exists() or (out / "runs").exists():
-        if not resume:
-            raise ConfigError(
-                f"--out: {out} holds a benchmark already; --resume continues it, or choose "
-                "another folder"
-            )
-        if protocol_file.exists():
-            saved = json.loads(protocol_file.read_text())["protocol"]
-            protocol = check_same_protocol(saved, protocol, str(out), "this command")
+    if holds_results(out) and not (resume or force):
+        raise ConfigError(
+            f"--out: {out} holds a benchmark already; --resume continues it, --force replaces "
+            "its results, or choose another folder"
+        )
+    from sao_online.rundir.lock import RunLock
+
+    lock = RunLock.acquire(out, advice=IN_USE)
+    try:
+        if lock.took_over:
+            _say(lock.took_over)
+        if force:
+            remove_own_entries(out)
+        return _run_locked(prepared, progress, dirty_allowed)
+    finally:
+        lock.release()
+
+
+def _run_locked(prepared: PreparedBenchmark, progress: bool, dirty_allowed: bool) -> Path:
+    """The body of ``run_benchmark`` while this process holds the folder's lock
+    (``dirty_allowed``: results written into ``benchmarks/`` from a dirty tree, recorded)."""
     from sao_online.benchmark.local_runner import CoreUse
     from sao_online.runtime.host.processes import start_server_early
 
+    out, plan, overrides = prepared.out, prepared.plan, prepared.overrides
+    protocol = prepared.protocol
+    protocol_file = out / "results" / "benchmark.json"
+    if protocol_file.exists():
+        saved = read_benchmark(protocol_file)["protocol"]
+        protocol = check_same_protocol(saved, protocol, str(out), "this command")
+    close_stale_sessions(out, _say)
+    kept = read_kept(out)
+    check_kept_results(kept, _job_finder(prepared), plan.tier)
     started, before = time.time(), CoreUse.now()  # the session: from the process server on
-    if backend == "local":
+    if prepared.backend == "local":
         start_server_early()
-    jobs = _plan_jobs(plan, labels, seed_list, out, overrides)
-    if plan.controls if controls is None else controls:
+    jobs = _plan_jobs(plan, prepared.labels, prepared.seeds, out, overrides)
+    if prepared.controls:
         jobs += control_jobs(jobs)
     pending = [job for job in jobs if not result_path(out, job["key"]).exists()]
     shared: dict[str, Path] = {}
-    if warm_starts is not None:
-        shared, unused = shared_warm_starts(plan, warm_starts, overrides)
+    if prepared.warm_starts is not None:
+        shared, unused = shared_warm_starts(plan, prepared.warm_starts, overrides)
         if unused:
-            _say(f"{warm_starts}: no task of this tier, not used: {', '.join(unused)}")
+            _say(f"{prepared.warm_starts}: no task of this tier, not used: {', '.join(unused)}")
+    records = [record for _, record in kept]
     if pending:  # before anything changes: a refusal leaves the cache as it was
-        check_resumed_warm_starts(planned_warm_starts(plan, overrides, shared), read_results(out))
+        check_resumed_warm_starts(planned_warm_starts(plan, overrides, shared), records)
     import_warm_starts(plan, overrides, shared, _say)
     finished = len(jobs) - len(pending)
     if finished:
         _say(f"{finished} of {len(jobs)} runs finished earlier: kept, not run again")
-    write_tables(out, read_results(out), protocol)  # the protocol is on disk from the start
+    session_id = (
+        f"{datetime.fromtimestamp(started, UTC).isoformat(timespec='seconds')}/{os.getpid()}"
+    )
+    session: dict[str, Any] | None = None
+    if pending:  # recorded from the start: a session killed with SIGKILL is still listed
+        session = {
+            "id": session_id,
+            "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "runs": 0,
+            "seconds": 0.0,
+            "backend": prepared.backend,
+            "parallel": prepared.cores,
+            "machine": machine(),
+            "ended": "running",
+        }
+        if dirty_allowed:
+            session["allow_dirty"] = True
+    write_tables(out, records, protocol, session)  # the protocol is on disk from the start
     total = sum(job["budget"] for job in pending)
     bar = tqdm(
         total=total,
-        desc=f"benchmark {plan.suite}/{tier}: {len(pending)} runs",
+        desc=f"benchmark {plan.suite}/{plan.tier}: {len(pending)} runs",
         unit="ep",
-        disable=not progress,
+        disable=not progress_bars(progress),
         smoothing=0.05,
         file=sys.stderr,
     )
-    done = finished
+    ran = 0
 
     def on_result(name: str, record: dict[str, Any]) -> None:
-        nonlocal done
-        done += 1
+        nonlocal ran
+        ran += 1
         record["provenance_id"] = provenance_id(record["provenance"])
+        record["session"] = session_id
         write_json_atomically(result_path(out, record["key"]), record)
-        message = _line(record, done, len(jobs))
-        if progress:
-            bar.write(message, file=sys.stderr)
-        else:
+        message = _line(record, finished + ran, len(jobs))
+        if not progress:
             _say(message)
+        elif bar.disable:  # not a terminal: the line alone, no bar redrawn around it
+            print(message, file=sys.stderr, flush=True)
+        else:
+            bar.write(message, file=sys.stderr)
 
-    cores = max(1, parallel or usable_cores())
     schedule: dict[str, Any] = {}
     failures: list[str] = []
     ended = "stopped"  # unless the runs below return: a signal, an error
-    session = None
     try:
         if pending:
             warm = _warm_start_jobs(plan, overrides)
-            session_id = datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds")
             failures, schedule = _run(
-                backend, address, cores, pending, warm, bar, on_result, out, session_id
+                prepared.backend,
+                prepared.address,
+                prepared.cores,
+                pending,
+                warm,
+                bar,
+                on_result,
+                out,
+                session_id,
             )
         ended = "failed" if failures else "finished"
     finally:
         bar.close()
-        if pending:  # recorded however the command ends: its runs' results are kept either way
+        if session is not None:  # recorded however the command ends: its results are kept
             use = CoreUse.now().since(before)
-            session = {
-                "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
-                "seconds": use["seconds"],
-                "runs": done - finished,
-                "warm_starts": schedule.get("warm_starts"),
-                "backend": backend,
-                "parallel": cores,
-                "machine": machine(),
-                "ended": ended,
-            }
-            if dirty_allowed:
-                session["allow_dirty"] = True
-            if backend == "local":  # Ray's processes are not this command's children
+            session.update(
+                seconds=use["seconds"],
+                runs=ran,
+                warm_starts=schedule.get("warm_starts"),
+                ended=ended,
+            )
+            if prepared.backend == "local":  # Ray's processes are not this command's children
                 session.update(
                     {key: value for key, value in use.items() if key != "seconds"},
                     **{key: value for key, value in schedule.items() if key != "warm_starts"},
@@ -410,29 +432,36 @@ def run_benchmark(
     if session is not None:
         _say(session_summary(session))
     if failures:
-        raise ConfigError(
-            f"benchmark: {len(failures)} run(s) failed (finished runs are kept; --resume "
-            "continues):\n  " + "\n  ".join(failures)
-        )
+        from sao_online.commands.compare_checks import RERUN_ADVICE, failures_message
+
+        raise ConfigError(failures_message("benchmark", failures, RERUN_ADVICE))
     from sao_online.benchmark.scorecard import write_scorecard
 
     if session is None:
         write_tables(out, read_results(out), protocol)
-    return write_scorecard(out, reps=reps)
+    return write_scorecard(out, reps=prepared.reps)
 
 
-def session_summary(session: dict[str, Any]) -> str:
-    """One line: how long a session took and, on the local backend, how busy it kept the cores."""
-    line = f"{session['runs']} runs in {session['seconds']:.0f} s"
-    if session.get("core_share") is not None:
-        line += (
-            f"; the cores {session['core_share']:.0%} busy ({session['cpu_seconds']:.0f} CPU s "
-            f"of {session['cores']} cores x {session['seconds']:.0f} s; the schedule held "
-            f"{session['allotted_share']:.0%} of them, planned {session['planned_share']:.0%})"
+def _job_finder(prepared: PreparedBenchmark) -> Callable[[str, str, int], dict[str, Any] | None]:
+    """(task, method label, seed) -> the job this benchmark runs there (any seed), or None."""
+    tasks = {task.name: task for task in prepared.plan.tasks}
+    specs = {label: spec for spec, label in prepared.labels.items()}
+
+    def job_for(task: str, label: str, seed: int) -> dict[str, Any] | None:
+        if task not in tasks or label not in specs:
+            return None
+        return _job(
+            prepared.plan,
+            tasks[task],
+            specs[label],
+            label,
+            seed,
+            prepared.out,
+            prepared.overrides,
+            0,
         )
-        if session.get("other_share") is not None:
-            line += f"; other work took {session['other_share']:.0%} of the cores meanwhile"
-    return line
+
+    return job_for
 
 
 def _run(

@@ -22,11 +22,12 @@ from sao_online.analysis.report_render import (
 )
 from sao_online.benchmark import calibration, figures
 from sao_online.benchmark.clean_tree import provenance_notes
-from sao_online.benchmark.controls import CONTROL_COLUMNS
+from sao_online.benchmark.identity import check_one_code
 from sao_online.benchmark.protocol import budget_matching, warm_start_design
 from sao_online.benchmark.readaptation import readaptation_blocks, readaptation_result
-from sao_online.benchmark.results import RUN_COLUMNS, SHIFT_COLUMNS
+from sao_online.benchmark.results_files import ResultsError, read_tables
 from sao_online.benchmark.scorecard_tables import (
+    code_table,
     family_table,
     leaderboard,
     provenance_table,
@@ -45,56 +46,6 @@ from sao_online.benchmark.scores import (
     shift_scores,
 )
 from sao_online.benchmark.tuning_tables import tuning_blocks
-
-TABLES = ("runs", "phases", "shifts", "curves")
-
-
-class ResultsError(ValueError):
-    """A results folder that lacks a table, or whose tables do not belong together."""
-
-
-def read_tables(folder: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
-    """The result tables and ``benchmark.json`` of a results folder (``OUT/results``)."""
-    folder = Path(folder)
-    if not (folder / "benchmark.json").is_file():
-        raise ResultsError(f"{folder}: no benchmark.json (not a benchmark results folder)")
-    tables = {}
-    for name in TABLES:
-        path = folder / f"{name}.csv"
-        if not path.is_file():
-            raise ResultsError(f"{folder}: no {name}.csv")
-        tables[name] = pd.read_csv(path, keep_default_na=True)
-    controls = folder / "controls.csv"  # the re-adaptation controls, when it ran them
-    tables["controls"] = (
-        pd.read_csv(controls) if controls.is_file() else pd.DataFrame(columns=CONTROL_COLUMNS)
-    )
-    for name, columns in (("runs", RUN_COLUMNS), ("shifts", SHIFT_COLUMNS)):
-        # Results kept before a column was recorded (warm starts, what runs exercised, the time
-        # axis) lack it: empty, in its place.
-        tables[name] = tables[name].reindex(
-            columns=[*columns, *(c for c in tables[name].columns if c not in columns)]
-        )
-    benchmark = json.loads((folder / "benchmark.json").read_text())
-    tables["runs"] = with_warm_start_seeds(tables["runs"], benchmark["protocol"])
-    return tables, benchmark
-
-
-def with_warm_start_seeds(runs: pd.DataFrame, protocol: dict[str, Any]) -> pd.DataFrame:
-    """``runs`` with every run's warm-start seed: results kept before runs recorded it started
-    from their task config's (``model.warm_start_seed``, 0 unless set)."""
-    recorded = (
-        runs["warm_start_seed"] if "warm_start_seed" in runs else pd.Series(np.nan, runs.index)
-    )
-    configured = runs["task"].map(
-        {
-            name: task["config"].get("model", {}).get("warm_start_seed", 0)
-            for name, task in protocol["tasks"].items()
-        }
-    )
-    seeds = recorded.fillna(configured).fillna(0).astype(int)
-    runs = runs.drop(columns="warm_start_seed", errors="ignore")
-    runs.insert(list(runs.columns).index("warm_start") + 1, "warm_start_seed", seeds)
-    return runs
 
 
 def _method_order(aggregates: Aggregates, methods: list[str]) -> list[str]:
@@ -143,6 +94,7 @@ def check_one_warm_start(runs: pd.DataFrame, benchmark: dict[str, Any]) -> None:
 def compute(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any], reps: int) -> dict:
     """Scores, per-shift scores and the aggregates of a results folder's tables."""
     check_one_warm_start(tables["runs"], benchmark)
+    check_one_code(tables["runs"], benchmark.get("code", {}))
     protocol = benchmark["protocol"]
     settings = protocol["score"]
     scores = normalized_scores(
@@ -177,6 +129,33 @@ def _session_blocks(benchmark: dict[str, Any]) -> list[Block]:
             "included; a warm start already cached costs nothing), the CPU seconds of the "
             "command and every process it started, the cores busy (those CPU seconds over wall "
             "seconds x cores) and the share of the cores other work on the machine took meanwhile",
+        )
+    ]
+
+
+def _code_blocks(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any]) -> list[Block]:
+    if not benchmark.get("code"):
+        return []  # results kept before runs recorded their code
+    return [
+        Table(
+            code_table(tables, benchmark),
+            caption="Code: what each run ran, by code id (results/runs.csv); a result pools "
+            "runs of one code per task and method, and --resume and merge refuse others",
+        )
+    ]
+
+
+def _floor_first(aggregates: Aggregates, floor: str) -> list[Block]:
+    """A note when the floor leads the leaderboard: no method beat not learning."""
+    ranked = list(aggregates.table["method"])
+    if not ranked or ranked[0] != floor:
+        return []
+    return [
+        Paragraph(
+            f"`{floor}` ranks first: no method scores above the warm start it never updates. "
+            "Read the calibration below before the ranking: where a task's shift costs the "
+            "warm start nothing (an undecided warm start, `model.warm_start_oracle_share: 0`), "
+            "the floor cannot be beaten; the calibration's last column says what to change."
         )
     ]
 
@@ -238,16 +217,41 @@ def _long_csv(result: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | None = None) -> Path:
+def write_scorecard(
+    out: str | Path,
+    *,
+    reps: int = 2000,
+    extra: list[Block] | None = None,
+    computed: dict[str, Any] | None = None,
+) -> Path:
     """Write ``scorecard.{md,html,csv,json}`` and ``figures/`` for the results in ``out``.
+
+    Args:
+        computed: what :func:`compute` gave for these results, when the caller has it already.
 
     Returns:
         The path of ``scorecard.md``.
     """
+    from sao_online.rundir.disk_full import reporting_a_full_disk
+
     out = Path(out)
     tables, benchmark = read_tables(out / "results")
+    result = computed if computed is not None else compute(tables, benchmark, reps)
+    advice = "the results are whole: free some space and write it again (--resume does)"
+    with reporting_a_full_disk(out / "scorecard.md", advice=advice):
+        return _write(out, tables, benchmark, result, reps, extra)
+
+
+def _write(
+    out: Path,
+    tables: dict[str, pd.DataFrame],
+    benchmark: dict[str, Any],
+    result: dict[str, Any],
+    reps: int,
+    extra: list[Block] | None,
+) -> Path:
+    """The scorecard's files and figures (see ``write_scorecard``)."""
     protocol = benchmark["protocol"]
-    result = compute(tables, benchmark, reps)
     aggregates: Aggregates = result["aggregates"]
     order = result["methods"]
     runs = tables["runs"]
@@ -278,9 +282,10 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             f"reward over the phase - floor) / (oracle - floor); floor = `{floor}` (the warm "
             "start, never updated) on the same schedule and seeds, oracle = the env's expected "
             "oracle reward of the phase; 1 = oracle, 0 = no better than not learning "
-            "(definitions and edge cases: docs/benchmark.md). Aggregates are rliable's on "
-            "one score per run and family, the run's mean score over the family's phases after "
-            f"a shift ({matrix_note(result['units'], order)}): IQM = 25% trimmed mean, 95% "
+            "(definitions and edge cases: the documentation's benchmark page, docs/benchmark.md "
+            "in the source repository). Aggregates are rliable's on one score per run and "
+            "family, the run's mean score over the family's phases after a shift "
+            f"({matrix_note(result['units'], order)}): IQM = 25% trimmed mean, 95% "
             "stratified-bootstrap intervals with families as strata. "
             f"{budget_matching(protocol)}{warm_start_design(protocol)}"
         ),
@@ -291,6 +296,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             f"{MIN_SEEDS_TO_SEPARATE} seeds or more."
         ),
         Table(leaderboard(aggregates)),
+        *_floor_first(aggregates, floor),
         Heading("Per family, beside the aggregate"),
         Paragraph(
             "IQM [95% CI] of each family's scores (one per run: its shifts averaged); (#k) = "
@@ -329,7 +335,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             "phase before it minus the reward over the first quarter after it, for the method "
             f"that drops most ({calibration.SHIFT_COST:g} or more on average, a drop in every "
             "seed). Per phase: the floor's and the oracle's reward, and each method's score, "
-            "mean [lowest seed, highest seed]."
+            "mean [lowest seed, highest seed]. " + calibration.EXPLAINED
         ),
         *(Table(frame) for frame in calibration.tables(result, tables, floor)),
         Heading("Per task and shift"),
@@ -360,6 +366,7 @@ def write_scorecard(out: str | Path, *, reps: int = 2000, extra: list[Block] | N
             warm_start_table(runs),
             caption="Warm starts: the weights each task's runs started from, per warm-start seed",
         ),
+        *_code_blocks(tables, benchmark),
         *_session_blocks(benchmark),
         Table(
             pd.DataFrame(

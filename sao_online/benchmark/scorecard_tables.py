@@ -43,8 +43,9 @@ def leaderboard(aggregates: Aggregates) -> pd.DataFrame:
     rows = []
     table = aggregates.table
     for position, row in enumerate(table.itertuples(index=False)):
-        verdict = ""
+        verdict = "none (last)"  # no empty cell
         if position + 1 < len(table):
+            verdict = "no comparison"
             below = table.iloc[position + 1]["method"]
             is_separated, estimate = separated(aggregates.improvement, row.method, below)
             if estimate is not None:
@@ -140,6 +141,7 @@ def task_tables(result: dict, reps: int) -> list[tuple[str, pd.DataFrame, pd.Dat
         )
         phase_rows["floor"] = phase_rows["floor"].map(lambda v: f"{v:.3f}")
         phase_rows["oracle"] = phase_rows["oracle"].map(lambda v: f"{v:.3f}")
+        phase_rows["note"] = phase_rows["note"].fillna("").replace("", "scored")  # no empty cell
         out.append((task, table, phase_rows))
     return out
 
@@ -150,17 +152,57 @@ def provenance_table(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any])
     rows = []
     for ident, record in records.items():
         machine, packages = record.get("machine", {}), record.get("packages", {})
-        commit = record.get("commit") or "not a git checkout"
+        commit = record.get("commit")
         rows.append(
             {
                 "id": ident,
                 "runs": int(counts.get(ident, 0)),
-                "commit": commit[:12] + (" (dirty)" if record.get("dirty") else ""),
+                "commit": commit[:12] + (" (dirty)" if record.get("dirty") else "")
+                if commit
+                else "not a git checkout",
                 "sao-online": packages.get("sao-online"),
                 "torch": packages.get("torch"),
                 "cores": f"{machine.get('usable_cores')}/{machine.get('cores')}",
                 "CPU": machine.get("cpu_model"),
                 "GPU": ", ".join(machine.get("gpus") or []) or "none",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _modules_text(modules: list[dict[str, Any]]) -> str:
+    own = [m for m in modules if not m.get("builtin")]
+    shown = [f"{m['module']} ({m.get('file') or '?'}, sha256 {m.get('sha256')})" for m in own]
+    if len(own) < len(modules):
+        shown.append("sao-online's own")
+    return "; ".join(shown) or "-"
+
+
+def code_table(tables: dict[str, pd.DataFrame], benchmark: dict[str, Any]) -> pd.DataFrame:
+    """The code each run ran (``benchmark.json``'s ``code``): per code id, the method's spec and
+    the modules its method and environment came from (a user's by the sha256 of their source,
+    sao-online's by its version and commit), and how many runs ran it."""
+    runs = tables["runs"]
+    counts = runs["code_id"].value_counts() if "code_id" in runs else pd.Series(dtype=int)
+    rows = []
+    for ident, code in sorted((benchmark.get("code") or {}).items()):
+        package = code.get("package") or {}
+        commit = package.get("commit")
+        method, env = code.get("method") or {}, code.get("env") or {}
+        rows.append(
+            {
+                "code id": ident,
+                "runs": int(counts.get(ident, 0)),
+                "method": method.get("spec", "?"),
+                "method from": _modules_text(method.get("modules") or []),
+                "environment": env.get("id", "?"),
+                "environment from": _modules_text(env.get("modules") or []),
+                "sao-online": f"{package.get('version')} at "
+                + (
+                    f"{commit[:12]}{' (dirty)' if package.get('dirty') else ''}"
+                    if commit
+                    else "no git checkout"
+                ),
             }
         )
     return pd.DataFrame(rows)
@@ -177,9 +219,9 @@ def session_table(benchmark: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "runs": session["runs"],
+                "runs": session.get("runs", ""),
                 "warm starts": "" if session.get("warm_starts") is None else session["warm_starts"],
-                "wall seconds": session["seconds"],
+                "wall seconds": session.get("seconds", ""),
                 "backend": session.get("backend", ""),
                 "at once": session.get("parallel", ""),
                 "cores": session.get("machine", {}).get("usable_cores", ""),

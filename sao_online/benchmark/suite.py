@@ -59,8 +59,9 @@ from typing import Any
 
 from sao_online.bundled_configs import bundled_configs, resolve_config
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config, short_repr
+from sao_online.config.errors import key_text
 from sao_online.config.names import check_method_name
-from sao_online.safe_yaml import YamlInputError, load_yaml_text
+from sao_online.safe_yaml import YamlInputError, load_yaml_file
 from sao_online.suggestions import did_you_mean
 
 TIERS = ("smoke", "lite", "async", "full")
@@ -171,7 +172,7 @@ def _mapping(value: Any, where: str, keys: set[str] | None = None) -> dict[str, 
     if not isinstance(value, dict):
         raise SuiteError(f"{where}: expected a mapping, got {short_repr(value)}")
     if keys is not None:
-        unknown = sorted(str(key) for key in value if key not in keys)
+        unknown = sorted(key_text(key) for key in value if key not in keys)
         if unknown:
             joint = "." if ":" in where else ": "  # "suite f.yaml: tasks.A.gpu", "suite f.yaml: x"
             raise SuiteError(
@@ -225,6 +226,8 @@ def _task_config(value: Any, where: str, folder: Path) -> str | dict[str, Any]:
     beside_suite = path if path.is_absolute() else (folder / path).resolve()
     if beside_suite.is_file():
         return str(beside_suite)
+    if beside_suite.exists():  # a folder, a FIFO, a device: never read
+        raise SuiteError(f"{where}: {beside_suite} is not a regular file")
     if path.is_absolute() or path.is_file():
         raise SuiteError(f"{where}: no config file {beside_suite}")
     try:  # ``demo``, ``tool_shift.yaml``: the configs shipped with the package
@@ -253,7 +256,7 @@ def read_suite(suite: str | Path) -> tuple[dict[str, Any], Path]:
     """The suite file's mapping and its path, checked at the top level."""
     path = suite_path(suite)
     try:
-        data = load_yaml_text(path.read_text(errors="replace"), str(path))
+        data = load_yaml_file(path, "suite file")
     except YamlInputError as error:
         raise SuiteError(str(error)) from None
     data = _mapping(data, f"suite {path.name}", _SUITE_KEYS)
@@ -305,8 +308,10 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
     """Resolve ``tier`` of ``suite`` into the tasks to run, each config loaded and checked.
 
     Raises:
-        SuiteError: a malformed suite (the file and field named), an unknown tier, or a task
-            whose config does not load at this tier (its error, prefixed by the task).
+        SuiteError: a malformed suite (the file and field named), an unknown tier or one the
+            suite does not declare (a suite's own tiers are what its runs are; an undeclared one
+            would silently run the task configs at their full size), or a task whose config
+            does not load at this tier (its error, prefixed by the task).
     """
     data, path = read_suite(suite)
     name = str(data.get("suite") or path.stem)
@@ -394,6 +399,13 @@ def plan_tier(suite: str | Path, tier: str) -> TierPlan:
                 method_sets=method_sets,
                 time_window=time_window,
             )
+        )
+    if tier not in tiers:  # checked last: a malformed task is named first
+        declared = ", ".join(str(t) for t in tiers) or "none"
+        raise SuiteError(
+            f"{where}: tiers: no tier {tier} (the suite declares {declared}); a tier says what "
+            f"a run of the suite is (seeds, budgets): pass --tier with one of them, or declare "
+            f"it (tiers: {{{tier}: {{seeds: 1}}}} runs the task configs as they are)"
         )
     description = str(data.get("description") or "")
     controls, controls_where = _inherited(chain, "controls", False, where)

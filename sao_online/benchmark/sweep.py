@@ -31,14 +31,10 @@ from typing import Any
 import pandas as pd
 
 from sao_online.benchmark.clean_tree import check_clean_tree
+from sao_online.benchmark.prepare import check_run_options, method_specs
 from sao_online.benchmark.protocol import FLOOR_METHOD, method_labels
 from sao_online.benchmark.results import write_json_atomically
-from sao_online.benchmark.runner import (
-    SWEEP_FILE,
-    check_run_options,
-    method_specs,
-    run_benchmark,
-)
+from sao_online.benchmark.runner import SWEEP_FILE, run_benchmark
 from sao_online.benchmark.suite import TierPlan, plan_tier
 from sao_online.config import ConfigError, ConfigWarning, load_config, short_repr
 from sao_online.config.loading import parse_override
@@ -241,6 +237,7 @@ def run_sweep(
         backend=benchmark.get("backend", "local"),
         address=benchmark.get("address"),
         parallel=benchmark.get("parallel"),
+        reps=reps,
     )
     out = Path(out)
     overrides = list(overrides or [])

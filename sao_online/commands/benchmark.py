@@ -24,15 +24,23 @@ def _task_folders(option: str, values: list[str]) -> dict[str, str]:
 
 
 def benchmark_command(args: argparse.Namespace) -> int:
+    from sao_online.analysis.plot_common import figure_output
+
+    with figure_output(getattr(args, "dpi", None)):
+        return _benchmark_command(args)
+
+
+def _benchmark_command(args: argparse.Namespace) -> int:
     if args.benchmark_command == "merge":
         from sao_online.benchmark import merge_results
         from sao_online.benchmark.sweep import is_sweep, merge_sweeps
 
         sweeps = any(is_sweep(folder) for folder in args.folders)  # then every one must be
-        if sweeps and args.task_from:
+        if sweeps and (args.task_from or args.force):
             from sao_online.config import ConfigError
 
-            raise ConfigError("--task-from: takes a task from benchmarks, not from sweeps")
+            option = "--task-from" if args.task_from else "--force"
+            raise ConfigError(f"{option}: applies to benchmarks, not to sweeps")
         if sweeps:
             path = merge_sweeps(
                 args.folders, args.out, reps=args.reps, allow_dirty=args.allow_dirty
@@ -43,6 +51,7 @@ def benchmark_command(args: argparse.Namespace) -> int:
                 args.out,
                 reps=args.reps,
                 task_from=_task_folders("--task-from", args.task_from),
+                force=args.force,
                 allow_dirty=args.allow_dirty,
             )
         print(f"scorecard: {path}")
@@ -97,33 +106,53 @@ def benchmark_command(args: argparse.Namespace) -> int:
         for name in stale:
             print(f"updated {name}")
         return 0
-    if args.out is None:
+    if args.out is None and not args.dry_run:
         print("sao-online benchmark: error: --out is required", file=sys.stderr)
         return 2
-    from sao_online.benchmark import run_benchmark  # starts the worker server once checked
-    from sao_online.benchmark.sweep import run_sweep
-
-    options: dict[str, Any] = {
-        "out": args.out,
+    settings = {
+        "out": args.out or ".",
         "suite": args.suite,
         "tier": args.tier,
         "methods": args.methods.split(",") if args.methods else None,
         "seeds": args.seeds,
         "first_seed": args.first_seed,
         "overrides": args.set,
-        "resume": args.resume,
         "backend": args.backend,
         "address": args.address,
         "parallel": args.parallel,
         "reps": args.reps,
         "warm_starts": args.warm_starts,
-        "allow_dirty": args.allow_dirty,
         "controls": True if args.controls else None,
     }
+    if args.dry_run:
+        from sao_online.benchmark.prepare import prepare_benchmark
+
+        if args.sweep is None:
+            print(prepare_benchmark(**settings).describe())
+            return 0
+        from sao_online.benchmark.sweep import parse_sweep
+
+        sweep = parse_sweep(args.sweep)
+        for value in sweep.values:  # each value's benchmark, as the sweep would run it
+            given = {**settings, "overrides": [*(args.set or []), sweep.override(value)]}
+            print(f"{sweep.override(value)}:\n{prepare_benchmark(**given).describe()}")
+        return 0
+    from sao_online.benchmark import run_benchmark  # starts the worker server once checked
+    from sao_online.benchmark.sweep import run_sweep
+
+    options = {
+        **settings,
+        "resume": args.resume,
+        "allow_dirty": args.allow_dirty,
+    }
     if args.sweep is not None:
+        if args.force:
+            from sao_online.config import ConfigError
+
+            raise ConfigError("--force: replaces a benchmark's results, not a sweep's")
         path = run_sweep(sweep=args.sweep, **options)
     else:
-        path = run_benchmark(**options)
+        path = run_benchmark(**options, force=args.force)
     print(f"scorecard: {path}")
     return 0
 
@@ -177,6 +206,17 @@ def add_benchmark_parser(commands: Any) -> None:
         help="continue the benchmark in --out: finished runs are kept and skipped",
     )
     benchmark.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the results (and runs) a benchmark left in --out, starting again",
+    )
+    benchmark.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check everything and print the plan (runs, time and memory by estimate); run "
+        "nothing, write nothing",
+    )
+    benchmark.add_argument(
         "--backend",
         choices=["local", "ray"],
         default="local",
@@ -210,6 +250,12 @@ def add_benchmark_parser(commands: Any) -> None:
         "--reps", type=int, default=2000, help="bootstrap replications (default 2000)"
     )
     benchmark.add_argument(
+        "--dpi",
+        type=int,
+        default=None,
+        help="resolution of the figures' PNGs (default 150); a PDF of each is written beside",
+    )
+    benchmark.add_argument(
         "--warm-starts",
         metavar="FOLDER",
         default=None,
@@ -234,7 +280,13 @@ def add_benchmark_parser(commands: Any) -> None:
         "folders", nargs="+", help="benchmark output or results folders, or sweep folders"
     )
     merge.add_argument("--out", required=True, help="output folder of the pooled scorecard")
+    merge.add_argument(
+        "--force", action="store_true", help="replace the results a folder --out holds already"
+    )
     merge.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
+    merge.add_argument(
+        "--dpi", type=int, default=None, help="resolution of the figures' PNGs (default 150)"
+    )
     merge.add_argument(
         "--task-from",
         action="append",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +19,16 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
+from sao_online.commands.compare_checks import (
+    RERUN_ADVICE,
+    check_plan,
+    continue_same_runs,
+    failures_message,
+    warn_about_budgets,
+)
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.method_names import SINGLE_ROLLOUT_METHODS
+from sao_online.quiet import progress_bars
 from sao_online.rundir.layout import run_directory
 from sao_online.runtime.host.machine_fit import check_machine_fit
 from sao_online.runtime.host.main_guard import require_main_guard
@@ -40,13 +49,18 @@ def _run_one(job: dict[str, Any], progress: Any) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)  # one core per run; runs go in parallel instead
+    from sao_online.rundir.failure import failed_run
     from sao_online.runtime.envs import BudgetWarning
     from sao_online.runtime.launch import run_experiment
 
     warnings.simplefilter("ignore", BudgetWarning)  # the parent warned once for every run
 
     config = load_config(job["config"], job["overrides"])
-    resume = job["resume"] and (Path(job["out"]) / "config.yaml").exists()
+    # A failed run is continued or started again as a rerun of it decides (not resumed as such:
+    # its code may have been fixed since).
+    resume = (
+        job["resume"] and (Path(job["out"]) / "config.yaml").exists() and not failed_run(job["out"])
+    )
     # runtime.torch_threads=auto would count the cores the parallel runs share: one each.
     threads = 1 if config.runtime.torch_threads == "auto" else None
     return run_experiment(
@@ -71,7 +85,9 @@ def _worker(
     try:
         results.put(("ok", job["name"], target(job, progress)))
     except BaseException as error:  # reported to the parent, which raises it with the run's name
-        results.put(("error", job["name"], f"{type(error).__name__}: {error}"))
+        from sao_online.rundir.failure import failure_line
+
+        results.put(("error", job["name"], failure_line(error, job.get("out"))))
 
 
 def method_folders(base: ExperimentConfig, methods: list[str]) -> dict[str, str]:
@@ -247,7 +263,7 @@ def run_scheduled(
                         while name not in reported:
                             receive(*results.get(timeout=_RESULT_WAIT_SECONDS))
                 if name not in reported:  # killed, or exited without a word
-                    receive("error", name, f"run process exited with code {process.exitcode}")
+                    receive("error", name, _ended_without_result(process.exitcode))
             children.kill_if_overdue()
     if (not keep_server or children.stop_signal is not None) and not children.alive():
         stop_server()  # the runs' server: nothing of the caller outlives it
@@ -257,6 +273,19 @@ def run_scheduled(
     # After a stop signal, runs that stopped early "failed" on purpose: --resume continues them.
     children.raise_if_stopped()
     return failures
+
+
+def _ended_without_result(exitcode: int | None) -> str:
+    """How a run's process ended when it sent no result: its exit status, or the signal."""
+    if exitcode is not None and exitcode < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"run process was killed by {name} before it sent a result"
+    return f"run process exited with code {exitcode} before it sent a result"
 
 
 def compare(
@@ -302,18 +331,23 @@ def compare(
         config_source = str(config_source)
     if resume and overwrite:
         raise ConfigError("compare: --resume and --overwrite exclude each other")
-    if seeds < 1:
-        raise ConfigError(f"--seeds: must be >= 1, got {seeds}")
-    if first_seed < 0:
-        raise ConfigError(f"--first-seed: must be >= 0, got {first_seed}")
+    from sao_online.runtime.host.plan_fit import (
+        MAX_SEED,
+        MAX_SEEDS,
+        PARALLEL_PER_CORE_LIMIT,
+        check_count,
+    )
+    from sao_online.runtime.host.threads import usable_cores
+
+    check_count("--seeds", seeds, 1, MAX_SEEDS)
+    check_count("--first-seed", first_seed, 0, MAX_SEED - seeds + 1)
+    if parallel is not None:
+        check_count("--parallel", parallel, 1, PARALLEL_PER_CORE_LIMIT * usable_cores())
     methods = [m.strip() for m in methods if m.strip()]
     if not methods:
         raise ConfigError("--methods: no method given")
     base = load_config(config_source, overrides)
     check_machine_fit(base)
-    from sao_online.environments import check_env_id
-
-    check_env_id(base.env.id)
     from sao_online.config.names import check_method_name
 
     for method in methods:  # the name's form first (a suggestion for a typo), then build it
@@ -321,16 +355,22 @@ def compare(
             check_method_name(method)
         except ValueError as error:
             raise ConfigError(f"--methods: {error}") from None
+    from sao_online.runtime.host.plugin_probe import check_plugins_load, env_loads, method_loads
+
+    # The user's modules first in a child, under a deadline: one that hangs or exits is named.
+    check_plugins_load(
+        env_loads([base.env.id], "env.id") + method_loads(base.to_dict(), methods, "--methods")
+    )
+    from sao_online.environments import check_env_id
+
+    check_env_id(base.env.id)
     folders = method_folders(base, methods)
-    # Every run is a child of the worker server: its imports overlap the warm start below.
-    start_server_early()
-    from sao_online.runtime.envs import warn_about_budget
-
-    warn_about_budget(base)
-    if base.model.warm_start:
-        from sao_online.pretrain import warm_start
-
-        warm_start(base, progress=progress)
+    with warnings.catch_warnings():  # said once, for the base config
+        warnings.simplefilter("ignore", ConfigWarning)
+        configs = {m: load_config(base.to_dict(), method_overrides(m)) for m in methods}
+    estimate = check_plan(configs, seeds, parallel)
+    if progress:
+        print(f"compare: {estimate.summary()}, by estimate", file=sys.stderr, flush=True)
     out = Path(out)
     jobs = []
     for seed in range(first_seed, first_seed + seeds):
@@ -345,13 +385,22 @@ def compare(
                     "resume": resume,
                 }
             )
+    if not (resume or overwrite):
+        continue_same_runs(jobs, progress)
+    # Every run is a child of the worker server: its imports overlap the warm start below.
+    start_server_early()
+    warn_about_budgets(base, configs)
+    if base.model.warm_start:
+        from sao_online.pretrain import warm_start
+
+        warm_start(base, progress=progress)
     total = base.budget.episodes * len(jobs)
     parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
     bar = tqdm(
         total=total,
         desc=f"compare {','.join(methods)} x {seeds} seeds",
         unit="ep",
-        disable=not progress,
+        disable=not progress_bars(progress),
         smoothing=0.05,
     )
     try:
@@ -359,5 +408,5 @@ def compare(
     finally:
         bar.close()
     if failures:
-        raise ConfigError("compare: some runs failed:\n  " + "\n  ".join(failures))
+        raise ConfigError(failures_message("compare", failures, RERUN_ADVICE))
     return out / base.experiment

@@ -102,6 +102,9 @@ def compare_summary(experiment_dir: str | Path) -> str:
             "Mean reward per phase over seeds (in brackets: the phase's last quarter):",
             format_table(rows),
         ]
+        from sao_online.analysis.verdict import budget_warnings
+
+        lines += [f"warning: {warning}" for warning in budget_warnings(episodes)]
     lines += [
         "",
         f"Next: sao-online report {experiment_dir}   (recovery times, intervals and the "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import reprlib
 import types
 import typing
@@ -17,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 import annotated_types
 from pydantic import BaseModel, ValidationError
+
+_NAME_LIKE = re.compile(r"^[\w .\-\[\]]+$")
 
 
 class ConfigError(ValueError):
@@ -33,6 +36,16 @@ def short_repr(value: Any, limit: int = 60) -> str:
     bounded.maxlevel, bounded.maxstring, bounded.maxother, bounded.maxlong = 3, limit, limit, limit
     bounded.maxlist = bounded.maxdict = bounded.maxtuple = bounded.maxset = 6
     text = bounded.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def key_text(key: Any, limit: int = 40) -> str:
+    """A mapping key as an error names it: its text cut to ``limit`` characters when it reads as
+    a name; otherwise only its length (a key may be a line of a file that is no config at all,
+    such as a password file's, which an error must not echo)."""
+    text = str(key)
+    if not _NAME_LIKE.match(text):
+        return f"<a key of {len(text)} characters, not a name>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -150,7 +163,7 @@ def _locate(model: type[BaseModel], loc: tuple[Any, ...]) -> _Spot:
         origin = typing.get_origin(inner)
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             spec = inner.model_fields.get(part) if isinstance(part, str) else None
-            name = str(part) if len(str(part)) <= 60 else short_repr(str(part))
+            name = key_text(part)
             spot.path = f"{spot.path}.{name}" if spot.path else name
             spot.section = inner
             if spec is None:  # an unknown key

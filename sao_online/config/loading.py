@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from sao_online.config.errors import ConfigError, one_line, short_repr
 from sao_online.config.experiment import ExperimentConfig
 from sao_online.model_presets import apply_model_preset
-from sao_online.safe_yaml import YamlInputError, load_yaml_text
+from sao_online.safe_yaml import YamlInputError, load_yaml_file, load_yaml_text
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -44,14 +44,19 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = load_yaml_text(path.read_text(errors="replace"), str(path))
+        data = load_yaml_file(path, "config file")
     except YamlInputError as error:
         raise ConfigError(str(error)) from None
-    if data is None:
-        return {}
+    if data is None or data == {}:
+        # All defaults would start the default experiment (a warm start, 4,500 episodes) from
+        # what is most likely a file saved empty by mistake.
+        raise ConfigError(
+            f"{path}: empty config (no section set); `sao-online configs copy demo` gives one to "
+            "edit"
+        )
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected a mapping of config sections, got a {type(data).__name__}"

@@ -93,6 +93,7 @@ class EpisodeState:
     action_start: int = 0
     last_info: dict[str, Any] = field(default_factory=dict)
     prompt_info: dict[str, Any] = field(default_factory=dict)
+    final_observation: str = ""  # the environment's answer to the episode's last action
 
     def append_context(self, tokens: list[int]) -> None:
         """Adds prompt or observation tokens (not sampled by the policy)."""
@@ -150,6 +151,7 @@ class EpisodeState:
             latency_seconds=self.latency_seconds,
             env_steps=self.turn,
             tag=request.tag,
+            final_observation=self.final_observation,
         )
 
 

@@ -35,6 +35,7 @@ from sao_online.rollout.env_results import (
     reported_latency,
 )
 from sao_online.rollout.episode import EpisodeState, prompt_info
+from sao_online.types import FINAL_OBSERVATION_CHARS
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ class TurnRules:
         episode.last_info = info
         episode.messages.append({"role": "assistant", "content": action_text})
         if terminated or truncated:
+            episode.final_observation = str(observation)[:FINAL_OBSERVATION_CHARS]
             return EpisodeEnd(
                 terminated=bool(terminated), truncated_by="env" if truncated else None
             )

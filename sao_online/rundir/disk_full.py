@@ -36,10 +36,23 @@ def is_disk_full(error: BaseException) -> bool:
     return any(text in str(error) for text in _FULL_TEXT)
 
 
+#: What to do after a run's write failed on a full disk: what it logged before is whole.
+RESUME_ADVICE = (
+    "what was logged before is whole: free some space and run again (--resume continues a run "
+    "from its last checkpoint)"
+)
+#: ... and after the first write of a new run failed: there is nothing to resume yet.
+START_ADVICE = "nothing of the run was logged yet: free some space and run the same command again"
+
+
 @contextlib.contextmanager
-def reporting_a_full_disk(target: Path, *partial: Path) -> Iterator[None]:
+def reporting_a_full_disk(
+    target: Path, *partial: Path, advice: str = RESUME_ADVICE
+) -> Iterator[None]:
     """Turn a full-disk failure of the writes inside into :class:`DiskFullError` naming
     ``target``, after removing ``partial`` (the temporary files or folders the write made).
+
+    ``advice`` ends the message: what to do once there is space again, true for ``target``.
 
     Raises:
         DiskFullError: the disk or quota is full.
@@ -56,7 +69,17 @@ def reporting_a_full_disk(target: Path, *partial: Path) -> Iterator[None]:
                 with contextlib.suppress(OSError):
                     leftover.unlink()
         raise DiskFullError(
-            f"disk full: could not write {target} (no space left on its disk); what was logged "
-            "before is whole: free some space and run again (--resume continues a run from its "
-            "last checkpoint)"
+            f"disk full: could not write {target} (no space left on its disk); {advice}"
         ) from None
+
+
+def describe_disk_full(error: BaseException) -> str:
+    """One line for a full-disk error from any writer: a :class:`DiskFullError` as it is;
+    another names the file when the error carries it."""
+    if isinstance(error, DiskFullError):
+        return str(error)
+    filename = getattr(error, "filename", None)
+    if filename:
+        return f"disk full: could not write {filename} (no space left on its disk)"
+    reason = getattr(error, "strerror", None) or str(error).strip().splitlines()[0][:160]
+    return f"disk full: {reason} (a write failed; the file is not known)"

@@ -26,8 +26,8 @@ import pandas as pd
 
 from sao_online.config import SAFE_NAME, short_repr
 from sao_online.rundir.checkpoints import CheckpointError, file_digest, read_manifest
-from sao_online.rundir.disk_full import reporting_a_full_disk
-from sao_online.safe_yaml import YamlInputError, load_yaml_text
+from sao_online.rundir.disk_full import RESUME_ADVICE, reporting_a_full_disk
+from sao_online.safe_yaml import YamlInputError, load_yaml_file
 
 TABLES = ("episodes", "updates", "evals")
 CHECKPOINT_NAME = re.compile(r"^step-(\d{6,})(?:\.(\d+))?$")
@@ -56,7 +56,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         RunDirError: naming the file when it is not a YAML mapping.
     """
     try:
-        data = load_yaml_text(path.read_text(errors="replace"), str(path))
+        data = load_yaml_file(path, "run config")
     except YamlInputError as error:
         raise RunDirError(f"{error} (the run directory's config is damaged)") from None
     if not isinstance(data, dict):
@@ -127,13 +127,14 @@ def checkpoint_folders(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: checkpoint_order(p.name), reverse=True)
 
 
-def write_text_atomically(path: Path, text: str) -> None:
+def write_text_atomically(path: Path, text: str, advice: str = RESUME_ADVICE) -> None:
     """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part.
 
     Raises:
-        DiskFullError: the disk is full (the old file is left as it was).
+        DiskFullError: the disk is full (the old file is left as it was); the message ends
+            with ``advice``.
     """
     tmp = path.with_name(f".{path.name}.tmp")
-    with reporting_a_full_disk(path, tmp):
+    with reporting_a_full_disk(path, tmp, advice=advice):
         tmp.write_text(text)
     os.replace(tmp, path)

@@ -57,6 +57,28 @@ def _pid_alive(pid: object) -> bool:
     return True
 
 
+def holder_of(folder: str | Path) -> str | None:
+    """Who holds ``folder``'s lock now (``pid N on HOST (started ...)``), or None when no live
+    process does. Looks only: no lock file is created, none is taken."""
+    path = Path(folder) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _describe(_read_holder(fd))
+        os.close(fd)
+        return holder
+    except OSError:
+        os.close(fd)
+        return None
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+    return None
+
+
 class RunLock:
     """The held lock of one run directory; ``release`` (or process exit) frees it.
 
@@ -70,8 +92,12 @@ class RunLock:
         self.took_over = took_over
 
     @classmethod
-    def acquire(cls, run_dir: str | Path) -> RunLock:
+    def acquire(
+        cls, run_dir: str | Path, advice: str = "wait for that run to finish or stop it first"
+    ) -> RunLock:
         """Lock ``run_dir`` (created if needed) for this process.
+
+        ``advice`` ends the message a second writer gets (what to do about the holder).
 
         Raises:
             RunDirLockedError: another live process holds it; the message names that process.
@@ -93,8 +119,7 @@ class RunLock:
             holder = _read_holder(fd)
             os.close(fd)
             raise RunDirLockedError(
-                f"{run_dir} is in use by {_describe(holder)}; wait for that run to finish or "
-                f"stop it first"
+                f"{run_dir} is in use by {_describe(holder)}; {advice}"
             ) from None
         except BaseException:
             os.close(fd)

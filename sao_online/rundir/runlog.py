@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from sao_online.code_identity import code_difference
 from sao_online.config import short_repr, with_added_fields
 from sao_online.rundir.checkpoints import (
     LEGACY_FILE,
@@ -38,7 +39,7 @@ from sao_online.rundir.checkpoints import (
     read_checkpoint,
     write_checkpoint,
 )
-from sao_online.rundir.disk_full import reporting_a_full_disk
+from sao_online.rundir.disk_full import RESUME_ADVICE, START_ADVICE, reporting_a_full_disk
 from sao_online.rundir.layout import (
     CHECKPOINT_NAME,
     DISCARDED,
@@ -134,18 +135,31 @@ class RunLog:
                         ) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
             changed: list[str] = []
             if resume:
-                current = yaml.safe_load(yaml.safe_dump(config))
+                new = yaml.safe_load(yaml.safe_dump(config))
                 # A config field added since the run started is no change at its default.
-                saved = with_added_fields(read_config_file(path / "config.yaml"), current)
-                changed = _differences(saved, current)
+                saved = with_added_fields(read_config_file(path / "config.yaml"), new)
+                changed = _differences(saved, new)
+                if "code" not in saved:  # written before runs recorded their code
+                    changed = [key for key in changed if key.split(".")[0] != "code"]
                 refused = [key for key in changed if key not in may_change]
+                code = code_difference(saved.get("code"), new.get("code"))
+                if code is not None:
+                    raise RunDirError(
+                        f"--resume: {path} ran other code ({code}); a run continued with "
+                        "other code measures neither: restore that code, or start the run "
+                        "again (--overwrite)"
+                    )
                 if refused:
                     raise RunDirError(
                         f"--resume: {path} was started with another config; differs in "
                         f"{', '.join(refused[:5])}{' ...' if len(refused) > 5 else ''}"
                     )
             if not existing or overwrite or changed:
-                write_text_atomically(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+                # A new run's first write: on a full disk there is nothing to --resume yet.
+                advice = RESUME_ADVICE if existing and not overwrite else START_ADVICE
+                write_text_atomically(
+                    path / "config.yaml", yaml.safe_dump(config, sort_keys=False), advice
+                )
         except BaseException:
             lock.release()
             raise

@@ -61,7 +61,8 @@ def transcript(trajectory: Trajectory, tokenizer: Any, episode: int) -> dict[str
     Returns:
         ``episode``, ``phase``, ``theta``, ``behavior``, ``reward``, ``terminated``,
         ``truncated``, ``prompt`` and ``turns`` (each ``action``, ``observation`` — the
-        environment's answer, ``""`` after the last action — and ``reward``).
+        environment's answer, to the last action too, ``""`` where it gave none — and
+        ``reward``).
     """
     tokens = trajectory.tokens.tolist()
     mask = trajectory.action_mask.tolist()
@@ -80,6 +81,8 @@ def transcript(trajectory: Trajectory, tokenizer: Any, episode: int) -> dict[str
             turns[-1]["observation"] = _text(tokenizer, tokens[start:end])
         else:
             prompt = _text(tokenizer, tokens[start:end])
+    if turns and not turns[-1]["observation"]:  # the answer to the last action: in no token
+        turns[-1]["observation"] = trajectory.final_observation
     return {
         "episode": int(episode),
         "phase": int(trajectory.phase),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -34,11 +35,17 @@ class BudgetWarning(UserWarning):
     """The run can start but cannot measure what it is for (no shift inside its budget)."""
 
 
-def budget_warnings(config: ExperimentConfig, schedule: Schedule) -> list[str]:
+#: The share of the first phase SAO's critic-only warm-up may take before a run warns.
+CRITIC_WARMUP_SHARE = 0.25
+
+
+def budget_warnings(config: ExperimentConfig, schedule: Schedule, method: Any = None) -> list[str]:
     """Problems of the budget against the schedule, found before any work (empty: none).
 
-    Warns when the schedule shifts but no change point falls inside the budget: such a run
-    is stationary and has no recovery to measure.
+    Warns when the schedule shifts but no change point falls inside the budget (such a run is
+    stationary and has no recovery to measure), and when ``method`` trains only its critic for
+    more than ``CRITIC_WARMUP_SHARE`` of the first phase (its policy stands still meanwhile: in
+    a pilot with a shrunken budget, for most of the phase).
     """
     horizon = clock_horizon(config, schedule)
     if horizon is None:
@@ -47,20 +54,55 @@ def budget_warnings(config: ExperimentConfig, schedule: Schedule) -> list[str]:
         points = [t for t in schedule.change_points(until=100 * horizon + 10_000) if t > 0]
     except ScheduleError:
         return []
-    if not points or points[0] < horizon:
-        return []  # a stationary schedule, or a shift inside the budget
+    found = []
     unit = schedule.clock
-    return [
-        f"budget.episodes: no change point falls inside the budget (the clock reaches about "
-        f"{horizon:g} {unit}; the first shift is at {points[0]:g} {unit}): the run is "
-        "stationary and measures no recovery; raise budget.episodes or move the shift"
-    ]
+    if points and points[0] >= horizon:
+        found.append(
+            f"budget.episodes: no change point falls inside the budget (the clock reaches about "
+            f"{horizon:g} {unit}; the first shift is at {points[0]:g} {unit}): the run is "
+            "stationary and measures no recovery; raise budget.episodes or move the shift"
+        )
+    share = critic_warmup_share(config, schedule, method)
+    if share is not None and share > CRITIC_WARMUP_SHARE:
+        warmup = config.algorithm.critic_warmup_steps
+        found.append(
+            f"algorithm.critic_warmup_steps: {method.name} trains only its critic for its "
+            f"first {warmup} update(s), {share:.0%} of the first phase; its policy stands still "
+            "meanwhile: lower algorithm.critic_warmup_steps for a budget this small"
+        )
+    return found
 
 
-def warn_about_budget(config: ExperimentConfig) -> None:
-    """Emit each :func:`budget_warnings` message as a :class:`BudgetWarning`."""
-    for message in budget_warnings(config, resolve_schedule(config)):
-        warnings.warn(message, BudgetWarning, stacklevel=3)
+def critic_warmup_share(config: ExperimentConfig, schedule: Schedule, method: Any) -> float | None:
+    """The share of the first phase (up to the first shift, or the budget's end) that
+    ``method``'s critic-only warm-up takes, in the schedule's clock; None for a method without
+    one, or a clock whose horizon is unknown."""
+    warmup = config.algorithm.critic_warmup_steps
+    horizon = clock_horizon(config, schedule)
+    if method is None or not (method.uses_critic and method.updates_policy) or not warmup:
+        return None
+    if horizon is None:
+        return None
+    try:
+        points = [t for t in schedule.change_points(until=horizon) if t > 0]
+    except ScheduleError:
+        return None
+    first = points[0] if points else horizon
+    # The warm-up in clock units: updates, or the episodes (at most the steps) they take.
+    per_update = {
+        "versions": 1.0,
+        "steps": float(config.rollout.batch_size * config.rollout.max_turns),
+    }.get(schedule.clock, float(config.rollout.batch_size))
+    return warmup * per_update / first if first > 0 else None
+
+
+def warn_about_budget(config: ExperimentConfig, prefix: str = "") -> None:
+    """Emit each :func:`budget_warnings` message (of the config's method too) as a
+    :class:`BudgetWarning`, after ``prefix`` (``"task ToolShift: "``)."""
+    from sao_online.algorithms import build_method
+
+    for message in budget_warnings(config, resolve_schedule(config), build_method(config)):
+        warnings.warn(prefix + message, BudgetWarning, stacklevel=3)
 
 
 def resolve_schedule(config: ExperimentConfig) -> Schedule:

@@ -18,7 +18,9 @@ from tqdm import tqdm
 from sao_online.algorithms import build_method
 from sao_online.config import ExperimentConfig
 from sao_online.drift_schedules import ScheduleError
+from sao_online.quiet import progress_bars
 from sao_online.rundir.episode_rows import episode_column_types
+from sao_online.rundir.failure import failed_run, plan_rerun, write_failure
 from sao_online.rundir.layout import RunDirError, read_config_file, run_directory
 from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.backends import run_backend
@@ -26,25 +28,46 @@ from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import clock_horizon, warn_about_budget
 from sao_online.runtime.host.machine_fit import check_then_start_workers
 from sao_online.runtime.host.main_guard import require_main_guard
+from sao_online.runtime.host.plan_fit import format_duration
 from sao_online.runtime.host.threads import AUTO, census
 from sao_online.runtime.loop import TrainingLoop
 
 
 def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
     """The config as written to the run directory, with what analysis needs resolved."""
-    horizon = clock_horizon(config, ctx.schedule)
+    return resolved_run_config(config, ctx.schedule, ctx.method)
+
+
+def resolved_run_config(config: ExperimentConfig, schedule: Any, method: Any) -> dict[str, Any]:
+    """The run directory's ``config.yaml`` of a run of ``config``: its settings, the schedule
+    written out with its change points and phase names, the method's own name, and the code it
+    runs (``sao_online.code_identity``). A pure function of its arguments, so what a run will
+    write is known before it starts (the benchmark checks kept results against it).
+
+    Args:
+        config: the run's config.
+        schedule: the run's resolved schedule (``resolve_schedule(config)``).
+        method: the ``Method`` the run trains (``build_method(config)``).
+    """
+    from sao_online.algorithms import is_plugin_method, load_method_factory
+    from sao_online.code_identity import code_identity, env_identity, method_identity
+
+    horizon = clock_horizon(config, schedule)
     try:
-        change_points = [float(t) for t in ctx.schedule.change_points(until=horizon)]
-        phase_names = list(ctx.schedule.phase_names(until=horizon))
+        change_points = [float(t) for t in schedule.change_points(until=horizon)]
+        phase_names = list(schedule.phase_names(until=horizon))
     except ScheduleError:  # seconds clock and endless shifts: analysis reads the phase column
         change_points, phase_names = None, None
+    spec = config.algorithm.name
+    factory = load_method_factory(spec) if is_plugin_method(spec) else None
     return {
         **config.to_dict(),
-        "schedule": ctx.schedule.to_dict(),
-        "method": ctx.method.name,  # a factory's (MODULE:FACTORY) own name for its method
-        "clock": ctx.schedule.clock,
+        "schedule": schedule.to_dict(),
+        "method": method.name,  # a factory's (MODULE:FACTORY) own name for its method
+        "clock": schedule.clock,
         "change_points": change_points,
         "phase_names": phase_names,
+        "code": code_identity(method_identity(spec, method, factory), env_identity(config.env.id)),
     }
 
 
@@ -79,15 +102,6 @@ class DurationEstimate:
             f"{rate:.1f} episodes/s so far; the {self.budget}-episode budget needs about "
             f"{format_duration(left)} more"
         )
-
-
-def format_duration(seconds: float) -> str:
-    """``"45 s"``, ``"12 min"``, ``"2.5 h"``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _say(message: str) -> None:
@@ -245,15 +259,23 @@ def _run(
     warn_about_budget(config)  # before any work (the warm start included)
     extension = budget_extension(path, config) if resume else None
     ctx = RunContext.build(config, progress=progress)
+    resolved = resolved_config(config, ctx)
+    rerun = None
+    if not (resume or overwrite) and failed_run(path):  # run again: continue it or restart it
+        rerun = plan_rerun(path, resolved)
+        resume, overwrite = rerun.resume, not rerun.resume
+        _say(rerun.message)
     log = RunLog.create(
         path,
-        resolved_config(config, ctx),
+        resolved,
         resume=resume,
         overwrite=overwrite,
         flush_every=config.logging.flush_every,
         column_types={"episodes": episode_column_types(config)},
         may_change=extension.may_change if extension else (),
     )
+    if rerun is not None:
+        rerun.keep_previous(path)
     if extension:
         log.messages.append(
             f"extending the run from {extension.episodes_before} to {config.budget.episodes} "
@@ -269,8 +291,29 @@ def _run(
             progress=progress,
             progress_callback=progress_callback,
         )
+    except Exception as error:  # its evidence, kept in the run directory; then raised on
+        _keep_failure(
+            path, error, log, f"{ctx.method.name} seed {config.seed} of {config.experiment}"
+        )
+        raise
     finally:
         log.close()
+
+
+def _keep_failure(path: Path, error: BaseException, log: RunLog, what: str) -> None:
+    """Write the failed run's ``error.txt`` (a failure to write it must not hide ``error``)."""
+    from sao_online.rundir.disk_full import is_disk_full
+
+    if is_disk_full(error):
+        return  # nothing more can be written; the error names the file
+    tables = {}
+    for name in ("updates", "episodes"):
+        try:
+            tables[name] = log.read(name)
+        except Exception:  # noqa: BLE001  (a damaged table: the traceback is what matters)
+            tables[name] = None
+    with contextlib.suppress(OSError):
+        write_failure(path, error, what, tables, log.messages)
 
 
 def _run_locked(
@@ -289,7 +332,7 @@ def _run_locked(
         total=episodes,
         desc=f"{ctx.method.name} seed {config.seed}",
         unit="ep",
-        disable=not progress,
+        disable=not progress_bars(progress),
         smoothing=0.1,
     )
 
@@ -309,6 +352,7 @@ def _run_locked(
         if state is not None:
             loop.load_state_dict(state)
             bar.update(loop.episodes_logged)
+    logged_before = loop.episodes_logged  # what earlier sessions of the run logged
     for message in log.messages:  # what resuming (or taking over a stale lock) did
         _say(message)
     started = time.time()
@@ -330,7 +374,12 @@ def _run_locked(
         "dropped_episodes": int(dropped.sum()) if dropped is not None else 0,
         "updates": ctx.learner.version,
         "seconds": round(seconds, 2),
-        "episodes_per_second": round(len(trained) / max(seconds, 1e-9), 2),
+        # This session's speed: the episodes it ran over its own seconds (a resumed run's
+        # earlier episodes are not this session's work).
+        "episodes_this_session": loop.episodes_logged - logged_before,
+        "episodes_per_second": round(
+            (loop.episodes_logged - logged_before) / max(seconds, 1e-9), 2
+        ),
         "reward_mean_last_10pct": float(trained["reward"].tail(max(1, len(trained) // 10)).mean())
         if len(trained)
         else None,

@@ -17,6 +17,7 @@ from sao_online.analysis import (
     plot_staleness_histogram,
     plot_update_metric,
 )
+from sao_online.analysis.plot_common import method_style
 
 
 def constant_runs(levels: dict[tuple[str, int], float], count: int = 40) -> pd.DataFrame:
@@ -192,10 +193,11 @@ def test_metric_intervals_mark_censoring(tmp_path):
     assert [text.get_text() for text in ax.texts] == ["50% censored"]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
     assert legend == ["a", "b", "some seeds censored"]
+    markers = {method_style("a")[1], method_style("b")[1]}  # each method's own marker
     points = {
         line.get_xydata()[0, 1]: line.get_markerfacecolor()
         for line in ax.get_lines()
-        if line.get_marker() == "o"
+        if line.get_marker() in markers
     }
     assert points[30.0] == "white" and points[10.0] != "white"  # b is the censored one
     assert ax.get_ylabel() == "time to recovery (episodes)"

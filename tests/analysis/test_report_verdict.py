@@ -10,7 +10,7 @@ from analysis_synthetic import simulated_episodes, updates_frame, write_run
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from sao_online.analysis import load_runs, plot_recovery, write_report
-from sao_online.analysis.verdict import MIN_SEEDS, seed_warnings, verdict_table
+from sao_online.analysis.verdict import MIN_SEEDS, budget_warnings, seed_warnings, verdict_table
 
 
 def aggregated_rows(rows, metric="time_to_oracle_fraction", n_seeds=5):
@@ -70,7 +70,7 @@ def test_the_verdict_names_the_first_to_reach_the_level_and_whether_intervals_ov
         )
     )
     assert nobody.loc[0, "verdict"] == "no method reached the level before the next shift"
-    assert nobody.loc[0, "first"] == ""
+    assert nobody.loc[0, "first"] == "none reached it"  # said, not an empty cell
 
 
 @pytest.mark.parametrize("n_seeds", [1, 2])
@@ -240,3 +240,22 @@ def test_report_goes_to_runs_report_by_default_and_the_api_takes_the_oracle_frac
     path = api.report(root, tmp_path / "api", oracle_fraction=0.7)
     assert "reached 0.7 x the oracle's reward first" in path.read_text()
     assert api.report(root) == root / "report" / "report.md"
+
+
+def test_runs_of_unequal_length_are_named():
+    # seed 1 of sao was continued to 6 episodes; the other runs ran 4
+    rows = [("sao", 0, 4), ("sao", 1, 6), ("grpo", 0, 4), ("grpo", 1, 4)]
+    episodes = pd.DataFrame(
+        [
+            {"experiment": "x", "method": method, "seed": seed}
+            for method, seed, count in rows
+            for _ in range(count)
+        ]
+    )
+    assert budget_warnings(episodes) == [
+        "Runs of x ran different numbers of episodes: sao seed 1 ran 6, the others 4. Their "
+        "means and curves compare unequal budgets: continue the shorter ones to the same budget "
+        "(--resume, --set budget.episodes=N) or report them apart."
+    ]
+    even = episodes[~((episodes["method"] == "sao") & (episodes["seed"] == 1))]
+    assert budget_warnings(even) == []

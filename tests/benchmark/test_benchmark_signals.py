@@ -28,10 +28,11 @@ def result_file(out: Path, method: str) -> Path:
 
 
 def result(out: Path, method: str) -> dict:
-    """A run's result record without what differs between two runs of it (time, provenance)."""
+    """A run's result record without what differs between two runs of it (time, provenance,
+    the session that ran it)."""
     record = json.loads(result_file(out, method).read_text())
     record["run"].pop("seconds")
-    for key in ("provenance", "provenance_id"):
+    for key in ("provenance", "provenance_id", "session"):
         record.pop(key)
     return record
 

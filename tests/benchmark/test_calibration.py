@@ -50,6 +50,25 @@ def test_each_check_is_decided_on_hand_computed_numbers():
     assert table.loc["Solved", "learnable"] == "yes"
     assert table.loc["Solved", "best score (phase)"] == "a 0.79 (phase 1)"
     assert table.loc["Solved", "shift costs"] == "yes"
+    # What to change, where a check fails: the settings that fix it, by name.
+    assert table.loc["Good", "what to change"] == "nothing"
+    assert table.loc["Flat", "what to change"] == (
+        "a longer first phase, or optim.lr / regularizers.kl_coef; a warm start leaning to the "
+        "first regime: model.warm_start_oracle_share > 0"
+    )
+
+
+def test_a_scorecard_led_by_the_floor_points_to_the_calibration(tmp_path):
+    records = [
+        record("T", "F", method, seed, [0.5, 0.5 - drop], [1.0, 1.0])
+        for method, drop in (("frozen", 0.0), ("a", 0.2))
+        for seed in (0, 1)
+    ]
+    write_results(tmp_path, records, protocol({"T": "F"}, ["frozen", "a"]))
+    text = write_scorecard(tmp_path, reps=50).read_text()
+    assert "`frozen` ranks first: no method scores above the warm start" in text
+    assert "model.warm_start_oracle_share: 0" in text
+    assert "Not learnable: no method got far enough in the first phase" in text
 
 
 def test_a_shift_that_costs_on_average_but_not_in_every_seed_does_not_count():

@@ -20,9 +20,9 @@ TASKS = {"T": "F", "U": "G"}
 METHODS = ["frozen", "a", "b"]
 
 
-def _seed_set(folder, seeds, proto=None, b_score=0.2):
+def _seed_set(folder, seeds, proto=None, b_score=0.2, tasks=TASKS):
     records = []
-    for task in TASKS:
+    for task in tasks:
         for seed in seeds:
             records.append(record(task, TASKS[task], "frozen", seed, [0.2, 0.2], [1.0, 1.0]))
             records.append(
@@ -189,7 +189,7 @@ def test_merge_refuses_a_task_folder_that_does_not_cover_the_others(tmp_path, ca
 
 def test_merge_from_the_command_line_is_one_line_on_a_mismatch(tmp_path, capsys):
     first = _seed_set(tmp_path / "one", [0])
-    second = _seed_set(tmp_path / "two", [1], proto=protocol({"T": "F"}, METHODS))
+    second = _seed_set(tmp_path / "two", [1], proto=protocol({"T": "F"}, METHODS), tasks=["T"])
     code = main(["benchmark", "merge", str(first), str(second), "--out", str(tmp_path / "m")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err

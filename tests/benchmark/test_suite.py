@@ -161,7 +161,7 @@ def test_the_async_tier_is_the_lite_tier_on_the_simulated_runtime_with_its_warm_
 
 
 def test_a_task_names_a_bundled_config_unless_a_file_beside_the_suite_has_that_name(tmp_path):
-    suite = {"suite": "s", "tasks": {"Tools": {"config": "tool_shift"}}}
+    suite = {"suite": "s", "tasks": {"Tools": {"config": "tool_shift"}}, "tiers": {"full": {}}}
     plan = plan_tier(_write(tmp_path / "s.yaml", suite), "full")
     assert plan.tasks[0].load().env.id == "sao_online/ToolShift-v0"
     (tmp_path / "tool_shift").write_text(json.dumps({"env": {"id": "sao_online/GridShift-v1"}}))
@@ -169,11 +169,18 @@ def test_a_task_names_a_bundled_config_unless_a_file_beside_the_suite_has_that_n
     assert plan.tasks[0].load().env.id == "sao_online/GridShift-v1"
 
 
-def test_unknown_suites_and_tiers_are_refused():
+def test_unknown_suites_and_tiers_are_refused(tmp_path):
     with pytest.raises(SuiteError, match="neither a built-in suite"):
         plan_tier("nightly", "smoke")
     with pytest.raises(SuiteError, match="--tier: must be one of smoke, lite, async, full"):
         plan_tier("core", "medium")
+    suite = {"suite": "s", "tasks": {"A": {"config": {}}}, "tiers": {"smoke": {}, "full": {}}}
+    path = _write(tmp_path / "s.yaml", suite)
+    with pytest.raises(SuiteError, match=r"no tier lite \(the suite declares smoke, full\)"):
+        plan_tier(path, "lite")  # not the task configs at full size, without a word
+    bare = _write(tmp_path / "bare.yaml", {"suite": "s", "tasks": {"A": {"config": {}}}})
+    with pytest.raises(SuiteError, match="no tier smoke \\(the suite declares none\\)"):
+        plan_tier(bare, "smoke")
 
 
 MY_TASKS = textwrap.dedent("""

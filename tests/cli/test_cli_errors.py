@@ -90,3 +90,23 @@ def test_config_warnings_print_as_one_line_each(capsys, tmp_path):
         f"sao-online run: error: runtime.num_workers: 1000 worker processes on "
         f"{os.cpu_count()} CPU core(s) make no progress; use at most {os.cpu_count()}",
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--seeds", "1000000000"], "--seeds: must be an integer in [1, 10000], got 1000000000"),
+        (["--seeds", "0"], "--seeds: must be an integer in [1, 10000], got 0"),
+        (["--first-seed", "-3"], "--first-seed: must be an integer in [0, 4294967293], got -3"),
+        (["--parallel", "1000000"], "--parallel: must be an integer in [1, "),
+    ],
+)
+def test_compare_checks_its_numbers_before_any_work(capsys, tmp_path, args, expected):
+    line = one_line_error(capsys, ["compare", "smoke", "--out", str(tmp_path / "runs"), *args])
+    assert expected in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_typo_of_a_method_suggests_the_swapped_letters_first(capsys):
+    line = one_line_error(capsys, ["run", "smoke", "--set", "algorithm.name=gpro", "--dry-run"])
+    assert "unknown method 'gpro' (did you mean 'grpo'?)" in line

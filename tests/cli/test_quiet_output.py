@@ -73,3 +73,19 @@ def test_quiet_sets_the_variables_children_read_and_restores_them(monkeypatch):
     assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"
     with quiet_other_libraries(verbose=True):
         assert "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
+
+
+def test_progress_bars_are_drawn_on_a_terminal_only(monkeypatch):
+    from sao_online.quiet import progress_bars
+
+    class Terminal:
+        def __init__(self, tty: bool) -> None:
+            self.tty = tty
+
+        def isatty(self) -> bool:
+            return self.tty
+
+    monkeypatch.setattr(sys, "stderr", Terminal(False))  # a log file: lines, no redrawn bar
+    assert progress_bars(True) is False
+    monkeypatch.setattr(sys, "stderr", Terminal(True))
+    assert progress_bars(True) is True and progress_bars(False) is False

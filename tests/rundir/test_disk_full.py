@@ -135,7 +135,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_resume_is_exact(tmp_path, r
     errors = [
         line
         for line in re.split(r"[\r\n]", first)
-        if line.strip() and not line.startswith("sao seed")
+        if line.strip() and not line.startswith(("sao seed", "sao-online run: warning: "))
     ]
     assert (tmp_path / "first.rc").read_text().strip() == "2", first
     assert len(errors) == 1 and "Traceback" not in first, first
@@ -178,3 +178,39 @@ def test_every_writers_way_of_saying_it_is_recognised(tmp_path):
     # Anything else passes through unchanged.
     with pytest.raises(PermissionError), reporting_a_full_disk(tmp_path / "x", partial):
         raise PermissionError(errno.EACCES, "Permission denied")
+
+
+def test_a_full_disk_names_the_file_everywhere_and_advises_what_is_true(tmp_path, monkeypatch):
+    from sao_online.benchmark.results import write_json_atomically
+    from sao_online.rundir import runlog
+    from sao_online.rundir.disk_full import START_ADVICE, DiskFullError, describe_disk_full
+
+    # Another writer's error: the file when it carries one, else said to be unknown.
+    named = OSError(errno.ENOSPC, "No space left on device", "/data/bench/results/runs.csv")
+    assert describe_disk_full(named) == (
+        "disk full: could not write /data/bench/results/runs.csv (no space left on its disk)"
+    )
+    assert describe_disk_full(OSError(errno.ENOSPC, "No space left on device")) == (
+        "disk full: No space left on device (a write failed; the file is not known)"
+    )
+
+    # The benchmark's own writers name their file.
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("json.dump", full)
+    with pytest.raises(DiskFullError, match=r"could not write .*benchmark.json .*--resume"):
+        write_json_atomically(tmp_path / "results" / "benchmark.json", {"a": 1})
+    assert not list((tmp_path / "results").iterdir())  # nothing half-written
+    monkeypatch.undo()
+
+    # A new run's config.yaml: nothing to --resume yet, so the advice says to run it again.
+    def no_room(path, text, advice=None):
+        raise DiskFullError(
+            f"disk full: could not write {path} (no space left on its disk); {advice}"
+        )
+
+    monkeypatch.setattr(runlog, "write_text_atomically", no_room)
+    with pytest.raises(DiskFullError) as caught:
+        runlog.RunLog.create(tmp_path / "run", {"seed": 0})
+    assert str(caught.value).endswith(START_ADVICE) and "--resume" not in str(caught.value)

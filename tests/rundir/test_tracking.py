@@ -156,12 +156,13 @@ def test_a_transcript_splits_prompt_actions_observations_and_turn_rewards():
         terminated=True,
         truncated=False,
         behavior="calc/v1",
+        final_observation="Correct: 6.",  # the answer to the last action: in no token
     )
     record = transcript(trajectory, tokenizer, episode=7)
     assert record["prompt"] == "Compute 2*3."
     assert record["turns"] == [
         {"action": "CALL calc(2*3)", "observation": "RESULT 6", "reward": pytest.approx(-0.05)},
-        {"action": "ANSWER 6", "observation": "", "reward": 1.0},
+        {"action": "ANSWER 6", "observation": "Correct: 6.", "reward": 1.0},
     ]
     assert record["reward"] == pytest.approx(0.95)
     text = format_transcript(record)
@@ -169,6 +170,7 @@ def test_a_transcript_splits_prompt_actions_observations_and_turn_rewards():
         "episode 7 | phase 1 (tool_name=calc) | reward +0.950 | behaviour calc/v1 | terminated"
     )
     assert "action 1: 'CALL calc(2*3)'  (reward -0.050)\n    env: RESULT 6" in text
+    assert text.endswith("action 2: 'ANSWER 6'  (reward +1.000)\n    env: Correct: 6.")
 
 
 def tool_shift_config(**logging):

@@ -6,8 +6,14 @@ import warnings
 
 import pytest
 
+from sao_online.algorithms import build_method
 from sao_online.config import load_config
-from sao_online.runtime.envs import BudgetWarning, budget_warnings, resolve_schedule
+from sao_online.runtime.envs import (
+    BudgetWarning,
+    budget_warnings,
+    critic_warmup_share,
+    resolve_schedule,
+)
 from sao_online.runtime.launch import DurationEstimate, format_duration, run_experiment
 
 
@@ -71,7 +77,44 @@ def test_run_warns_before_any_work(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", BudgetWarning)
         with pytest.raises(RuntimeError, match="no work expected"):
-            run_experiment(config_with_shift_at([0, 50]), out=tmp_path / "run")
+            # (no critic-only warm-up either: it would cover the whole first phase)
+            quiet = config_with_shift_at([0, 50], algorithm={"critic_warmup_steps": 0})
+            run_experiment(quiet, out=tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    ("method", "warmup", "share"),
+    [("sao", 10, 0.64), ("sao", 3, 0.192), ("sao", 0, None), ("sao_running_mean", 10, None)],
+)
+def test_sao_is_warned_about_when_its_critic_warm_up_takes_over_a_quarter_of_the_phase(
+    method, warmup, share
+):
+    # 10 critic-only updates of 32 episodes: 320 of the first phase's 500 episodes.
+    config = load_config(
+        {
+            "schedule": {
+                "parameters": {
+                    "preferred": {"kind": "abrupt", "values": ["cute", "classical"], "at": [0, 500]}
+                }
+            },
+            "algorithm": {"name": method, "critic_warmup_steps": warmup},
+            "rollout": {"batch_size": 32},
+            "budget": {"episodes": 1000},
+        }
+    )
+    schedule, built = resolve_schedule(config), build_method(config)
+    assert critic_warmup_share(config, schedule, built) == (
+        None if share is None else pytest.approx(share)
+    )
+    messages = budget_warnings(config, schedule, built)
+    if share is not None and share > 0.25:
+        assert messages == [
+            f"algorithm.critic_warmup_steps: sao trains only its critic for its first {warmup} "
+            f"update(s), {share:.0%} of the first phase; its policy stands still meanwhile: "
+            "lower algorithm.critic_warmup_steps for a budget this small"
+        ]
+    else:
+        assert messages == []
 
 
 def test_the_duration_estimate_skips_the_first_update_and_speaks_once():
