@@ -12,6 +12,7 @@ import contextvars
 import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib import colormaps
@@ -72,6 +73,22 @@ def method_colors(methods: Sequence[str]) -> dict[str, tuple]:
 def method_markers(methods: Sequence[str]) -> dict[str, str]:
     """A marker per method, stable by name (:func:`method_style`), in sorted order."""
     return {method: method_style(method)[1] for method in sorted(set(methods))}
+
+
+def draw_method_line(
+    ax: Axes, x: Any, y: Any, method: str, *, label: str, linewidth: float = 1.6
+) -> None:
+    """One method's curve in its colour, with its marker about eight times along it."""
+    color, marker = method_style(method)
+    ax.plot(
+        x,
+        y,
+        color=color,
+        marker=marker,
+        markevery=marks_every(len(x)),
+        linewidth=linewidth,
+        label=label,
+    )
 
 
 def marks_every(points: int, marks: int = 8) -> int:

@@ -32,12 +32,12 @@ from sao_online.analysis.curves import (
     update_window,
 )
 from sao_online.analysis.plot_common import (
+    draw_method_line,
     draw_run_shift_markers,
     draw_shift_markers,
     finish,
     label_colors,
     legend_outside,
-    marks_every,
     method_colors,
     method_markers,
     new_axes,
@@ -114,7 +114,6 @@ def plot_recovery(
     smooth = smooth or default_smooth(series)
     grid = curve_grid(series)
     colors = method_colors([s.key[1] for s in series])
-    markers = method_markers(list(colors))
     ax = new_axes(ax)
     for method in sorted(colors):
         runs = [s for s in series if s.key[1] == method]
@@ -128,15 +127,7 @@ def plot_recovery(
         )
         center, lower, upper = seed_band(curves, reps=reps, confidence=confidence, seed=seed)
         label = f"{method} (IQM of {len(runs)} seed{'s' if len(runs) > 1 else ''})"
-        ax.plot(
-            grid,
-            center,
-            color=colors[method],
-            marker=markers[method],
-            markevery=marks_every(len(grid)),
-            linewidth=1.8,
-            label=label,
-        )
+        draw_method_line(ax, grid, center, method, label=label, linewidth=1.8)
         if len(runs) > 1:
             ax.fill_between(grid, lower, upper, color=colors[method], alpha=0.2, linewidth=0)
     ax.set_xlim(grid[0], grid[-1])
@@ -330,20 +321,12 @@ def plot_update_metric(
     smooth = smooth or update_window(data, x)
     curves_by_method = update_curves(data, name, x, grid, smooth)
     colors = method_colors(data["method"].unique())
-    markers = method_markers(list(colors))
     ax = new_axes(ax, figsize=(7.5, 4.2))
     for method in sorted(colors):
         curves = curves_by_method[method]
         center, lower, upper = seed_band(curves, reps=reps, confidence=confidence, seed=seed)
-        ax.plot(
-            grid,
-            center,
-            color=colors[method],
-            marker=markers[method],
-            markevery=marks_every(len(grid)),
-            linewidth=1.6,
-            label=f"{method} ({len(curves)} run{'s' if len(curves) > 1 else ''})",
-        )
+        runs = f"{len(curves)} run{'s' if len(curves) > 1 else ''}"
+        draw_method_line(ax, grid, center, method, label=f"{method} ({runs})")
         if len(curves) > 1:
             ax.fill_between(grid, lower, upper, color=colors[method], alpha=0.2, linewidth=0)
     ax.set_xlim(grid[0], grid[-1])

@@ -243,13 +243,28 @@ def write_report(
     Example:
         >>> write_report("runs/style-shift", "reports/style-shift")  # doctest: +SKIP
     """
-    with figure_output(dpi):
-        return _write_report(
-            paths_or_df,
-            out_dir,
-            title=title,
-            updates=updates,
-            evals=evals,
+    with figure_output(dpi):  # every figure below at that resolution
+        if isinstance(paths_or_df, pd.DataFrame):
+            episodes = paths_or_df
+            sources = "a DataFrame"
+        else:
+            episodes = load_runs(paths_or_df)
+            updates = load_runs(paths_or_df, table="updates")
+            evals = load_runs(paths_or_df, table="evals")
+            given = [paths_or_df] if isinstance(paths_or_df, str | Path) else list(paths_or_df)
+            sources = ", ".join(f"`{path}`" for path in given)
+        if not len(episodes):
+            raise ValueError("no episodes to report on")
+        unequal_budgets = budget_warnings(episodes)
+        for warning in unequal_budgets:  # said where the command runs too, not only in the report
+            warnings.warn(warning, RunsWarning, stacklevel=2)
+        out_dir = Path(out_dir)
+        figures = out_dir / "figures"
+        figures.mkdir(parents=True, exist_ok=True)
+
+        data = compute_report_data(
+            episodes,
+            evals,
             rho=rho,
             window=window,
             smooth=smooth,
@@ -259,118 +274,70 @@ def write_report(
             confidence=confidence,
             seed=seed,
         )
+        per_seed, aggregated, by_prompt = data.per_seed, data.aggregated, data.by_prompt
+        improvement, per_seed_seconds = data.improvement, data.per_seed_seconds
+        aggregated_seconds = data.aggregated_seconds
 
-
-def _write_report(
-    paths_or_df: PathsLike | pd.DataFrame,
-    out_dir: str | Path,
-    *,
-    title: str | None,
-    updates: pd.DataFrame | None,
-    evals: pd.DataFrame | None,
-    rho: float,
-    window: float | None,
-    smooth: float | None,
-    horizon: float | None,
-    oracle_fraction: float,
-    reps: int,
-    confidence: float,
-    seed: int,
-) -> Path:
-    """The body of :func:`write_report`, its figures at the resolution set around it."""
-    if isinstance(paths_or_df, pd.DataFrame):
-        episodes = paths_or_df
-        sources = "a DataFrame"
-    else:
-        episodes = load_runs(paths_or_df)
-        updates = load_runs(paths_or_df, table="updates")
-        evals = load_runs(paths_or_df, table="evals")
-        given = [paths_or_df] if isinstance(paths_or_df, str | Path) else list(paths_or_df)
-        sources = ", ".join(f"`{path}`" for path in given)
-    if not len(episodes):
-        raise ValueError("no episodes to report on")
-    unequal_budgets = budget_warnings(episodes)
-    for warning in unequal_budgets:  # said where the command runs too, not only in the report
-        warnings.warn(warning, RunsWarning, stacklevel=2)
-    out_dir = Path(out_dir)
-    figures = out_dir / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
-
-    data = compute_report_data(
-        episodes,
-        evals,
-        rho=rho,
-        window=window,
-        smooth=smooth,
-        horizon=horizon,
-        oracle_fraction=oracle_fraction,
-        reps=reps,
-        confidence=confidence,
-        seed=seed,
-    )
-    per_seed, aggregated, by_prompt = data.per_seed, data.aggregated, data.by_prompt
-    improvement, per_seed_seconds = data.improvement, data.per_seed_seconds
-    aggregated_seconds = data.aggregated_seconds
-
-    title = title or "Recovery after distribution shifts"
-    unit_note = clock_unit(episodes, str(episodes["experiment"].iloc[0]))
-    blocks: list[Block] = [
-        Heading(title, 1),
-        Paragraph(
-            f"{episodes.groupby(['experiment', 'method', 'seed']).ngroups} runs from {sources}."
-        ),
-        *(Paragraph(f"Warning: {warning}") for warning in seed_warnings(episodes)),
-        *(Paragraph(f"Warning: {warning}") for warning in unequal_budgets),
-        *_verdict_blocks(aggregated, unit_note, confidence, rho, oracle_fraction),
-        Table(runs_table(episodes)),
-        Heading("How to read this", 2),
-        Paragraph(_how_to_read(rho, confidence, unit_note)),
-    ]
-    for experiment in sorted(episodes["experiment"].unique()):
-        mask = episodes["experiment"] == experiment
-        blocks += _experiment_blocks(
-            experiment,
-            episodes[mask],
-            updates[updates["experiment"] == experiment]
-            if updates is not None and "experiment" in updates
-            else None,
-            per_seed[per_seed["experiment"] == experiment],
-            aggregated[aggregated["experiment"] == experiment],
-            improvement[improvement["experiment"] == experiment],
-            by_prompt[by_prompt["experiment"] == experiment],
-            figures,
-            reps=reps,
-            confidence=confidence,
-            seed=seed,
-            smooth=smooth,
-            oracle_fraction=oracle_fraction,
-            aggregated_seconds=None
-            if aggregated_seconds is None
-            else aggregated_seconds[aggregated_seconds["experiment"] == experiment],
-        )
-    blocks += [
-        Heading("Files", 2),
-        Paragraph(
-            "`metrics.csv`: IQM and interval per experiment, method, shift and metric. "
-            "`recovery_per_seed.csv`: every metric per run and shift (with a `note` when a metric "
-            "is undefined). `recovery_per_seed_seconds.csv` (when episodes carry wall-clock "
-            "times): the recovery times per run and shift in seconds. `improvement.csv`: the "
-            "pairwise comparisons. `figures/`: the PNGs."
-            + (
-                " `reward_by_prompt.csv`: mean reward per method, phase and prompt-key value."
-                if len(by_prompt)
-                else ""
+        title = title or "Recovery after distribution shifts"
+        unit_note = clock_unit(episodes, str(episodes["experiment"].iloc[0]))
+        blocks: list[Block] = [
+            Heading(title, 1),
+            Paragraph(
+                f"{episodes.groupby(['experiment', 'method', 'seed']).ngroups} runs from {sources}."
+            ),
+            *(Paragraph(f"Warning: {warning}") for warning in seed_warnings(episodes)),
+            *(Paragraph(f"Warning: {warning}") for warning in unequal_budgets),
+            *_verdict_blocks(aggregated, unit_note, confidence, rho, oracle_fraction),
+            Table(runs_table(episodes)),
+            Heading("How to read this", 2),
+            Paragraph(_how_to_read(rho, confidence, unit_note)),
+        ]
+        for experiment in sorted(episodes["experiment"].unique()):
+            mask = episodes["experiment"] == experiment
+            blocks += _experiment_blocks(
+                experiment,
+                episodes[mask],
+                updates[updates["experiment"] == experiment]
+                if updates is not None and "experiment" in updates
+                else None,
+                per_seed[per_seed["experiment"] == experiment],
+                aggregated[aggregated["experiment"] == experiment],
+                improvement[improvement["experiment"] == experiment],
+                by_prompt[by_prompt["experiment"] == experiment],
+                figures,
+                reps=reps,
+                confidence=confidence,
+                seed=seed,
+                smooth=smooth,
+                oracle_fraction=oracle_fraction,
+                aggregated_seconds=None
+                if aggregated_seconds is None
+                else aggregated_seconds[aggregated_seconds["experiment"] == experiment],
             )
-        ),
-    ]
+        blocks += [
+            Heading("Files", 2),
+            Paragraph(
+                "`metrics.csv`: IQM and interval per experiment, method, shift and metric. "
+                "`recovery_per_seed.csv`: every metric per run and shift (with a `note` when a "
+                "metric is undefined). `recovery_per_seed_seconds.csv` (when episodes carry "
+                "wall-clock times): the recovery times per run and shift in seconds. "
+                "`improvement.csv`: the pairwise comparisons. `figures/`: the PNGs, and a PDF of "
+                "each."
+                + (
+                    " `reward_by_prompt.csv`: mean reward per method, phase and prompt-key value."
+                    if len(by_prompt)
+                    else ""
+                )
+            ),
+        ]
 
-    write_csv(aggregated, out_dir / "metrics.csv")
-    write_csv(per_seed, out_dir / "recovery_per_seed.csv")
-    if per_seed_seconds is not None:
-        write_csv(per_seed_seconds, out_dir / "recovery_per_seed_seconds.csv")
-    write_csv(improvement, out_dir / "improvement.csv")
-    if len(by_prompt):
-        write_csv(by_prompt, out_dir / "reward_by_prompt.csv")
-    (out_dir / "report.md").write_text(to_markdown(blocks))
-    (out_dir / "report.html").write_text(to_html(blocks, title))
-    return out_dir / "report.md"
+        write_csv(aggregated, out_dir / "metrics.csv")
+        write_csv(per_seed, out_dir / "recovery_per_seed.csv")
+        if per_seed_seconds is not None:
+            write_csv(per_seed_seconds, out_dir / "recovery_per_seed_seconds.csv")
+        write_csv(improvement, out_dir / "improvement.csv")
+        if len(by_prompt):
+            write_csv(by_prompt, out_dir / "reward_by_prompt.csv")
+        (out_dir / "report.md").write_text(to_markdown(blocks))
+        (out_dir / "report.html").write_text(to_html(blocks, title))
+        return out_dir / "report.md"

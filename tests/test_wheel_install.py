@@ -21,6 +21,8 @@ import venv
 from pathlib import Path
 
 import pytest
+from tiny_model import model_section, rollout_section
+from user_modules import coin_task
 
 pytestmark = pytest.mark.e2e
 
@@ -28,34 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LEFT_OUT = (".venv", ".git", "runs", "build", "*.egg-info", "__pycache__", ".*_cache")
 
 #: A drifting task of the user's own: call heads or tails; which side pays drifts.
-COINS = """
-import gymnasium
-
-from sao_online.environments import DriftingTextEnv, TurnResult
-
-
-class CoinCall(DriftingTextEnv):
-    description = "Call heads or tails; which side pays drifts."
-    drift_space = {"side": ["heads", "tails"]}
-
-    def _begin_episode(self):
-        return "Heads or tails?", {}
-
-    def _respond(self, action):
-        said = action.strip().lower()
-        return TurnResult("You win." if said == self.theta["side"] else "You lose.",
-                          float(said == self.theta["side"]), terminated=True,
-                          behavior=said if said in ("heads", "tails") else "other")
-
-    def oracle_action(self, observation, info):
-        return info["theta"]["side"]
-
-    def oracle_reward(self, theta):
-        return 1.0
-
-
-gymnasium.register("coins/CoinCall-v0", entry_point=CoinCall)
-"""
+COINS = coin_task("coins")
 
 #: A method of the user's own: REINFORCE with a running-mean baseline and PPO clipping; the
 #: first version crashes at its second update, as a bug would.
@@ -90,14 +65,8 @@ SUITE = {
                         "side": {"kind": "abrupt", "values": ["heads", "tails"], "at": [0, 16]}
                     }
                 },
-                "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False},
-                "rollout": {
-                    "batch_size": 8,
-                    "num_slots": 8,
-                    "max_turns": 1,
-                    "max_action_tokens": 6,
-                    "max_episode_tokens": 64,
-                },
+                "model": model_section(),
+                "rollout": rollout_section(),
                 "runtime": {"backend": "sync"},
                 "budget": {"episodes": 32},
                 "logging": {"checkpoint_every": 0},

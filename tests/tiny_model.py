@@ -59,3 +59,13 @@ def model_section(model: Iterable[str] = SMALLEST_MODEL) -> dict[str, Any]:
         {'warm_start': False, 'num_layers': 1, 'hidden_size': 32}
     """
     return apply_overrides({}, list(model))["model"]
+
+
+def rollout_section(episodes: Iterable[str] = SHORT_EPISODES) -> dict[str, Any]:
+    """`episodes` as the ``rollout:`` section of a config dict.
+
+    Example:
+        >>> rollout_section()["batch_size"]
+        8
+    """
+    return apply_overrides({}, list(episodes))["rollout"]

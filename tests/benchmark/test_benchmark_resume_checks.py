@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+from tiny_model import model_section, rollout_section
 
 from sao_online.benchmark import run_benchmark
 from sao_online.benchmark.results_files import ResultsError
@@ -37,14 +38,8 @@ TINY = {
             "preferred": {"kind": "abrupt", "values": ["cute", "chuunibyou"], "at": [0, 8]}
         }
     },
-    "model": {"num_layers": 1, "hidden_size": 32, "warm_start": False},
-    "rollout": {
-        "batch_size": 8,
-        "num_slots": 8,
-        "max_turns": 1,
-        "max_action_tokens": 8,
-        "max_episode_tokens": 96,
-    },
+    "model": model_section(),
+    "rollout": rollout_section(),
     "runtime": {"backend": "sync"},
     "budget": {"episodes": 16},
     "eval": {"every_updates": 0},

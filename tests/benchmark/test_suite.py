@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 
 import pandas as pd
 import pytest
+from user_modules import coin_task
 
 from sao_online.api import benchmark
 from sao_online.benchmark import SuiteError, builtin_suites, plan_tier
@@ -183,36 +183,7 @@ def test_unknown_suites_and_tiers_are_refused(tmp_path):
         plan_tier(bare, "smoke")
 
 
-MY_TASKS = textwrap.dedent("""
-    import gymnasium
-
-    from sao_online.environments import DriftingTextEnv, TurnResult
-
-
-    class CoinCall(DriftingTextEnv):
-        description = "Call heads or tails; which side pays drifts."
-        drift_space = {"side": ["heads", "tails"]}
-
-        def _begin_episode(self):
-            return "Heads or tails?", {}
-
-        def _respond(self, action):
-            said = action.strip().lower()
-            return TurnResult("ok", float(said == self.theta["side"]), terminated=True,
-                              behavior=said if said in ("heads", "tails") else "other")
-
-        def oracle_action(self, observation, info):
-            return info["theta"]["side"]
-
-        def demonstration_action(self, observation, info):
-            return ("heads", "tails")[int(self.np_random.integers(2))]
-
-        def oracle_reward(self, theta):
-            return 1.0
-
-
-    gymnasium.register("my_coins/CoinCall-v0", entry_point=CoinCall)
-""")
+MY_TASKS = coin_task("my_coins")
 
 
 @pytest.mark.e2e
