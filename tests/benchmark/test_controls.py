@@ -50,6 +50,42 @@ def test_a_control_per_learning_run_and_shift_starting_at_the_shift():
     assert first["name"] == "T/sao_running_mean/seed-3/control-1"
 
 
+def test_the_plan_counts_the_controls_and_their_shorter_budgets(tmp_path):
+    from sao_online.algorithms import build_method
+    from sao_online.benchmark.prepare import prepare_benchmark
+    from sao_online.runtime.host.plan_fit import RUN_START_SECONDS, method_weight, run_prior_seconds
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        "suite: s\nmethods: [sao_running_mean]\n"
+        "tasks: {T: {config: {env: {id: sao_online/StyleShift-v0}}}}\ntiers: {smoke: {seeds: 2}}\n"
+    )
+    overrides = tiny_overrides("budget.episodes=64", SCHEDULE)
+
+    def plan(controls: bool):
+        return prepare_benchmark(
+            out=tmp_path / "b",
+            suite=path,
+            overrides=overrides,
+            parallel=1,
+            reps=10,
+            controls=controls,
+        ).estimate
+
+    without, with_controls = plan(False), plan(True)
+    assert without.runs == 2 * 2  # frozen and sao_running_mean, two seeds
+    assert with_controls.runs == 2 * 2 + 2 * 2  # a control per shift (16, 40) of each sao run
+    config = load_config(
+        {"env": {"id": "sao_online/StyleShift-v0"}},
+        [*overrides, "algorithm.name=sao_running_mean"],
+    )
+    run = run_prior_seconds(config, method_weight(build_method(config)))
+    # per seed, the controls spend the 48 and 24 of the run's 64 episodes, each started anew
+    assert with_controls.cpu_seconds - without.cpu_seconds == pytest.approx(
+        2 * (run * (48 + 24) / 64 + 2 * RUN_START_SECONDS)
+    )
+
+
 def test_a_control_cannot_start_inside_a_group_or_off_the_episodes_clock():
     config = load_config(None, tiny_overrides("budget.episodes=64", SCHEDULE))
     assert shift_starts(config, 8) == [16, 40]

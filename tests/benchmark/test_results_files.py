@@ -72,6 +72,25 @@ def test_a_damaged_result_record_is_named(tmp_path, damage, message):
     assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
 
 
+def test_a_control_record_filed_under_another_name_is_named(tmp_path):
+    item = record("T", "F", "a", 1, [0.2, 0.5], [1.0, 1.0])
+    item["key"].update(control=2, start=16)
+    path = result_path(tmp_path, {**item["key"], "control": 1})
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(item))
+    assert path.parts[-5:] == ("controls", "T", "a", "seed-1", "shift-1.json")
+    with pytest.raises(ResultsError, match=r"shift-1.json: holds the result of T a seed 1, not of"):
+        read_record(path)
+    path.rename(path.with_name("shift-2.json"))
+    assert read_record(path.with_name("shift-2.json"))["key"]["control"] == 2
+
+
+CONTROLS_HEADER = (
+    "task,method,seed,shift,start,phase,phase_name,episodes,reward_mean,oracle_mean,warm_start,"
+    "provenance_id\n"
+)
+
+
 def _truncate(path):
     path.write_bytes(path.read_bytes()[:200])
 
@@ -111,6 +130,16 @@ def _flip(path):
             "shifts.csv",
             lambda path: path.write_text(path.read_text().replace("\nT,a,0,", "\nT,a,7,", 1)),
             r"shifts.csv: rows of T a seed 7, a run runs.csv does not list",
+        ),
+        (
+            "controls.csv",
+            lambda path: path.write_text(CONTROLS_HEADER + "T,a,7,1,16,1,x,8,0.5,1.0,,p\n"),
+            r"controls.csv: rows of T a seed 7, a run runs.csv does not list",
+        ),
+        (
+            "controls.csv",
+            lambda path: path.write_text(CONTROLS_HEADER + "T,a,0,one,16,1,x,8,0.5,1.0,,p\n"),
+            r"controls.csv: damaged controls table: line 2, column shift: expected int",
         ),
     ],
 )

@@ -74,6 +74,10 @@ def test_time_is_runs_times_budget_times_model_size():
         machine_memory=2**40,
     )
     assert bigger.cpu_seconds - 3 * 6.0 == pytest.approx(10 * (estimate.cpu_seconds - 3 * 6.0))
+    # a run that spends a quarter of the budget (a control from a late shift) costs a quarter
+    quarter = RunGroup("T control", config, 2, False, True, runs=3, share=0.25)
+    part = estimate_plan([quarter], cores=2, machine_memory=2**40)
+    assert part.cpu_seconds == pytest.approx(3 * ((one - 6.0) / 4 + 6.0))
 
 
 def test_the_runs_at_once_are_the_largest_the_cores_hold():
