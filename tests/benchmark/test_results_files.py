@@ -92,7 +92,8 @@ CONTROLS_HEADER = (
 
 
 def _truncate(path):
-    path.write_bytes(path.read_bytes()[:200])
+    raw = path.read_bytes()
+    path.write_bytes(raw[: raw.index(b"\n") + 20])  # cut inside the first row
 
 
 def _flip(path):
