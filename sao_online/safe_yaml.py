@@ -60,11 +60,24 @@ class _NoAliasLoader(yaml.SafeLoader):
                 line = key_node.start_mark.line + 1
                 if seen is not None:
                     raise YamlInputError(
-                        f"line {line}: duplicate key {str(key)[:60]!r} (first given at line "
+                        f"line {line}: duplicate key {key_text(key)!r} (first given at line "
                         f"{seen}); give each key once"
                     )
                 first_line[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+_NAME_LIKE = re.compile(r"^[\w .\-\[\]]+$")
+
+
+def key_text(key: Any, limit: int = 40) -> str:
+    """A mapping key as an error names it: its text cut to ``limit`` characters when it reads as
+    a name; otherwise only its length (a key may be a line of a file that is no config at all,
+    such as a password file's, which an error must not echo)."""
+    text = str(key)
+    if not _NAME_LIKE.match(text):
+        return f"<a key of {len(text)} characters, not a name>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _position(text: str, index: int) -> str:

@@ -275,6 +275,26 @@ def read_benchmark(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_sweep_file(path: Path) -> dict[str, Any]:
+    """A sweep's ``sweep.json``, checked: its field, its values (strings) and each value's
+    folder.
+
+    Raises:
+        ResultsError: naming the file: missing, damaged, or not a sweep's.
+    """
+    data = read_json(path, "sweep file")
+    try:
+        _check_fields(data, {"field": _STR, "values": _LIST, "folders": _DICT}, "")
+        for index, value in enumerate(data["values"]):
+            if not isinstance(value, str):
+                raise ValueError(f"values[{index}]: expected a string, got {_short(value)}")
+            if not isinstance(data["folders"].get(value), str):
+                raise ValueError(f"folders: no folder for the value {_short(value)}")
+    except ValueError as error:
+        raise ResultsError(f"{path}: not a sweep's sweep.json ({error})") from None
+    return data
+
+
 # -- tables ---------------------------------------------------------------------------------------
 
 #: Per table: column -> kind ("str", "int", "num", "num?" and "int?" may be empty, "bool",

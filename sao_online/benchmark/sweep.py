@@ -31,9 +31,10 @@ from typing import Any
 import pandas as pd
 
 from sao_online.benchmark.clean_tree import check_clean_tree
-from sao_online.benchmark.prepare import check_run_options, method_specs
+from sao_online.benchmark.prepare import check_run_options, method_specs, prepare_benchmark
 from sao_online.benchmark.protocol import FLOOR_METHOD, method_labels
 from sao_online.benchmark.results import write_json_atomically
+from sao_online.benchmark.results_files import read_sweep_file
 from sao_online.benchmark.runner import SWEEP_FILE, run_benchmark
 from sao_online.benchmark.suite import TierPlan, plan_tier
 from sao_online.config import ConfigError, ConfigWarning, load_config, short_repr
@@ -182,7 +183,7 @@ def _record(out: Path, sweep: Sweep, resume: bool) -> Sweep:
                 f"--out: {out} holds a sweep already; --resume continues it, or choose another "
                 "folder"
             )
-        saved = json.loads(path.read_text())
+        saved = read_sweep_file(path)
         if saved["field"] != sweep.field:
             raise ConfigError(
                 f"--sweep: {out} is a sweep of {saved['field']}, not of {sweep.field}"
@@ -201,6 +202,37 @@ def _record(out: Path, sweep: Sweep, resume: bool) -> Sweep:
         },
     )
     return recorded
+
+
+def _check_plans(
+    sweep: Sweep,
+    out: Path,
+    suite: str | Path,
+    tier: str,
+    methods: list[str] | None,
+    overrides: list[str],
+    reps: int,
+    benchmark: dict[str, Any],
+) -> None:
+    """Plan every value's benchmark as it will run (its size against the machine included)
+    before the first one starts, so a value too large for the machine is refused before any
+    run instead of after the values before it."""
+    options = ("seeds", "first_seed", "backend", "address", "parallel", "warm_starts", "controls")
+    for value in sweep.values:
+        try:
+            with warnings.catch_warnings():  # each value's benchmark says them when it runs
+                warnings.simplefilter("ignore")
+                prepare_benchmark(
+                    out=out / sweep.folder(value),
+                    suite=suite,
+                    tier=tier,
+                    methods=methods,
+                    overrides=[*overrides, sweep.override(value)],
+                    reps=reps,
+                    **{name: benchmark[name] for name in options if name in benchmark},
+                )
+        except ConfigError as error:
+            raise ConfigError(f"--sweep {sweep.override(value)}: {error}") from None
 
 
 def run_sweep(
@@ -248,6 +280,7 @@ def run_sweep(
         except ConfigError as error:
             raise ConfigError(f"--set: task {task.name}: {error}") from None
     check_sweep(parsed, plan, method_specs(methods, plan), overrides)
+    _check_plans(parsed, out, suite, tier, methods, overrides, reps, benchmark)
     check_clean_tree(out, allow_dirty=benchmark.get("allow_dirty", False))
     recorded = _record(out, parsed, resume)
     for value in recorded.values:
@@ -275,12 +308,13 @@ def read_sweep(out: str | Path) -> tuple[Sweep, dict[str, Path]]:
 
     Raises:
         ConfigError: ``out`` holds no sweep.
+        ResultsError: its ``sweep.json`` is damaged (naming the file).
     """
     out = Path(out)
     path = out / SWEEP_FILE
     if not path.is_file():
         raise ConfigError(f"{out}: not a sweep's folder (no {SWEEP_FILE})")
-    data = json.loads(path.read_text())
+    data = read_sweep_file(path)
     sweep = Sweep(data["field"], tuple(data["values"]))
     return sweep, {value: out / data["folders"][value] for value in sweep.values}
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 import reprlib
 import types
 import typing
@@ -19,7 +18,7 @@ from typing import Annotated, Any, Literal
 import annotated_types
 from pydantic import BaseModel, ValidationError
 
-_NAME_LIKE = re.compile(r"^[\w .\-\[\]]+$")
+from sao_online.safe_yaml import key_text
 
 
 class ConfigError(ValueError):
@@ -36,16 +35,6 @@ def short_repr(value: Any, limit: int = 60) -> str:
     bounded.maxlevel, bounded.maxstring, bounded.maxother, bounded.maxlong = 3, limit, limit, limit
     bounded.maxlist = bounded.maxdict = bounded.maxtuple = bounded.maxset = 6
     text = bounded.repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def key_text(key: Any, limit: int = 40) -> str:
-    """A mapping key as an error names it: its text cut to ``limit`` characters when it reads as
-    a name; otherwise only its length (a key may be a line of a file that is no config at all,
-    such as a password file's, which an error must not echo)."""
-    text = str(key)
-    if not _NAME_LIKE.match(text):
-        return f"<a key of {len(text)} characters, not a name>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

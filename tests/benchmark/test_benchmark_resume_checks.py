@@ -137,14 +137,25 @@ def test_a_folder_in_use_is_refused(kept):
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("import time\ntime.sleep(3600)\n", r"loading it \(the import .*\) took more than 3 s"),
-        ("import os\nos._exit(3)\n", r"the process loading it exited with code 3"),
+        (
+            "import time\ntime.sleep(3600)\n" + METHODS,
+            r"loading it \(the import .*\) took more than 3 s",
+        ),
+        ("import os\nos._exit(3)\n" + METHODS, r"the process loading it exited with code 3"),
+        (  # the import is quick; the factory call never returns
+            "import time\n\n\ndef make(cfg, max_action_tokens):\n    time.sleep(3600)\n",
+            r"loading it \(the import and, for a method, the factory call\) took more than 3 s",
+        ),
+        (
+            "import os\n\n\ndef make(cfg, max_action_tokens):\n    os._exit(4)\n",
+            r"the process loading it exited with code 4",
+        ),
     ],
 )
 def test_a_plugin_that_hangs_or_exits_is_named_before_anything_runs(
     tmp_path, monkeypatch, body, message
 ):
-    (tmp_path / "badmethods.py").write_text(body + METHODS)
+    (tmp_path / "badmethods.py").write_text(body)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("SAO_ONLINE_PLUGIN_SECONDS", "3")
     with pytest.raises(ConfigError, match=r"^--methods: method 'badmethods:make': " + message):

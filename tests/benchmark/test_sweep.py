@@ -88,6 +88,12 @@ def test_a_malformed_sweep_is_refused_naming_it(text, message):
             "--sweep runtime.max_staleness=8: task StyleShift: runtime.max_staleness=8 is more "
             "than the 2 update(s) the budget allows",
         ),
+        (  # the last value's plan is beyond the machine: refused before the first value runs
+            "budget.episodes=64,900000000",
+            ["--methods", "frozen"],
+            "--sweep budget.episodes=900000000: the tasks' budget.episodes and model (--set): "
+            "one run of",
+        ),
         (
             "runtime.sim.publish_seconds=1,3",
             [],
@@ -165,3 +171,24 @@ def test_a_field_a_tuned_suite_sets_for_one_method_is_refused_naming_the_method(
         "(0.001); leave it out of --methods" in err
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"field": "runtime.max_staleness", "values": ["0", ', "truncated"),
+        ("[1, 2]", "expected an object"),
+        ("{}", "field: missing"),
+        ('{"field": "runtime.max_staleness", "values": [0], "folders": {}}', "values[0]"),
+        ('{"field": "runtime.max_staleness", "values": ["0"], "folders": {}}', "no folder"),
+    ],
+)
+def test_a_damaged_sweep_file_is_named_in_one_line(tmp_path, capsys, text, problem):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "sweep.json").write_text(text)
+    args = ["benchmark", "--tier", "smoke", "--out", str(out), "--methods", "frozen"]
+    assert main([*args, "--sweep", "runtime.max_staleness=0,1", "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    assert str(out / "sweep.json") in err and problem in err

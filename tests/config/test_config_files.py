@@ -79,6 +79,11 @@ def test_an_error_never_echoes_a_files_content(tmp_path, capsys):
     assert main(["run", str(shadow), "--dry-run"]) == 2
     err = _one_line(capsys)
     assert SECRET not in err and "unknown key" in err and "not a name" in err
+    repeated = tmp_path / "repeated"
+    repeated.write_text(f"root:$6${SECRET}: 1\nroot:$6${SECRET}: 2\n")
+    assert main(["run", str(repeated), "--dry-run"]) == 2
+    err = _one_line(capsys)
+    assert SECRET not in err and "line 2: duplicate key" in err and "not a name" in err
     suite = tmp_path / "suite.yaml"
     suite.write_text(json.dumps({"tasks": {"A": {"config": str(shadow)}}, "tiers": {"smoke": {}}}))
     with pytest.raises(SuiteError) as caught:
