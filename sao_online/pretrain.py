@@ -41,6 +41,7 @@ from sao_online.cache import (  # noqa: F401  (cache_root, warm_start_weights: p
     weights_id,
 )
 from sao_online.config import ConfigError, ExperimentConfig
+from sao_online.config.run_schedule import clock_horizon, resolve_schedule
 from sao_online.drift_schedules import Choice, normalize_space
 from sao_online.environments import check_env_id
 from sao_online.models import (
@@ -51,6 +52,8 @@ from sao_online.models import (
     resolve_dtype,
 )
 from sao_online.quiet import progress_bars
+from sao_online.rundir.provenance import machine
+from sao_online.util.units import format_duration
 
 WARM_START_FORMAT = 1  # bump when the layout of the cached folder changes
 
@@ -102,8 +105,6 @@ def schedule_phases(config: ExperimentConfig) -> list[tuple[float, float]]:
     Raises:
         ConfigError: the schedule's clock has no known horizon (seconds).
     """
-    from sao_online.runtime.envs import clock_horizon, resolve_schedule
-
     schedule = resolve_schedule(config)
     horizon = clock_horizon(config, schedule)
     if horizon is None:
@@ -149,8 +150,6 @@ def regime_sampler(
     if config.model.warm_start_regimes == "space":
         drift_space = normalize_space(env.unwrapped.drift_space)
         return lambda rng: _sample_from_space(drift_space, rng)
-    from sao_online.runtime.envs import resolve_schedule
-
     schedule = resolve_schedule(config)
     phases = schedule_phases(config)
     shares = phase_shares(config, len(phases))
@@ -210,8 +209,6 @@ def _regimes_key(config: ExperimentConfig) -> Any:
     """What decides the demonstrations' regimes (the schedule and budget only when they do)."""
     if config.model.warm_start_regimes == "space":
         return "space"
-    from sao_online.runtime.envs import resolve_schedule
-
     phases = schedule_phases(config)
     return {
         "schedule": resolve_schedule(config).to_dict(),
@@ -299,8 +296,6 @@ def warm_start_announcement(
     (its step count at the speed of its first steps) and where it is kept, e.g. ``warm start:
     300 SFT steps of the tiny model on 2048 demonstrations of sao_online/StyleShift-v0, about
     3 min at 1.5 steps/s; built once, cached in ~/.cache/sao-online/warm-start/<hash> ...``."""
-    from sao_online.runtime.launch import format_duration
-
     return (
         f"warm start: {steps} SFT steps of the {config.model.name} model on {demonstrations} "
         f"demonstrations of {config.env.id}, about "
@@ -409,8 +404,6 @@ def warm_start(config: ExperimentConfig, *, force: bool = False, progress: bool 
     path = warm_start_path(config)
     if (path / "warm_start.json").exists() and not force:
         return path
-    from sao_online.benchmark.provenance import machine  # the benchmark package, lazily
-
     seed = config.model.warm_start_seed
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)

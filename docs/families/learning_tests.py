@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from sao_online.benchmark.provenance import machine
+from sao_online.rundir.provenance import machine
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests" / "learning"

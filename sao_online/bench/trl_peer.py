@@ -41,8 +41,9 @@ import torch
 
 from sao_online.bench.phases import PhaseClock, learner_hooks, patched
 from sao_online.config import ExperimentConfig
+from sao_online.config.run_schedule import resolve_schedule
 from sao_online.pretrain import base_policy
-from sao_online.runtime.envs import make_env, resolve_schedule
+from sao_online.runtime.envs import make_env
 from sao_online.runtime.scheduling.planner import EpisodePlanner
 
 #: The settings that make TRL a CPU trainer in place of its GPU defaults (bfloat16 autocast,

@@ -24,8 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from sao_online.benchmark.provenance import checkout_root, source_state
 from sao_online.config import ConfigError
+from sao_online.rundir.provenance import checkout_root, source_state
 
 #: The folder of a checkout that holds the kept results.
 KEPT_FOLDER = "benchmarks"

@@ -40,7 +40,7 @@ def shift_starts(config: ExperimentConfig, group_size: int) -> list[int]:
         ConfigError: a schedule not on the episodes clock, or a shift inside a group (matched
             in episodes, a control must start where a group of ``group_size`` starts).
     """
-    from sao_online.runtime.envs import resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
 
     schedule = resolve_schedule(config)
     if schedule.clock != "episodes":

@@ -1,7 +1,7 @@
 """What runs where a benchmark run runs: a child process of this machine or a Ray task.
 
-``execute_run`` runs one job (one task, method and seed) to its budget through ``compare``'s
-run body and returns the run's small result record, with the provenance of the process that
+``execute_run`` runs one job (one task, method and seed) to its budget through the job pool's
+``run_one`` and returns the run's small result record, with the provenance of the process that
 ran it. ``execute_warm_start`` builds a task's warm start. ``execute_job`` runs either (by the
 job's ``kind``) and measures the CPU time it took. All are module-level functions, so a
 forkserver child or a Ray worker imports them by name.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sao_online.benchmark.provenance import provenance, stable_hash
 from sao_online.benchmark.results import summarize_run
+from sao_online.rundir.provenance import provenance, stable_hash
 
 
 def execute_run(job: dict[str, Any], progress: Any) -> dict[str, Any]:
@@ -21,11 +21,11 @@ def execute_run(job: dict[str, Any], progress: Any) -> dict[str, Any]:
 
     ``progress.put(n)`` is called with the episodes each update consumed.
     """
-    from sao_online.commands.compare import _run_one
+    from sao_online.jobs.pool import run_one
     from sao_online.rundir.layout import read_config_file
 
     job = {**job, "resume": (Path(job["out"]) / "config.yaml").exists()}
-    _run_one(job, progress)
+    run_one(job, progress)
     resolved = read_config_file(Path(job["out"]) / "config.yaml")
     return {
         "key": job["key"],
@@ -68,7 +68,7 @@ def execute_job(job: dict[str, Any], progress: Any) -> dict[str, Any]:
 
     The process must be new for the job (a forkserver child: its counters start at zero)."""
     from sao_online.benchmark.costs import WARM_START
-    from sao_online.benchmark.local_runner import process_cpu_seconds
+    from sao_online.jobs.pool import process_cpu_seconds
 
     if job["kind"] == WARM_START:
         result: Any = execute_warm_start(job, progress)

@@ -31,7 +31,7 @@ def expected_run(
     ``code``. ``cache`` keeps each task's schedule and each method between calls."""
     from sao_online.algorithms import build_method
     from sao_online.config import load_config
-    from sao_online.runtime.envs import resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
     from sao_online.runtime.launch import resolved_run_config
 
     config = load_config(config_source, overrides)

@@ -2,12 +2,12 @@
 
 Each job (a warm start to build, or a run) gets an estimated cost (``costs.CostBook``) and the
 cores it keeps busy (its suite task's ``cpus``: the learner's one torch thread plus a thread per
-rollout worker); ``job_scheduler.CoreScheduler`` then starts the work that unlocks the most first, a
-run as soon as its warm start is built, and never holds more cores than the benchmark may use.
-A warm start already in the cache is no job at all. Each job runs in a child process
-(``compare.run_scheduled``), measures its own CPU time, and its costs are appended to the cost
-tables as it ends: the jobs still waiting are estimated again from them at once, and a resumed
-or later benchmark starts from them.
+rollout worker); ``CoreScheduler`` (``sao_online.jobs.scheduler``) then starts the work that
+unlocks the most first, a run as soon as its warm start is built, and never holds more cores
+than the benchmark may use. A warm start already in the cache is no job at all. Each job runs
+in a child process (``sao_online.jobs.pool.run_scheduled``), measures its own CPU time, and its
+costs are appended to the cost tables as it ends: the jobs still waiting are estimated again
+from them at once, and a resumed or later benchmark starts from them.
 
 ``CoreUse`` measures the whole command: the CPU seconds of this process and of every process it
 started (its process server and, through it, every job and the children they waited for), and
@@ -17,7 +17,6 @@ of the machine's cores as a whole, between two snapshots.
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import time
 from collections.abc import Callable
@@ -35,24 +34,18 @@ from sao_online.benchmark.costs import (
     run_prior_seconds,
     warm_start_prior_seconds,
 )
-from sao_online.benchmark.job_scheduler import CoreScheduler, Work, plan
 from sao_online.benchmark.warm_starts import warm_start_unit
+from sao_online.jobs.pool import process_cpu_seconds
+from sao_online.jobs.scheduler import CoreScheduler, Work, plan
 from sao_online.runtime.host.plan_fit import RUN_START_SECONDS
-
-
-def process_cpu_seconds() -> float:
-    """User + system seconds of this process and of its children that have been waited for."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _machine_busy_seconds(cores: tuple[int, ...]) -> float | None:
     """Busy seconds of ``cores`` since boot (``/proc/stat``), or None where unreadable."""
-    from sao_online.runtime.host.threads import _cpu_times
+    from sao_online.runtime.host.threads import cpu_times
 
     try:
-        times = _cpu_times()
+        times = cpu_times()
         ticks = sum(times[core][0] for core in cores)
     except (OSError, ValueError, KeyError, IndexError):
         return None
@@ -116,9 +109,9 @@ def estimate_jobs(
     import warnings
 
     from sao_online.algorithms import build_method
-    from sao_online.benchmark.provenance import stable_hash
     from sao_online.config import load_config
     from sao_online.pretrain import warm_start_path
+    from sao_online.rundir.provenance import stable_hash
 
     work: list[Work] = []
     warm_of: dict[tuple[str, int | None], str] = {}  # (task, warm-start seed) -> its job
@@ -172,7 +165,7 @@ def estimate_jobs(
 
 
 class ScheduledJobs:
-    """``compare.run_scheduled``'s job source: a ``CoreScheduler`` over the benchmark's jobs
+    """``run_scheduled``'s job source: a ``CoreScheduler`` over the benchmark's jobs
     (each estimated by ``estimate_jobs``), with the time each job started; ``measured`` counts
     a job's measured cost in ``book`` and re-estimates the jobs still waiting from it."""
 
@@ -240,8 +233,8 @@ def run_locally(
         ``planned_share``.
     """
     from sao_online.benchmark.execute import execute_job
-    from sao_online.commands.compare import run_scheduled
-    from sao_online.runtime.launch import format_duration
+    from sao_online.jobs.pool import run_scheduled
+    from sao_online.util.units import format_duration
 
     warm_starts = [job for job in warm_starts if not _is_cached(job)]
     tables = cost_tables(out)

@@ -139,13 +139,13 @@ def warn_about_budgets(plan: TierPlan, labels: dict[str, str], overrides: list[s
     import warnings
 
     from sao_online.algorithms import build_method
-    from sao_online.commands.compare import method_overrides
+    from sao_online.config.run_schedule import resolve_schedule
+    from sao_online.jobs.methods import method_overrides
     from sao_online.runtime.envs import (
         CRITIC_WARMUP_SHARE,
         BudgetWarning,
         budget_warnings,
         critic_warmup_share,
-        resolve_schedule,
     )
 
     shares: dict[str, list[str]] = {}
@@ -197,7 +197,7 @@ def estimate_benchmark(
     with ``controls`` each learning run's control per shift), the warm starts not cached here,
     and the scorecard's bootstrap."""
     from sao_online.algorithms import build_method
-    from sao_online.commands.compare import method_overrides
+    from sao_online.jobs.methods import method_overrides
     from sao_online.pretrain import warm_start_path
 
     groups = []

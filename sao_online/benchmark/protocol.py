@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from sao_online.benchmark.provenance import stable_hash
 from sao_online.benchmark.results import CURVE_BINS, HALF_ORACLE
 from sao_online.benchmark.suite import TierPlan
 from sao_online.benchmark.time_scores import time_score_settings
@@ -27,6 +26,7 @@ from sao_online.config import (
     with_added_fields,
 )
 from sao_online.config.sections import Section
+from sao_online.rundir.provenance import stable_hash
 
 #: The method whose reward is the floor (score 0) of the normalized score.
 FLOOR_METHOD = "frozen"
@@ -54,7 +54,7 @@ def method_labels(plan: TierPlan, specs: list[str], overrides: list[str]) -> dic
         ConfigError: a method unknown, refused by a task's config, or failing to build (named
             with the task), or two specs of one name.
     """
-    from sao_online.commands.compare import method_folders
+    from sao_online.jobs.methods import method_folders
 
     labels: dict[str, str] = {}
     for task in plan.tasks:
@@ -84,7 +84,7 @@ def _check_method_set(task: Any, spec: str, label: str, base: Any, overrides: li
         ConfigError: naming the task, the method and what is wrong.
     """
     from sao_online.algorithms import build_method
-    from sao_online.commands.compare import method_overrides
+    from sao_online.jobs.methods import method_overrides
     from sao_online.pretrain import warm_start_settings
 
     where = f"task {task.name}, method {spec}: its own settings"
@@ -106,9 +106,9 @@ def _check_method_set(task: Any, spec: str, label: str, base: Any, overrides: li
 
 def protocol_of(plan: TierPlan, labels: dict[str, str], overrides: list[str]) -> dict[str, Any]:
     """The protocol of ``plan`` run with the methods ``labels`` (spec -> label)."""
-    from sao_online.commands.compare import method_overrides
+    from sao_online.config.run_schedule import resolve_schedule
     from sao_online.environments import check_env_id
-    from sao_online.runtime.envs import resolve_schedule
+    from sao_online.jobs.methods import method_overrides
 
     tasks: dict[str, Any] = {}
     methods: dict[str, Any] = {

@@ -39,7 +39,6 @@ from sao_online.benchmark.out_folder import (
 )
 from sao_online.benchmark.prepare import PreparedBenchmark, prepare_benchmark
 from sao_online.benchmark.protocol import check_same_protocol
-from sao_online.benchmark.provenance import machine, provenance_id
 from sao_online.benchmark.results import (
     result_tables,
     write_json_atomically,
@@ -58,6 +57,7 @@ from sao_online.benchmark.warm_starts import (
 from sao_online.code_identity import code_id
 from sao_online.config import ConfigError
 from sao_online.quiet import progress_bars
+from sao_online.rundir.provenance import machine, provenance_id
 from sao_online.runtime.scheduling.planner import run_episodes_of
 
 #: The file that marks a sweep's folder (``sao_online.benchmark.sweep``).
@@ -127,7 +127,7 @@ def _plan_jobs(
     out: Path,
     overrides: list[str],
 ) -> list[dict[str, Any]]:
-    from sao_online.commands.compare import method_overrides
+    from sao_online.jobs.methods import method_overrides
 
     jobs = []
     episodes: dict[tuple[str, str], int] = {}
@@ -159,7 +159,7 @@ def _job(
 ) -> dict[str, Any]:
     """The job of one run (``warm_start_seed``: the one its config resolves to, for its key;
     the tier's warm start for ``seed`` is in its overrides either way)."""
-    from sao_online.commands.compare import method_overrides
+    from sao_online.jobs.methods import method_overrides
 
     key = {
         "task": task.name,
@@ -432,7 +432,7 @@ def _run_locked(prepared: PreparedBenchmark, progress: bool, dirty_allowed: bool
     if session is not None:
         _say(session_summary(session))
     if failures:
-        from sao_online.commands.compare_checks import RERUN_ADVICE, failures_message
+        from sao_online.jobs.pool import RERUN_ADVICE, failures_message
 
         raise ConfigError(failures_message("benchmark", failures, RERUN_ADVICE))
     from sao_online.benchmark.scorecard import write_scorecard

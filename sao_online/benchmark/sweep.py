@@ -22,13 +22,9 @@ add values; the field must be the one the folder was started with.
 from __future__ import annotations
 
 import json
-import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from sao_online.benchmark.clean_tree import check_clean_tree
 from sao_online.benchmark.prepare import check_run_options, method_specs, prepare_benchmark
@@ -37,27 +33,12 @@ from sao_online.benchmark.results import write_json_atomically
 from sao_online.benchmark.results_files import read_sweep_file
 from sao_online.benchmark.runner import SWEEP_FILE, run_benchmark
 from sao_online.benchmark.suite import TierPlan, plan_tier
+from sao_online.benchmark.sweep_folder import Sweep, read_sweep
+from sao_online.benchmark.sweep_scorecard import write_sweep_scorecard
 from sao_online.config import ConfigError, ConfigWarning, load_config, short_repr
 from sao_online.config.loading import parse_override
 
 SWEEP_FORMAT = 1
-_UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]")
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """One field and the values a sweep runs it at (each as written: YAML, as --set reads it)."""
-
-    field: str
-    values: tuple[str, ...]
-
-    def override(self, value: str) -> str:
-        """The ``--set`` override of ``value``."""
-        return f"{self.field}={value}"
-
-    def folder(self, value: str) -> str:
-        """The folder of ``value``'s benchmark: ``<field>=<value>``, odd characters as ``_``."""
-        return _UNSAFE.sub("_", f"{self.field}={value}")
 
 
 def parse_sweep(text: str) -> Sweep:
@@ -120,7 +101,7 @@ def check_sweep(sweep: Sweep, plan: TierPlan, specs: list[str], overrides: list[
         ConfigError: one line naming the field, the value, the task and (where it is one
             method's) the method.
     """
-    from sao_online.commands.compare import method_overrides
+    from sao_online.jobs.methods import method_overrides
 
     for value in sweep.values:
         where = f"--sweep {sweep.override(value)}"
@@ -260,8 +241,6 @@ def run_sweep(
         ConfigError: a malformed sweep or a value refused by :func:`check_sweep` (before any
             run), an output folder that holds something else, or what ``run_benchmark`` raises.
     """
-    from sao_online.benchmark.sweep_scorecard import write_sweep_scorecard
-
     parsed = parse_sweep(sweep)
     check_run_options(  # what every value's benchmark would refuse, before sweep.json is written
         seeds=benchmark.get("seeds"),
@@ -298,44 +277,6 @@ def run_sweep(
     return write_sweep_scorecard(out, reps=reps)
 
 
-def is_sweep(folder: str | Path) -> bool:
-    """Whether ``folder`` holds a sweep (its ``sweep.json``)."""
-    return (Path(folder) / SWEEP_FILE).is_file()
-
-
-def read_sweep(out: str | Path) -> tuple[Sweep, dict[str, Path]]:
-    """The sweep recorded in ``out`` and each value's benchmark folder.
-
-    Raises:
-        ConfigError: ``out`` holds no sweep.
-        ResultsError: its ``sweep.json`` is damaged (naming the file).
-    """
-    out = Path(out)
-    path = out / SWEEP_FILE
-    if not path.is_file():
-        raise ConfigError(f"{out}: not a sweep's folder (no {SWEEP_FILE})")
-    data = read_sweep_file(path)
-    sweep = Sweep(data["field"], tuple(data["values"]))
-    return sweep, {value: out / data["folders"][value] for value in sweep.values}
-
-
-def numeric_values(values: tuple[str, ...]) -> list[float] | None:
-    """The values as numbers when every one is a number (YAML's reading), else None."""
-    numbers = []
-    for value in values:
-        _, parsed = parse_override(f"x={value}")
-        if isinstance(parsed, bool) or not isinstance(parsed, int | float):
-            return None
-        numbers.append(float(parsed))
-    return numbers
-
-
-def sweep_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows of (value, axis, method, iqm, lower, upper, scores) as the sweep's long table."""
-    columns = ["value", "axis", "method", "iqm", "lower", "upper", "scores"]
-    return pd.DataFrame(rows, columns=columns)
-
-
 def merge_sweeps(
     sources: list[str | Path], out: str | Path, *, reps: int = 2000, allow_dirty: bool = False
 ) -> Path:
@@ -349,7 +290,6 @@ def merge_sweeps(
         ProtocolMismatch: one value's folders measured under different protocols.
     """
     from sao_online.benchmark.merge import merge_results
-    from sao_online.benchmark.sweep_scorecard import write_sweep_scorecard
 
     check_clean_tree(out, allow_dirty=allow_dirty)
     read = [read_sweep(source) for source in sources]

@@ -23,7 +23,7 @@ from sao_online.benchmark.figures import plot_sweep
 from sao_online.benchmark.scorecard import compute, read_tables
 from sao_online.benchmark.scorecard_tables import interval_cell, leaderboard
 from sao_online.benchmark.scorecard_time import time_unit
-from sao_online.benchmark.sweep import numeric_values, read_sweep, sweep_frame
+from sao_online.benchmark.sweep_folder import numeric_values, read_sweep, sweep_frame
 
 EPISODES_AXIS = "episodes"
 

@@ -283,7 +283,7 @@ def _check_points(
     plan: TierPlan, tuning: TuningPlan, specs: list[str], overrides: list[str]
 ) -> None:
     """Every grid point loads on every task for every method (one line naming what fails)."""
-    from sao_online.commands.compare import method_overrides
+    from sao_online.jobs.methods import method_overrides
 
     for task in plan.tasks:
         for point in tuning.points(task.name):

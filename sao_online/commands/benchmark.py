@@ -33,7 +33,8 @@ def benchmark_command(args: argparse.Namespace) -> int:
 def _benchmark_command(args: argparse.Namespace) -> int:
     if args.benchmark_command == "merge":
         from sao_online.benchmark import merge_results
-        from sao_online.benchmark.sweep import is_sweep, merge_sweeps
+        from sao_online.benchmark.sweep import merge_sweeps
+        from sao_online.benchmark.sweep_folder import is_sweep
 
         sweeps = any(is_sweep(folder) for folder in args.folders)  # then every one must be
         if sweeps and (args.task_from or args.force):

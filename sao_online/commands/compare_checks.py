@@ -59,7 +59,8 @@ def check_plan(
 def warn_about_budgets(base: ExperimentConfig, configs: dict[str, ExperimentConfig]) -> None:
     """Each budget warning of the comparison's methods (``configs``), said once."""
     from sao_online.algorithms import build_method
-    from sao_online.runtime.envs import BudgetWarning, budget_warnings, resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
+    from sao_online.runtime.envs import BudgetWarning, budget_warnings
 
     schedule = resolve_schedule(base)
     said: list[str] = []
@@ -82,9 +83,9 @@ def continue_same_runs(jobs: list[dict[str, Any]], progress: bool) -> None:
     import yaml
 
     from sao_online.algorithms import build_method
+    from sao_online.config.run_schedule import resolve_schedule
     from sao_online.rundir.failure import failed_run
     from sao_online.rundir.layout import read_config_file
-    from sao_online.runtime.envs import resolve_schedule
     from sao_online.runtime.launch import resolved_run_config
 
     same = []
@@ -111,21 +112,3 @@ def continue_same_runs(jobs: list[dict[str, Any]], progress: bool) -> None:
             "finished one is kept as it is)",
             file=sys.stderr,
         )
-
-
-#: What running a command again after failed runs does.
-RERUN_ADVICE = (
-    "--resume continues: finished runs are kept, each failed one is continued from its last "
-    "checkpoint or started again, said for each"
-)
-
-
-def failures_message(command: str, failures: list[str], advice: str) -> str:
-    """The message of a command whose runs failed: each run, its exception and where its
-    traceback is kept (the whole traceback under ``--verbose``), and what running the same
-    command again does."""
-    from sao_online.quiet import verbose_output
-    from sao_online.rundir.failure import with_tracebacks
-
-    shown = with_tracebacks(failures) if verbose_output() else failures
-    return f"{command}: {len(failures)} run(s) failed ({advice}):\n  " + "\n  ".join(shown)

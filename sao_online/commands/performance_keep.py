@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sao_online.benchmark.provenance import provenance, source_state
+from sao_online.rundir.provenance import provenance, source_state
 
 QUIET_LOAD = 0.5
 """A machine whose 1-minute load average is this or more is busy: no result is kept from it."""

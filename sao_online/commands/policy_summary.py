@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from sao_online.config import ExperimentConfig
+from sao_online.config.run_schedule import resolve_schedule
 from sao_online.models import load_policy
 from sao_online.rollout import EpisodeRequest
 from sao_online.runtime.engines import build_engine
-from sao_online.runtime.envs import make_env, resolve_schedule
+from sao_online.runtime.envs import make_env
 
 
 def behavior_summary(

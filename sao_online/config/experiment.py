@@ -8,9 +8,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
-from sao_online.config.errors import ConfigError, ConfigWarning
+from sao_online.config.errors import ConfigError, ConfigWarning, one_line
 from sao_online.config.names import SAFE_NAME, check_folder_name
 from sao_online.config.sections import (
     SEED,
@@ -26,6 +34,7 @@ from sao_online.config.sections import (
     RuntimeConfig,
     Section,
 )
+from sao_online.model_presets import apply_model_preset
 
 
 def _path_as_text(value: Any) -> Any:
@@ -121,9 +130,21 @@ class ExperimentConfig(Section):
         Raises:
             ConfigError: naming the field at fault.
         """
-        from sao_online.config.loading import load_config
+        return validated(self.to_dict())
 
-        return load_config(self.to_dict())
+
+def validated(data: dict[str, Any]) -> ExperimentConfig:
+    """``data`` (a config's sections, overrides applied) as a checked ``ExperimentConfig``: the
+    model's preset fills what ``data`` leaves unset, then every field and cross-field check runs.
+
+    Raises:
+        ConfigError: one line naming the offending field and what it allows.
+    """
+    data = apply_model_preset(data)  # the model's settings beyond the defaults, where unset
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as error:
+        raise one_line(error, ExperimentConfig) from None
 
 
 def _is_section(key: str) -> bool:

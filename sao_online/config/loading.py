@@ -6,11 +6,10 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from sao_online.config.errors import ConfigError, one_line, short_repr
-from sao_online.config.experiment import ExperimentConfig
-from sao_online.model_presets import apply_model_preset
+from sao_online.config.errors import ConfigError, short_repr
+from sao_online.config.experiment import ExperimentConfig, validated
 from sao_online.safe_yaml import YamlInputError, load_yaml_file, load_yaml_text
 
 
@@ -96,11 +95,7 @@ def load_config(
         raise ConfigError(f"config: expected a mapping or a file path, got {type(source).__name__}")
     if overrides:
         data = apply_overrides(data, overrides)
-    data = apply_model_preset(data)  # the model's settings beyond the defaults, where unset
-    try:
-        return ExperimentConfig.model_validate(data)
-    except ValidationError as error:
-        raise one_line(error, ExperimentConfig) from None
+    return validated(data)
 
 
 def describe_fields(

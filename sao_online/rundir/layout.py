@@ -22,8 +22,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from sao_online.config import SAFE_NAME, short_repr
 from sao_online.rundir.checkpoints import CheckpointError, file_digest, read_manifest
 from sao_online.rundir.disk_full import RESUME_ADVICE, reporting_a_full_disk
@@ -65,24 +63,6 @@ def read_config_file(path: Path) -> dict[str, Any]:
             f"run directory's config is damaged)"
         )
     return data
-
-
-def read_part(part: Path) -> pd.DataFrame:
-    """One parquet part file.
-
-    Raises:
-        RunDirError: naming the file when it is damaged (with how to repair the run).
-    """
-    try:
-        return pd.read_parquet(part)
-    except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
-        from sao_online.rundir.repair import repair_advice
-
-        table = part.parent.name.removesuffix(".parquet")
-        raise RunDirError(
-            f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); "
-            + repair_advice(part.parent.parent, table, part.name)
-        ) from None
 
 
 def recorded_parts(run_dir: Path) -> tuple[str, dict[str, dict[str, dict[str, Any]]]] | None:

@@ -4,7 +4,8 @@ A finished run keeps its last checkpoint and the newest one of an earlier versio
 (``RunLog.save_checkpoint``). ``--resume`` goes back to the newest checkpoint that verifies, so it
 can make a damaged part's records again exactly when that checkpoint precedes the part; when
 every checkpoint covers the part, nothing can, and the advice says what is left: a copy of the
-file, or starting the run again. ``sao-online report`` and ``RunLog.read`` give this advice.
+file, or starting the run again. ``sao-online report`` and ``RunLog.read`` (through
+``read_part``) give this advice.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pandas as pd
+
 from sao_online.rundir.checkpoints import TENSORS_FILE, CheckpointError, file_digest, read_manifest
-from sao_online.rundir.layout import DISCARDED, checkpoint_folders, verify_part
+from sao_online.rundir.layout import DISCARDED, RunDirError, checkpoint_folders, verify_part
 
 
 def repair_advice(run_dir: Path, table: str, part: str) -> str:
@@ -56,3 +59,19 @@ def repair_advice(run_dir: Path, table: str, part: str) -> str:
         f"{table}.parquet/{part} from a copy of the run, or start the run again with "
         f"`sao-online run CONFIG --out {run_dir} --overwrite`"
     )
+
+
+def read_part(part: Path) -> pd.DataFrame:
+    """One parquet part file.
+
+    Raises:
+        RunDirError: naming the file when it is damaged (with how to repair the run).
+    """
+    try:
+        return pd.read_parquet(part)
+    except Exception as error:  # noqa: BLE001  (pyarrow raises several unrelated types)
+        table = part.parent.name.removesuffix(".parquet")
+        raise RunDirError(
+            f"{part}: damaged table part ({str(error).splitlines()[0][:80]}); "
+            + repair_advice(part.parent.parent, table, part.name)
+        ) from None

@@ -48,11 +48,11 @@ from sao_online.rundir.layout import (
     checkpoint_folders,
     checkpoint_order,
     read_config_file,
-    read_part,
     verify_part,
     write_text_atomically,
 )
 from sao_online.rundir.lock import RunLock
+from sao_online.rundir.repair import read_part
 
 
 class RunLog:

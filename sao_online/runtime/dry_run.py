@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from sao_online.algorithms import build_method
 from sao_online.config import ExperimentConfig
+from sao_online.config.run_schedule import clock_horizon
 from sao_online.drift_schedules import ScheduleError
-from sao_online.runtime.envs import clock_horizon, warn_about_budget
-from sao_online.runtime.host.plan_fit import format_bytes, format_duration
+from sao_online.runtime.envs import warn_about_budget
+from sao_online.util.units import format_bytes, format_duration
 
 
 def check_run(config: ExperimentConfig) -> str:
@@ -22,7 +23,7 @@ def check_run(config: ExperimentConfig) -> str:
     Raises:
         ConfigError / ValueError: what the run would have refused (one line).
     """
-    from sao_online.runtime.envs import resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
     from sao_online.runtime.host.machine_fit import check_machine_fit
     from sao_online.runtime.host.plan_fit import (
         PlanFlags,

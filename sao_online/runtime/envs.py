@@ -10,25 +10,12 @@ import gymnasium
 import numpy as np
 
 import sao_online.environments  # noqa: F401  (registers the environments)
-from sao_online.config import ConfigError, ExperimentConfig
-from sao_online.drift_schedules import Schedule, ScheduleError, load_schedule
-from sao_online.environments import LatencyWrapper, check_env_id
+from sao_online.config import ExperimentConfig
+from sao_online.config.run_schedule import clock_horizon, resolve_schedule
+from sao_online.drift_schedules import Schedule, ScheduleError
+from sao_online.environments import LatencyWrapper
 from sao_online.rollout import EpisodeRequest
 from sao_online.runtime.scheduling.planner import EpisodePlan
-
-
-def clock_horizon(config: ExperimentConfig, schedule: Schedule) -> float | None:
-    """The furthest clock reading a run can reach, in the schedule's clock units (None: unknown).
-
-    Episodes: the budget; steps: budget x max_turns; versions: one per batch of the budget;
-    seconds: no bound.
-    """
-    budget = config.budget.episodes
-    return {
-        "episodes": float(budget),
-        "steps": float(budget * config.rollout.max_turns),
-        "versions": float(-(-budget // config.rollout.batch_size)),
-    }.get(schedule.clock)
 
 
 class BudgetWarning(UserWarning):
@@ -103,24 +90,6 @@ def warn_about_budget(config: ExperimentConfig, prefix: str = "") -> None:
 
     for message in budget_warnings(config, resolve_schedule(config), build_method(config)):
         warnings.warn(prefix + message, BudgetWarning, stacklevel=3)
-
-
-def resolve_schedule(config: ExperimentConfig) -> Schedule:
-    """The run's schedule (stationary at the env's defaults when none is given), validated."""
-    check_env_id(config.env.id)  # says how to register or import an unknown id
-    env = config.env.make()
-    drift_space = getattr(env.unwrapped, "drift_space", None)
-    env.close()
-    if drift_space is None:
-        raise ConfigError(
-            f"env.id: {config.env.id!r} declares no drift_space; subclass "
-            "DriftingTextEnv or give the env class a drift_space"
-        )
-    schedule = (
-        Schedule.stationary({}) if config.schedule is None else load_schedule(config.schedule)
-    )
-    schedule.validate(drift_space)
-    return schedule
 
 
 def _no_sleep(seconds: float) -> None:

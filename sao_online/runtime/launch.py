@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from sao_online.algorithms import build_method
 from sao_online.config import ExperimentConfig
+from sao_online.config.run_schedule import clock_horizon
 from sao_online.drift_schedules import ScheduleError
 from sao_online.quiet import progress_bars
 from sao_online.rundir.episode_rows import episode_column_types
@@ -25,12 +26,12 @@ from sao_online.rundir.layout import RunDirError, read_config_file, run_director
 from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.backends import run_backend
 from sao_online.runtime.context import RunContext
-from sao_online.runtime.envs import clock_horizon, warn_about_budget
+from sao_online.runtime.envs import warn_about_budget
 from sao_online.runtime.host.machine_fit import check_then_start_workers
 from sao_online.runtime.host.main_guard import require_main_guard
-from sao_online.runtime.host.plan_fit import format_duration
 from sao_online.runtime.host.threads import AUTO, census
 from sao_online.runtime.loop import TrainingLoop
+from sao_online.util.units import format_duration
 
 
 def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:

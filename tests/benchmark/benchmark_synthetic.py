@@ -9,10 +9,10 @@ from typing import Any
 import pandas as pd
 
 from sao_online.benchmark.protocol import FLOOR_METHOD, MIN_GAP, PROTOCOL_FORMAT
-from sao_online.benchmark.provenance import stable_hash
 from sao_online.benchmark.results import CURVE_BINS, HALF_ORACLE
 from sao_online.benchmark.runner import write_tables
 from sao_online.benchmark.scores import normalized_scores
+from sao_online.rundir.provenance import stable_hash
 
 PROVENANCE = {
     "commit": "0" * 40,

@@ -11,8 +11,8 @@ import time
 import pytest
 from tqdm import tqdm
 
-from sao_online.benchmark.local_runner import CoreUse, process_cpu_seconds
-from sao_online.commands.compare import InOrder, run_scheduled
+from sao_online.benchmark.local_runner import CoreUse
+from sao_online.jobs.pool import InOrder, process_cpu_seconds, run_scheduled
 
 GRANDCHILD_CPU = 0.3
 OWN_CPU = 0.2

@@ -149,8 +149,8 @@ def test_cost_rows_append_under_one_header_and_read_back(tmp_path):
 
 
 def test_each_measured_job_re_estimates_the_jobs_still_waiting():
-    from sao_online.benchmark.job_scheduler import Work
     from sao_online.benchmark.local_runner import ScheduledJobs
+    from sao_online.jobs.scheduler import Work
 
     def job(task, seed, prior):
         name = f"{task}/sao/seed-{seed}"

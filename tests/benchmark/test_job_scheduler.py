@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sao_online.benchmark.job_scheduler import CoreScheduler, Work, plan
+from sao_online.jobs.scheduler import CoreScheduler, Work, plan
 
 
 def test_longest_first_fills_two_cores_where_the_given_order_leaves_one_idle():

@@ -7,7 +7,8 @@ import textwrap
 
 import pytest
 
-from sao_online.benchmark.sweep import Sweep, numeric_values, parse_sweep
+from sao_online.benchmark.sweep import parse_sweep
+from sao_online.benchmark.sweep_folder import Sweep, numeric_values
 from sao_online.cli import main
 from sao_online.config import ConfigError
 

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from benchmark_synthetic import protocol, record, write_results
 
-from sao_online.benchmark.sweep import merge_sweeps, read_sweep
+from sao_online.benchmark.sweep import merge_sweeps
+from sao_online.benchmark.sweep_folder import read_sweep
 from sao_online.benchmark.sweep_scorecard import write_sweep_scorecard
 from sao_online.benchmark.tables import render_block
 from sao_online.benchmark.time_scores import time_score_settings

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sao_online.commands.compare import method_overrides
 from sao_online.commands.compare_checks import continue_same_runs
 from sao_online.config import ConfigError, load_config
+from sao_online.jobs.methods import method_overrides
 from sao_online.runtime.launch import run_experiment
 
 CONFIG = {

@@ -13,7 +13,7 @@ from tiny_model import SMALLEST_MODEL
 from sao_online.cli import main
 from sao_online.commands.init_task import TEMPLATE_EPISODES, TEMPLATE_SHIFT, class_name_for
 from sao_online.config import load_config
-from sao_online.runtime.envs import resolve_schedule
+from sao_online.config.run_schedule import resolve_schedule
 
 
 @pytest.fixture

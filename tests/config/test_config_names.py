@@ -9,10 +9,10 @@ import pytest
 
 from sao_online.algorithms import SINGLE_ROLLOUT_METHODS, build_method
 from sao_online.algorithms.registry import METHODS
-from sao_online.commands.compare import method_overrides
 from sao_online.config import ConfigError, load_config
 from sao_online.config.names import builtin_methods
 from sao_online.environments.registry import BUILTIN_ENVS
+from sao_online.jobs.methods import method_overrides
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))

@@ -255,7 +255,7 @@ def test_the_demo_pages_critic_and_seconds_claims_are_in_the_kept_data():
 
 def test_the_demo_page_states_sao_s_critic_warm_up_as_the_config_sets_it():
     from sao_online.config import load_config
-    from sao_online.runtime.envs import resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
 
     config = load_config(ROOT / "configs/demo.yaml")
     warm_up = config.algorithm.critic_warmup_steps * config.rollout.batch_size
@@ -275,7 +275,7 @@ def test_the_benchmark_page_stays_a_page_a_reader_can_finish():
 
 def test_the_benchmark_pages_tier_budgets_and_sao_warm_up_are_the_suites():
     from sao_online.benchmark.suite import plan_tier
-    from sao_online.runtime.envs import resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
 
     page = " ".join((ROOT / "docs/benchmark.md").read_text().split())
     budgets, warm_ups = [], []

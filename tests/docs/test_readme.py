@@ -24,7 +24,7 @@ def test_readme_quick_start_is_the_two_make_commands():
 
 def test_readme_config_example_loads_and_its_schedule_fits_the_env(tmp_path):
     from sao_online.config import load_config
-    from sao_online.runtime.envs import resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
 
     readme = (ROOT / "README.md").read_text()
     block = re.search(

@@ -9,8 +9,9 @@ from tiny_model import TINY_MODEL, merge_overrides
 
 from sao_online.batching import collate
 from sao_online.config import load_config
+from sao_online.config.run_schedule import resolve_schedule
 from sao_online.runtime.context import RunContext
-from sao_online.runtime.envs import plan_to_request, resolve_schedule
+from sao_online.runtime.envs import plan_to_request
 
 TINY = merge_overrides(
     TINY_MODEL,

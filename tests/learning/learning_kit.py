@@ -247,7 +247,7 @@ def run_config(setting: LearningSetting, warm_start: Path, method: str, seed: in
 
 def mean_reward(config: ExperimentConfig, policy: Any, tokenizer: Any, episodes: int) -> float:
     """Mean reward over ``episodes`` seeded episodes of the config's first regime."""
-    from sao_online.runtime.envs import resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
 
     theta = dict(resolve_schedule(config).at(0).theta)
     summary = behavior_summary(config, policy, tokenizer, theta=theta, episodes=episodes, seed=7)

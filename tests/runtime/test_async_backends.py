@@ -172,7 +172,8 @@ STRAGGLER_RUN = [
 
 def first_step_latencies(config) -> dict[tuple[int, int], float]:
     """(plan, attempt) -> the simulated latency of its first env step."""
-    from sao_online.runtime.envs import make_env, resolve_schedule
+    from sao_online.config.run_schedule import resolve_schedule
+    from sao_online.runtime.envs import make_env
     from sao_online.runtime.scheduling.planner import EpisodePlanner
 
     planner = EpisodePlanner(resolve_schedule(config), group_size=1, seed=config.seed)

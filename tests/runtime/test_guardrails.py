@@ -8,13 +8,10 @@ import pytest
 
 from sao_online.algorithms import build_method
 from sao_online.config import load_config
-from sao_online.runtime.envs import (
-    BudgetWarning,
-    budget_warnings,
-    critic_warmup_share,
-    resolve_schedule,
-)
-from sao_online.runtime.launch import DurationEstimate, format_duration, run_experiment
+from sao_online.config.run_schedule import resolve_schedule
+from sao_online.runtime.envs import BudgetWarning, budget_warnings, critic_warmup_share
+from sao_online.runtime.launch import DurationEstimate, run_experiment
+from sao_online.util.units import format_duration
 
 
 def config_with_shift_at(at, **extra):

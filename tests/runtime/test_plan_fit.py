@@ -15,11 +15,10 @@ from sao_online.runtime.host.plan_fit import (
     check_count,
     check_plan_fits,
     estimate_plan,
-    format_bytes,
-    format_duration,
     model_shape,
     run_memory_bytes,
 )
+from sao_online.util.units import format_bytes, format_duration
 
 FLAGS = PlanFlags(runs="--seeds", size="--set", parallel="--parallel", reps="--reps")
 

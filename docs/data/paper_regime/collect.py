@@ -24,8 +24,8 @@ import pandas as pd
 
 from sao_online.analysis import load_run_configs, load_runs, recovery_metrics
 from sao_online.analysis.loading import read_table
-from sao_online.benchmark.provenance import provenance
 from sao_online.commands.sim import runtime_profile
+from sao_online.rundir.provenance import provenance
 
 HERE = Path(__file__).resolve().parent
 #: The absolute recovery level: half the oracle's reward (the demo's measure).

@@ -11,7 +11,7 @@ bin=$(dirname "$(command -v python)")
 python - "$out" <<'PY'
 import json, sys
 from pathlib import Path
-from sao_online.benchmark.provenance import provenance
+from sao_online.rundir.provenance import provenance
 record = provenance()
 if record["dirty"]:
     sys.exit("produce.sh: the tree has uncommitted changes; commit them first")

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from sao_online.benchmark.provenance import provenance, source_state
 from sao_online.commands.performance_keep import QUIET_LOAD, MachineWatch, load_in_words
 from sao_online.commands.sim import runtime_profile
+from sao_online.rundir.provenance import provenance, source_state
 
 HERE = Path(__file__).resolve().parent
 SEEDS = (0, 1)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sao_online.benchmark.provenance import machine, package_versions
+from sao_online.rundir.provenance import machine, package_versions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]

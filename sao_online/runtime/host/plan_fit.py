@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sao_online.config import ConfigError
+from sao_online.util.units import format_bytes, format_duration
 
 #: Seconds per episode token of a run of ``frozen``: a fixed part (sampling, bookkeeping) and
 #: one per layers x hidden^2 (the decoding matmuls). With these four constants the priors come
@@ -256,27 +257,6 @@ class PlanEstimate:
             f"core(s) ({format_duration(self.cpu_seconds)} of CPU), at most about "
             f"{format_bytes(self.memory)} of memory"
         )
-
-
-def format_duration(seconds: float) -> str:
-    """``"45 s"``, ``"12 min"``, ``"2.5 h"``, ``"3.2 days"``, ``"4.1 years"``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    if seconds < 730 * 86400:
-        return f"{seconds / 86400:.1f} days"
-    return f"{seconds / (365.25 * 86400):.3g} years"
-
-
-def format_bytes(count: float) -> str:
-    """``"580 MB"``, ``"3.1 GB"``, ``"2.4e+06 GB"``."""
-    if count < 2**30:
-        return f"{count / 2**20:.0f} MB"
-    gigabytes = count / 2**30
-    return f"{gigabytes:.1f} GB" if gigabytes < 10**5 else f"{gigabytes:.2g} GB"
 
 
 def estimate_plan(

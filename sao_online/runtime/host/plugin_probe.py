@@ -53,7 +53,7 @@ def _load(load: PluginLoad) -> None:
         build_method(load_config(load.config))
     elif load.config is not None:  # imported, made once, the schedule checked against it
         from sao_online.config import load_config
-        from sao_online.runtime.envs import resolve_schedule
+        from sao_online.config.run_schedule import resolve_schedule
 
         resolve_schedule(load_config(load.config))
     else:

@@ -91,7 +91,7 @@ class CoreCensus:
         return max(1, len(self.usable) - self.busy)
 
 
-def _cpu_times(path: str = "/proc/stat") -> dict[int, tuple[int, int]]:
+def cpu_times(path: str = "/proc/stat") -> dict[int, tuple[int, int]]:
     """Per core, (busy, total) jiffies since boot."""
     times: dict[int, tuple[int, int]] = {}
     with open(path) as handle:
@@ -128,9 +128,9 @@ def census(sample_seconds: float = SAMPLE_SECONDS) -> CoreCensus:
     )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     try:
-        before = _cpu_times()
+        before = cpu_times()
         time.sleep(sample_seconds)
-        shares = busy_shares(before, _cpu_times(), usable)
+        shares = busy_shares(before, cpu_times(), usable)
     except (OSError, ValueError, KeyError, IndexError):
         shares = None
     return CoreCensus(usable, shares, load)
