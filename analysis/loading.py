@@ -249,7 +249,7 @@ def _read_part(part: Path) -> pd.DataFrame:
 
 def _config_row(run_dir: Path) -> dict[str, Any]:
     config_path = run_dir / "config.yaml"
-    from sao_online.safe_yaml import YamlInputError, load_yaml_file
+    from sao_online.util.safe_yaml import YamlInputError, load_yaml_file
 
     try:
         config = load_yaml_file(config_path, "run config")

@@ -69,7 +69,7 @@ from sao_online.analysis.time_axes import (
     shortest_phase_length,
     x_values,
 )
-from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+from sao_online.util.defaults import DEFAULT_ORACLE_FRACTION
 
 RECOVERY_COLUMNS = [
     "experiment",

@@ -44,7 +44,7 @@ from sao_online.analysis.verdict import (
     seed_warnings,
     verdict_table,
 )
-from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+from sao_online.util.defaults import DEFAULT_ORACLE_FRACTION
 
 
 def _how_to_read(rho: float, confidence: float, unit: str) -> str:

@@ -43,7 +43,7 @@ from sao_online.drift_schedules.random_kinds import (
 )
 from sao_online.drift_schedules.space import DriftSpace, DriftValueError, normalize_space
 from sao_online.drift_schedules.state import DriftState
-from sao_online.safe_yaml import YamlInputError, load_yaml_file
+from sao_online.util.safe_yaml import YamlInputError, load_yaml_file
 
 #: Kind name -> scheduler class.
 KINDS: dict[str, type[ParameterSchedule]] = {

@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium
 
 from sao_online.drift_schedules.space import normalize_space
-from sao_online.suggestions import did_you_mean
+from sao_online.util.suggestions import did_you_mean
 
 NAMESPACE = "sao_online"
 

@@ -20,9 +20,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from sao_online.bundled_configs import resolve_config
 from sao_online.config import ExperimentConfig, load_config
-from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+from sao_online.config.bundled import resolve_config
+from sao_online.util.defaults import DEFAULT_ORACLE_FRACTION
 
 ConfigSource = str | Path | dict[str, Any] | ExperimentConfig
 

@@ -13,14 +13,14 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+from sao_online.util.defaults import DEFAULT_ORACLE_FRACTION
 
 if TYPE_CHECKING:
     from sao_online.config import ExperimentConfig
 
 
 def _cmd_schedules_show(args: argparse.Namespace) -> int:
-    from sao_online.bundled_configs import resolve_config
+    from sao_online.config.bundled import resolve_config
     from sao_online.drift_schedules import format_timeline, load_schedule, plot_timeline
 
     schedule = load_schedule(resolve_config(args.file, what="schedule"))
@@ -33,7 +33,7 @@ def _cmd_schedules_show(args: argparse.Namespace) -> int:
 
 def _config_path(args: argparse.Namespace) -> str | None:
     """The config file ``args.config`` names: a path, or a bundled config's name."""
-    from sao_online.bundled_configs import resolve_config
+    from sao_online.config.bundled import resolve_config
 
     return None if args.config is None else str(resolve_config(args.config))
 
@@ -45,7 +45,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         print(clear_cache() if args.clear else format_cache())
         return 0
     from sao_online.config import load_config
-    from sao_online.pretrain import export_warm_start, import_warm_start, warm_start
+    from sao_online.learning.warm_start import export_warm_start, import_warm_start, warm_start
 
     config = load_config(_config_path(args), args.set)
     if args.import_from and args.force:
@@ -429,7 +429,7 @@ def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPa
 
 def main(argv: list[str] | None = None) -> int:
     from sao_online.config import ConfigWarning
-    from sao_online.quiet import is_own_warning, quiet_other_libraries
+    from sao_online.util.quiet import is_own_warning, quiet_other_libraries
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -103,7 +103,7 @@ def test_as_config_takes_a_path_a_dict_or_a_config_and_applies_overrides(tmp_pat
     )
     assert from_path == from_dict
     # A config object has every field set, the paper's KL 0 included: the tiny model's preset
-    # (sao_online.model_presets) fills in only what a YAML file or dict leaves out.
+    # (sao_online.config.model_presets) fills in only what a YAML file or dict leaves out.
     assert (from_dict.regularizers.kl_coef, from_object.regularizers.kl_coef) == (0.6, 0.0)
     from_object.regularizers.kl_coef = 0.6
     assert from_object == from_dict

@@ -20,51 +20,29 @@ import sao_online
 #: The package's layers, lowest first: a module may import its own layer and those below it,
 #: never one above. A module belongs to the layer of the longest prefix that names it (a
 #: module itself, or a package and everything in it). The root package (``sao_online``, its
-#: version only) stands below them all.
+#: version only) stands below them all. The learning package spans two: its math and types are
+#: core, its learner and warm start stand on the models and the config.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "utilities",
-        (
-            "sao_online.util",
-            "sao_online.safe_yaml",
-            "sao_online.suggestions",
-            "sao_online.quiet",
-            "sao_online.cache",
-            "sao_online.code_identity",
-            "sao_online.defaults",
-        ),
-    ),
+    ("utilities", ("sao_online.util",)),
     (
         "core math and types",
         (
+            "sao_online.learning",
             "sao_online.advantages",
             "sao_online.losses",
-            "sao_online.regularizers",
-            "sao_online.batching",
-            "sao_online.prefix_sharing",
-            "sao_online.types",
             "sao_online.drift_schedules",
         ),
     ),
     ("environments", ("sao_online.environments",)),
-    (
-        "config",
-        (
-            "sao_online.config",
-            "sao_online.method_names",
-            "sao_online.model_presets",
-            "sao_online.bundled_configs",
-            "sao_online.configs",
-        ),
-    ),
+    ("config", ("sao_online.config", "sao_online.configs")),
     (
         "models, methods, rollout, learner, warm start, run folders, analysis",
         (
             "sao_online.models",
             "sao_online.algorithms",
             "sao_online.rollout",
-            "sao_online.learner",
-            "sao_online.pretrain",
+            "sao_online.learning.learner",
+            "sao_online.learning.warm_start",
             "sao_online.rundir",
             "sao_online.analysis",
         ),
@@ -247,6 +225,8 @@ def test_imports_inside_functions_count_and_type_checking_ones_do_not(tmp_path):
 
 def test_a_module_takes_the_layer_of_its_longest_prefix_and_upward_imports_are_named():
     assert layer_of("sao_online.runtime.host.threads") == layer_of("sao_online.runtime")
+    assert layer_of("sao_online.learning.losses.policy") == layer_of("sao_online.learning")
+    assert layer_of("sao_online.learning.learner") > layer_of("sao_online.learning")
     assert layer_of("sao_online.cli") > layer_of("sao_online.jobs.pool")
     assert layer_of("sao_online.nowhere") is None
     planted = Import("sao_online.runtime.launch", "sao_online.jobs.pool", "run_one", 7)
@@ -288,3 +268,28 @@ def test_every_import_points_down_the_layers():
 def test_no_private_name_is_imported_from_another_package():
     _, imports = _package_imports()
     assert private_across_packages(imports) == []
+
+
+#: At most this many modules directly in ``sao_online/`` (``__init__.py`` counted): the rest
+#: lives in the packages of the layers above.
+TOP_LEVEL_MODULES = 8
+
+
+def test_the_top_level_holds_few_modules():
+    top = sorted(path.name for path in Path(sao_online.__file__).parent.glob("*.py"))
+    assert len(top) <= TOP_LEVEL_MODULES, top
+
+
+def test_the_documented_public_paths_import_the_learning_core():
+    """DESIGN.md's imports: the math keeps its public paths after moving into the learning core."""
+    import sao_online.advantages as advantages
+    import sao_online.learning.advantages as learning_advantages
+    import sao_online.learning.losses as learning_losses
+    import sao_online.losses as losses
+
+    assert advantages.__all__ == learning_advantages.__all__
+    assert losses.__all__ == learning_losses.__all__
+    for public, home in ((advantages, learning_advantages), (losses, learning_losses)):
+        assert all(getattr(public, name) is getattr(home, name) for name in home.__all__)
+    from sao_online.advantages import group_advantages, skip_observation_gae  # noqa: F401
+    from sao_online.losses import dis_policy_loss, ppo_clip_loss, value_loss  # noqa: F401

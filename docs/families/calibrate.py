@@ -37,7 +37,7 @@ import torch
 from sao_online.commands.policy_summary import behavior_summary
 from sao_online.config import load_config
 from sao_online.config.run_schedule import resolve_schedule
-from sao_online.pretrain import load_warm_start, schedule_phases, warm_start_path
+from sao_online.learning.warm_start import load_warm_start, schedule_phases, warm_start_path
 from sao_online.rundir.episode_rows import oracle_reward
 from sao_online.runtime.launch import run_experiment
 

@@ -33,8 +33,8 @@ import torch
 
 from sao_online.config import load_config
 from sao_online.config.run_schedule import resolve_schedule
+from sao_online.learning.warm_start import warm_start
 from sao_online.models import load_policy
-from sao_online.pretrain import warm_start
 from sao_online.rollout import EpisodeRequest
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import make_env

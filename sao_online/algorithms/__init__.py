@@ -55,7 +55,7 @@ from sao_online.algorithms.registry import (
     load_method_factory,
     make_method,
 )
-from sao_online.method_names import SINGLE_ROLLOUT_METHODS
+from sao_online.config.method_names import SINGLE_ROLLOUT_METHODS
 
 __all__ = [
     "CORRECTIONS",

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import torch
 
-from sao_online.batching import Batch
+from sao_online.learning.batching import Batch
 
 
 @dataclass

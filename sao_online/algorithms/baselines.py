@@ -5,7 +5,7 @@
 (one window per prompt class) backs
 :class:`~sao_online.algorithms.estimators.KeyedRunningMeanAdvantage`. Both keep rewards across
 learner steps and checkpoint them through ``state_dict``; the pure advantage functions stay in
-:mod:`sao_online.advantages`.
+:mod:`sao_online.learning.advantages`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from sao_online.advantages import check_episode_rewards, compute_dtype
+from sao_online.learning.advantages import check_episode_rewards, compute_dtype
 
 __all__ = ["KeyedRunningMeanBaseline", "RunningMeanBaseline"]
 

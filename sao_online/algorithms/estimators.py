@@ -9,7 +9,9 @@ from typing import Any
 
 import torch
 
-from sao_online.advantages import (
+from sao_online.algorithms.base import AdvantageResult
+from sao_online.algorithms.baselines import KeyedRunningMeanBaseline, RunningMeanBaseline
+from sao_online.learning.advantages import (
     broadcast_to_tokens,
     group_advantages,
     length_adaptive_lambda,
@@ -19,9 +21,7 @@ from sao_online.advantages import (
     step_level_values,
     zero_variance_group_fraction,
 )
-from sao_online.algorithms.base import AdvantageResult
-from sao_online.algorithms.baselines import KeyedRunningMeanBaseline, RunningMeanBaseline
-from sao_online.batching import Batch
+from sao_online.learning.batching import Batch
 
 
 class _Stateless:

@@ -3,7 +3,7 @@ corrections token TIS, sequence-level masked IS, decoupled PPO and none.
 
 Each compares the learner's logprobs with the behaviour logprobs recorded at sampling time, so
 no separate old-policy forward pass is needed and weights may change mid-episode. Any of them
-goes with any advantage estimator; the formulas are in :mod:`sao_online.losses`.
+goes with any advantage estimator; the formulas are in :mod:`sao_online.learning.losses`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from sao_online.batching import Batch
-from sao_online.losses import (
+from sao_online.learning.batching import Batch
+from sao_online.learning.losses import (
     decoupled_ppo_loss,
     dis_policy_loss,
     gspo_loss,
@@ -88,7 +88,7 @@ class SequenceRatio:
 @dataclass
 class TruncatedIS:
     """Token-level truncated importance sampling: weight ``min(r_t, cap)``, detached, never 0
-    (:func:`~sao_online.losses.tis_policy_loss`)."""
+    (:func:`~sao_online.learning.losses.tis_policy_loss`)."""
 
     cap: float = 2.0
 
@@ -106,7 +106,7 @@ class TruncatedIS:
 class SequenceMaskedIS:
     """Sequence-level masked importance sampling: a sequence whose geometric-mean ratio leaves
     ``(low, high)`` is rejected whole; a kept one is weighted by that ratio
-    (:func:`~sao_online.losses.masked_is_policy_loss`)."""
+    (:func:`~sao_online.learning.losses.masked_is_policy_loss`)."""
 
     low: float = 0.5
     high: float = 2.0
@@ -132,7 +132,7 @@ class SequenceMaskedIS:
 @dataclass
 class DecoupledPPO:
     """AReaL's decoupled PPO: the clip against the proximal policy, weighted by proximal over
-    behaviour (:func:`~sao_online.losses.decoupled_ppo_loss`).
+    behaviour (:func:`~sao_online.learning.losses.decoupled_ppo_loss`).
 
     The proximal policy is the learner's policy before this update's gradient step; its
     logprobs are ``batch.proximal_logprobs``, which the learner sets from the forward pass it
@@ -179,7 +179,7 @@ class DecoupledPPO:
 @dataclass
 class PlainPolicyGradient:
     """No off-policy correction: the policy gradient with weight 1 on every token, however
-    stale (:func:`~sao_online.losses.policy_gradient_loss`)."""
+    stale (:func:`~sao_online.learning.losses.policy_gradient_loss`)."""
 
     def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
         return policy_gradient_loss(

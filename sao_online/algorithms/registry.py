@@ -34,8 +34,8 @@ from sao_online.algorithms.objectives import (
     TruncatedIS,
 )
 from sao_online.config import SAFE_NAME, AlgorithmConfig, ConfigError, ExperimentConfig, short_repr
+from sao_online.config.method_names import BUILTIN_METHODS, METHOD_NAMES
 from sao_online.config.names import check_method_name
-from sao_online.method_names import BUILTIN_METHODS, METHOD_NAMES
 
 DEFAULT_GROUP_SIZE = 8
 
@@ -46,7 +46,7 @@ _BUILTIN_FACTORIES: dict[str, MethodFactory] = {}
 
 class _Parts(NamedTuple):
     """What a built-in method's factory chooses; its name and group size come from its entry
-    in :data:`sao_online.method_names.BUILTIN_METHODS`, so neither is spelled twice."""
+    in :data:`sao_online.config.method_names.BUILTIN_METHODS`, so neither is spelled twice."""
 
     estimator: AdvantageEstimator
     objective: PolicyObjective
@@ -57,7 +57,7 @@ def _builtin(parts: Callable[[AlgorithmConfig, int], _Parts]) -> MethodFactory:
     """Register the built-in method named as ``parts`` is (``method_names`` lists it)."""
     name = parts.__name__
     if name not in BUILTIN_METHODS:
-        raise AssertionError(f"{name} is not in sao_online.method_names")
+        raise AssertionError(f"{name} is not in sao_online.config.method_names")
     single_rollout = BUILTIN_METHODS[name]
 
     @functools.wraps(parts, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
@@ -123,7 +123,7 @@ def _no_correction(cfg: AlgorithmConfig) -> PlainPolicyGradient:
 
 
 #: Off-policy correction name -> the objective it builds from an algorithm config: how a token
-#: sampled by an older policy is weighted (formulas in :mod:`sao_online.losses`). Each goes
+#: sampled by an older policy is weighted (formulas in :mod:`sao_online.learning.losses`). Each goes
 #: with any estimator; the built-in methods ``sao_<name>`` and ``grpo_<name>`` pair them with
 #: SAO's critic GAE and GRPO's group-normalised advantage (``sao`` is SAO with ``dis``,
 #: ``grpo_dis`` GRPO with it, ``*_nocorr`` either with ``none``). All average over the batch's
@@ -283,7 +283,7 @@ def rloo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
 
 
 #: name -> factory(algorithm config, max action tokens per episode), in the order of
-#: ``sao_online.method_names.METHOD_NAMES`` (a name without a factory fails here, on import).
+#: ``sao_online.config.method_names.METHOD_NAMES`` (a name without a factory fails here, on import).
 METHODS: dict[str, MethodFactory] = {name: _BUILTIN_FACTORIES[name] for name in METHOD_NAMES}
 
 

@@ -29,9 +29,9 @@ from typing import Any
 import torch
 
 from sao_online.config import load_config
+from sao_online.learning.types import Trajectory
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
-from sao_online.types import Trajectory
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 METHODS = ("sao", "sao_running_mean", "grpo_dis", "grpo")

@@ -51,7 +51,7 @@ from sao_online.bench.phases import (
     timed_generator,
 )
 from sao_online.config import load_config
-from sao_online.learner import Learner
+from sao_online.learning.learner import Learner
 from sao_online.rollout import RolloutEngine
 from sao_online.rundir.runlog import RunLog
 from sao_online.runtime import envs

@@ -42,7 +42,7 @@ import torch
 from sao_online.bench.phases import PhaseClock, learner_hooks, patched
 from sao_online.config import ExperimentConfig
 from sao_online.config.run_schedule import resolve_schedule
-from sao_online.pretrain import base_policy
+from sao_online.learning.warm_start import base_policy
 from sao_online.runtime.envs import make_env
 from sao_online.runtime.scheduling.planner import EpisodePlanner
 

@@ -3,7 +3,7 @@
 Every job the local backend runs is measured (CPU seconds of its process and the children it
 waited for, such as the sandbox's; wall seconds) and one row is appended to two tables:
 ``OUT/results/costs.csv``, kept with the benchmark's data, and ``<cache>/benchmark-costs.csv``
-(``sao_online.cache``), which every benchmark on this machine shares. A job's estimate is then:
+(``sao_online.util.cache``), which every benchmark on this machine shares. A job's estimate is then:
 
 1. the mean measured cost of the same work (the same warm start, or a run of the same task,
    method and config at another seed), from either table; failing that,
@@ -133,7 +133,7 @@ class CostBook:
 
 def cost_tables(out: Path) -> list[Path]:
     """The cost tables a benchmark in ``out`` reads and appends to: its own, the machine's."""
-    from sao_online.cache import cache_root
+    from sao_online.util.cache import cache_root
 
     return [out / "results" / "costs.csv", cache_root() / MACHINE_TABLE]
 

@@ -41,7 +41,7 @@ def task_warm_start(job: dict[str, Any]) -> str | None:
     """The weights id of the cached warm start of ``job``'s task config (what its run started
     from); None when the config uses none or it is not cached here."""
     from sao_online.config import load_config
-    from sao_online.pretrain import warm_start_path, warm_start_weights
+    from sao_online.learning.warm_start import warm_start_path, warm_start_weights
 
     config = load_config(job["config"], job["overrides"])
     if not config.model.warm_start:
@@ -55,7 +55,7 @@ def execute_warm_start(job: dict[str, Any], progress: Any) -> str:
     import torch
 
     from sao_online.config import load_config
-    from sao_online.pretrain import warm_start
+    from sao_online.learning.warm_start import warm_start
 
     torch.set_num_threads(1)
     return str(warm_start(load_config(job["config"], job["overrides"])))

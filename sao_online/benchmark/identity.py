@@ -3,7 +3,7 @@
 
 A run's result records what it ran: its tier, the hash of its resolved config (the run
 directory's ``config.yaml``: settings, schedule, method, and the code it ran, see
-``sao_online.code_identity``) and that code itself. Before ``--resume`` continues a benchmark,
+``sao_online.util.code_identity``) and that code itself. Before ``--resume`` continues a benchmark,
 every result kept in its folder is compared with the run this benchmark would make in its place
 (:func:`check_kept_results`): another tier, another config (a file copied in from another
 setup) or other code (a plug-in module edited since) is refused, naming the file and the first
@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from sao_online.benchmark.results_files import ResultsError
-from sao_online.code_identity import code_difference, stable_hash
+from sao_online.util.code_identity import code_difference, stable_hash
 
 
 def expected_run(

@@ -93,7 +93,7 @@ class CoreUse:
 
 def _is_cached(job: dict[str, Any]) -> bool:
     from sao_online.config import load_config
-    from sao_online.pretrain import warm_start_path
+    from sao_online.learning.warm_start import warm_start_path
 
     return (
         warm_start_path(load_config(job["config"], job["overrides"])) / "warm_start.json"
@@ -110,7 +110,7 @@ def estimate_jobs(
 
     from sao_online.algorithms import build_method
     from sao_online.config import load_config
-    from sao_online.pretrain import warm_start_path
+    from sao_online.learning.warm_start import warm_start_path
     from sao_online.rundir.provenance import stable_hash
 
     work: list[Work] = []

@@ -198,7 +198,7 @@ def estimate_benchmark(
     and the scorecard's bootstrap."""
     from sao_online.algorithms import build_method
     from sao_online.jobs.methods import method_overrides
-    from sao_online.pretrain import warm_start_path
+    from sao_online.learning.warm_start import warm_start_path
 
     groups = []
     warm: dict[Path, float] = {}

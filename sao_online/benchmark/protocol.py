@@ -85,7 +85,7 @@ def _check_method_set(task: Any, spec: str, label: str, base: Any, overrides: li
     """
     from sao_online.algorithms import build_method
     from sao_online.jobs.methods import method_overrides
-    from sao_online.pretrain import warm_start_settings
+    from sao_online.learning.warm_start import warm_start_settings
 
     where = f"task {task.name}, method {spec}: its own settings"
     try:

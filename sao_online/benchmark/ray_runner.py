@@ -62,7 +62,7 @@ def _warm_start_task(job: dict[str, Any]) -> dict[str, Any]:
 def _local_warm_start(job: dict[str, Any]) -> Path | None:
     """This machine's cached warm start of ``job``'s task, when it has one."""
     from sao_online.config import load_config
-    from sao_online.pretrain import warm_start_path
+    from sao_online.learning.warm_start import warm_start_path
 
     path = warm_start_path(load_config(job["config"], job["overrides"]))
     return path if (path / "warm_start.json").exists() else None
@@ -70,7 +70,7 @@ def _local_warm_start(job: dict[str, Any]) -> Path | None:
 
 def _install_warm_start(warm: dict[str, Any]) -> None:
     """Put a warm start's files into this node's cache, unless it has them already."""
-    from sao_online.pretrain import cache_root
+    from sao_online.learning.warm_start import cache_root
 
     target = cache_root() / "warm-start" / warm["name"]
     if (target / "warm_start.json").exists():

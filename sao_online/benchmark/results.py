@@ -30,7 +30,7 @@ import pandas as pd
 
 from sao_online.benchmark.exercised import EXERCISED_COLUMNS, exercised
 from sao_online.benchmark.time_scores import TIME_SHIFT_COLUMNS, time_shift_rows
-from sao_online.code_identity import code_id
+from sao_online.util.code_identity import code_id
 
 #: The fraction of the oracle's reward whose first crossing after a shift is reported.
 HALF_ORACLE = 0.5

@@ -54,11 +54,11 @@ from sao_online.benchmark.warm_starts import (
     tier_warm_starts,
     warm_start_overrides,
 )
-from sao_online.code_identity import code_id
 from sao_online.config import ConfigError
-from sao_online.quiet import progress_bars
 from sao_online.rundir.provenance import machine, provenance_id
 from sao_online.runtime.scheduling.planner import run_episodes_of
+from sao_online.util.code_identity import code_id
+from sao_online.util.quiet import progress_bars
 
 #: The file that marks a sweep's folder (``sao_online.benchmark.sweep``).
 SWEEP_FILE = "sweep.json"
@@ -189,7 +189,7 @@ def _job(
 def _warm_start_jobs(plan: TierPlan, overrides: list[str]) -> list[dict[str, Any]]:
     """One job per distinct warm start the tasks use (tasks may share one); each job lists the
     tasks it serves and, in ``serves``, the (task, warm-start seed) pairs."""
-    from sao_online.pretrain import warm_start_path
+    from sao_online.learning.warm_start import warm_start_path
 
     jobs: dict[Path, dict[str, Any]] = {}
     for warm in tier_warm_starts(plan):

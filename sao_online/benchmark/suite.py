@@ -57,12 +57,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sao_online.bundled_configs import bundled_configs, resolve_config
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config, short_repr
+from sao_online.config.bundled import bundled_configs, resolve_config
 from sao_online.config.errors import key_text
 from sao_online.config.names import check_method_name
-from sao_online.safe_yaml import YamlInputError, load_yaml_file
-from sao_online.suggestions import did_you_mean
+from sao_online.util.safe_yaml import YamlInputError, load_yaml_file
+from sao_online.util.suggestions import did_you_mean
 
 TIERS = ("smoke", "lite", "async", "full")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -27,7 +27,7 @@ from typing import Any
 
 from sao_online.benchmark.suite import SuiteError, TierPlan, read_suite
 from sao_online.config import ConfigError, short_repr
-from sao_online.safe_yaml import YamlInputError, load_yaml_text
+from sao_online.util.safe_yaml import YamlInputError, load_yaml_text
 
 #: The choice rules, each what a grid point is judged by (the highest wins; the first listed
 #: point on a tie). A run's value is its mean normalized score over the phases named; a point's

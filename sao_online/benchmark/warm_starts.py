@@ -61,7 +61,7 @@ def export_tier_warm_starts(
     each."""
     import torch
 
-    from sao_online.pretrain import export_warm_start, warm_start_weights
+    from sao_online.learning.warm_start import export_warm_start, warm_start_weights
 
     torch.set_num_threads(1)  # as the benchmark fits them: the same weights on this machine
     out = Path(out)
@@ -103,7 +103,7 @@ def planned_warm_starts(
 ) -> dict[Unit, str | None]:
     """The weights id each (task, warm-start seed) will start from: its shared warm start when
     there is one, else the one cached here (None: not fitted yet)."""
-    from sao_online.pretrain import warm_start_path, warm_start_weights
+    from sao_online.learning.warm_start import warm_start_path, warm_start_weights
 
     planned: dict[Unit, str | None] = {}
     for unit, (config, _) in _units(plan, overrides).items():
@@ -156,8 +156,8 @@ def import_warm_starts(
 ) -> None:
     """Make each shared warm start the cached one of its task and warm-start seed (checked by
     ``import_warm_start``)."""
-    from sao_online.cache import warm_start_weights
-    from sao_online.pretrain import import_warm_start
+    from sao_online.learning.warm_start import import_warm_start
+    from sao_online.util.cache import warm_start_weights
 
     for unit, (config, _) in _units(plan, overrides).items():
         if unit not in shared:

@@ -21,11 +21,11 @@ from sao_online.commands.compare_checks import check_plan, continue_same_runs, w
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
 from sao_online.jobs.methods import method_folders, method_overrides
 from sao_online.jobs.pool import RERUN_ADVICE, failures_message, run_jobs
-from sao_online.quiet import progress_bars
 from sao_online.rundir.layout import run_directory
 from sao_online.runtime.host.machine_fit import check_machine_fit
 from sao_online.runtime.host.main_guard import require_main_guard
 from sao_online.runtime.host.processes import start_server_early
+from sao_online.util.quiet import progress_bars
 
 
 def compare(
@@ -131,7 +131,7 @@ def compare(
     start_server_early()
     warn_about_budgets(base, configs)
     if base.model.warm_start:
-        from sao_online.pretrain import warm_start
+        from sao_online.learning.warm_start import warm_start
 
         warm_start(base, progress=progress)
     total = base.budget.episodes * len(jobs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sao_online.bundled_configs import bundled_configs, copy_config, describe
+from sao_online.config.bundled import bundled_configs, copy_config, describe
 
 
 def add_configs_parser(commands: argparse._SubParsersAction) -> None:

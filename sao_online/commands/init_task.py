@@ -7,7 +7,7 @@ Writes two files into a folder (the current one by default):
   them pays; which one is the drift parameter ``paying``. Edit the prompt, the judge and the
   drift space to make it yours.
 - ``NAME.yaml``: an experiment that runs it on the tiny model with a shift half way through
-  the budget, on the settings the tiny model adapts with (see ``sao_online.model_presets``).
+  the budget, on the settings the tiny model adapts with (see ``sao_online.config.model_presets``).
 
 ``sao-online compare NAME.yaml --methods sao,grpo --seeds 3`` then runs it and
 ``sao-online report runs/NAME`` reports on it.

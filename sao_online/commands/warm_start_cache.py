@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sao_online.cache import warm_start_root, warm_start_weights
+from sao_online.util.cache import warm_start_root, warm_start_weights
 
 
 def folder_bytes(folder: Path) -> int:

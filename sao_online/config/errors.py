@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import annotated_types
 from pydantic import BaseModel, ValidationError
 
-from sao_online.safe_yaml import key_text
+from sao_online.util.safe_yaml import key_text
 
 
 class ConfigError(ValueError):

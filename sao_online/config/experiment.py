@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from sao_online.config.errors import ConfigError, ConfigWarning, one_line
+from sao_online.config.model_presets import apply_model_preset
 from sao_online.config.names import SAFE_NAME, check_folder_name
 from sao_online.config.sections import (
     SEED,
@@ -34,7 +35,6 @@ from sao_online.config.sections import (
     RuntimeConfig,
     Section,
 )
-from sao_online.model_presets import apply_model_preset
 
 
 def _path_as_text(value: Any) -> Any:

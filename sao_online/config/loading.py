@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from sao_online.config.errors import ConfigError, short_repr
 from sao_online.config.experiment import ExperimentConfig, validated
-from sao_online.safe_yaml import YamlInputError, load_yaml_file, load_yaml_text
+from sao_online.util.safe_yaml import YamlInputError, load_yaml_file, load_yaml_text
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

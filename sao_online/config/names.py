@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from sao_online.config.errors import ConfigError, short_repr
-from sao_online.method_names import METHOD_NAMES
-from sao_online.suggestions import did_you_mean
+from sao_online.config.method_names import METHOD_NAMES
+from sao_online.util.suggestions import did_you_mean
 
 # Experiment and method names become folders of a run's path: no separators, no "..".
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -41,7 +41,7 @@ def check_device(device: str) -> str:
 
 
 def builtin_methods() -> tuple[str, ...]:
-    """The names of the built-in methods (``sao_online.method_names``: no torch import)."""
+    """The names of the built-in methods (``sao_online.config.method_names``: no torch import)."""
     return METHOD_NAMES
 
 

@@ -354,7 +354,7 @@ class RegularizerConfig(Section):
         le=1e6,
         description="Per-token KL penalty to the warm-start policy (0 = off, the paper's "
         "setting). The tiny model's preset sets 0.6 when a config leaves this unset "
-        "(sao_online.model_presets).",
+        "(sao_online.config.model_presets).",
     )
     kl_estimator: KLEstimator = Field(
         "exact", description="exact (over the vocabulary) or k3 (sampled tokens)."

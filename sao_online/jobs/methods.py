@@ -7,7 +7,7 @@ import warnings
 
 from sao_online.algorithms import build_method
 from sao_online.config import ConfigError, ConfigWarning, ExperimentConfig, load_config
-from sao_online.method_names import SINGLE_ROLLOUT_METHODS
+from sao_online.config.method_names import SINGLE_ROLLOUT_METHODS
 
 
 def method_folders(base: ExperimentConfig, methods: list[str]) -> dict[str, str]:

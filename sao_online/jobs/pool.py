@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sao_online.config import load_config
-from sao_online.quiet import verbose_output
 from sao_online.rundir.failure import failed_run, failure_line, with_tracebacks
 from sao_online.runtime.envs import BudgetWarning
 from sao_online.runtime.host.processes import (
@@ -30,6 +29,7 @@ from sao_online.runtime.host.processes import (
     stop_server,
 )
 from sao_online.runtime.launch import run_experiment
+from sao_online.util.quiet import verbose_output
 
 #: How long to wait for the result of a job whose process has exited cleanly (it is sent
 #: before the process exits, so it is in the pipe already).

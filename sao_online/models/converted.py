@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sao_online.cache import cache_root
+from sao_online.util.cache import cache_root
 
 CONVERTED_FORMAT = 1  # bump when the layout of a converted folder changes
 MARKER_FILE = "converted.json"

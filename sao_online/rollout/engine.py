@@ -60,6 +60,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao_online.config import ActionCapPolicy
+from sao_online.learning.types import Trajectory
 from sao_online.models.chat import ChatLayout
 from sao_online.models.sampling import sample_tokens, validate_sampling
 from sao_online.models.slot_decoder import SlotDecoder, text_config
@@ -68,7 +69,6 @@ from sao_online.rollout.env_results import env_label
 from sao_online.rollout.episode import INTERRUPTED, EpisodeRequest, EpisodeState, RolloutStats
 from sao_online.rollout.prompt_sharing import step_sharing_prompts
 from sao_online.rollout.turns import ActionEnd, EpisodeEnd, TurnRules, default_stop_token_ids
-from sao_online.types import Trajectory
 
 # How long the loop waits for an environment call when idle slots might get new requests.
 _ENV_POLL_SECONDS = 0.01

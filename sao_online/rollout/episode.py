@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from sao_online.types import Trajectory
+from sao_online.learning.types import Trajectory
 
 # Key of Trajectory.info naming what truncated an episode: "action_tokens", "turns",
 # "episode_tokens", "env" (the environment's own truncation), "step_timeout" (an env step ran

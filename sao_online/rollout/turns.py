@@ -26,6 +26,7 @@ from typing import Any, get_args
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao_online.config import ActionCapPolicy
+from sao_online.learning.types import FINAL_OBSERVATION_CHARS
 from sao_online.models.chat import ChatLayout
 from sao_online.rollout.env_results import (
     STEP_TIMEOUT,
@@ -35,7 +36,6 @@ from sao_online.rollout.env_results import (
     reported_latency,
 )
 from sao_online.rollout.episode import EpisodeState, prompt_info
-from sao_online.types import FINAL_OBSERVATION_CHARS
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import gymnasium
 import sao_online.environments  # noqa: F401  (registers the environments)
 from sao_online.config import ExperimentConfig
 from sao_online.environments.base import PROMPT_KEY_PREFIX, check_prompt_keys, prompt_key_value
-from sao_online.types import Trajectory
+from sao_online.learning.types import Trajectory
 
 if TYPE_CHECKING:  # the run directory does not depend on the runtime
     from sao_online.runtime.scheduling.planner import EpisodePlan

@@ -25,8 +25,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from sao_online.code_identity import code_difference
 from sao_online.rundir.layout import checkpoint_folders, read_config_file, write_text_atomically
+from sao_online.util.code_identity import code_difference
 
 ERROR_FILE = "error.txt"
 PREVIOUS_ERROR_FILE = "error.previous.txt"

@@ -25,7 +25,7 @@ from typing import Any
 from sao_online.config import SAFE_NAME, short_repr
 from sao_online.rundir.checkpoints import CheckpointError, file_digest, read_manifest
 from sao_online.rundir.disk_full import RESUME_ADVICE, reporting_a_full_disk
-from sao_online.safe_yaml import YamlInputError, load_yaml_file
+from sao_online.util.safe_yaml import YamlInputError, load_yaml_file
 
 TABLES = ("episodes", "updates", "evals")
 CHECKPOINT_NAME = re.compile(r"^step-(\d{6,})(?:\.(\d+))?$")

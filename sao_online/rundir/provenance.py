@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sao_online.code_identity import git_output, source_state, stable_hash
+from sao_online.util.code_identity import git_output, source_state, stable_hash
 
 #: Distributions whose versions can change a result.
 PACKAGES = (

@@ -30,7 +30,6 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from sao_online.code_identity import code_difference
 from sao_online.config import short_repr, with_added_fields
 from sao_online.rundir.checkpoints import (
     LEGACY_FILE,
@@ -53,6 +52,7 @@ from sao_online.rundir.layout import (
 )
 from sao_online.rundir.lock import RunLock
 from sao_online.rundir.repair import read_part
+from sao_online.util.code_identity import code_difference
 
 
 class RunLog:

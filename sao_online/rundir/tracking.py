@@ -30,8 +30,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sao_online.learning.types import Trajectory
 from sao_online.rundir.layout import write_text_atomically
-from sao_online.types import Trajectory
 
 TENSORBOARD_DIR = "tensorboard"
 TRANSCRIPTS_FILE = "transcripts.jsonl"

@@ -14,9 +14,9 @@ from sao_online.algorithms import Method, build_method
 from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.config.run_schedule import resolve_schedule
 from sao_online.drift_schedules import Clock, Schedule
-from sao_online.learner import Learner
+from sao_online.learning.learner import Learner
+from sao_online.learning.warm_start import base_policy, load_warm_start
 from sao_online.models import ValueModel
-from sao_online.pretrain import base_policy, load_warm_start
 from sao_online.rollout import RolloutEngine
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.frozen import FrozenLearner

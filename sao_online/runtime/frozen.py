@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sao_online.learner import Learner
-from sao_online.types import Trajectory
+from sao_online.learning.learner import Learner
+from sao_online.learning.types import Trajectory
 
 
 class FrozenLearner(Learner):
-    """A :class:`~sao_online.learner.Learner` whose ``step`` counts a version and trains nothing."""
+    """A :class:`~sao_online.learning.learner.Learner` whose ``step`` counts a version and
+    trains nothing."""
 
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         rewards = [trajectory.total_reward for trajectory in trajectories]

@@ -19,7 +19,6 @@ from sao_online.algorithms import build_method
 from sao_online.config import ExperimentConfig
 from sao_online.config.run_schedule import clock_horizon
 from sao_online.drift_schedules import ScheduleError
-from sao_online.quiet import progress_bars
 from sao_online.rundir.episode_rows import episode_column_types
 from sao_online.rundir.failure import failed_run, plan_rerun, write_failure
 from sao_online.rundir.layout import RunDirError, read_config_file, run_directory
@@ -31,6 +30,7 @@ from sao_online.runtime.host.machine_fit import check_then_start_workers
 from sao_online.runtime.host.main_guard import require_main_guard
 from sao_online.runtime.host.threads import AUTO, census
 from sao_online.runtime.loop import TrainingLoop
+from sao_online.util.quiet import progress_bars
 from sao_online.util.units import format_duration
 
 
@@ -42,7 +42,7 @@ def resolved_config(config: ExperimentConfig, ctx: RunContext) -> dict[str, Any]
 def resolved_run_config(config: ExperimentConfig, schedule: Any, method: Any) -> dict[str, Any]:
     """The run directory's ``config.yaml`` of a run of ``config``: its settings, the schedule
     written out with its change points and phase names, the method's own name, and the code it
-    runs (``sao_online.code_identity``). A pure function of its arguments, so what a run will
+    runs (``sao_online.util.code_identity``). A pure function of its arguments, so what a run will
     write is known before it starts (the benchmark checks kept results against it).
 
     Args:
@@ -51,7 +51,7 @@ def resolved_run_config(config: ExperimentConfig, schedule: Any, method: Any) ->
         method: the ``Method`` the run trains (``build_method(config)``).
     """
     from sao_online.algorithms import is_plugin_method, load_method_factory
-    from sao_online.code_identity import code_identity, env_identity, method_identity
+    from sao_online.util.code_identity import code_identity, env_identity, method_identity
 
     horizon = clock_horizon(config, schedule)
     try:

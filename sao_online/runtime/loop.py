@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from sao_online.drift_schedules import StepClock, VersionClock, WallClock
+from sao_online.learning.types import Trajectory
 from sao_online.rollout import TRUNCATED_BY_KEY
 from sao_online.rollout.env_results import STEP_TIMEOUT
 from sao_online.rundir.episode_rows import episode_record
@@ -29,7 +30,6 @@ from sao_online.runtime.context import RunContext
 from sao_online.runtime.evaluation import BackgroundEvaluator
 from sao_online.runtime.scheduling.planner import EpisodePlan
 from sao_online.runtime.simulation.clock import MachineClock, VirtualClock
-from sao_online.types import Trajectory
 
 STALENESS_HISTOGRAM_FILE = "staleness_histogram.csv"
 DECODE_ROUNDS_FILE = "decode_rounds.csv"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sao_online.advantages import response_span_mask, skip_observation_gae
 from sao_online.algorithms import (
     METHODS,
     SINGLE_ROLLOUT_METHODS,
@@ -14,9 +13,10 @@ from sao_online.algorithms import (
     build_method,
 )
 from sao_online.algorithms.estimators import CriticGAE, KeyedRunningMeanAdvantage
-from sao_online.batching import collate
 from sao_online.config import ConfigError, load_config
-from sao_online.types import Trajectory
+from sao_online.learning.advantages import response_span_mask, skip_observation_gae
+from sao_online.learning.batching import collate
+from sao_online.learning.types import Trajectory
 
 # prompt, action (turn 0), action (turn 0), observation, observation, action (turn 1)
 ACTION_MASK = [False, True, True, False, False, True]

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from sao_online.advantages import (
+from sao_online.algorithms import RunningMeanBaseline
+from sao_online.learning.advantages import (
     broadcast_to_tokens,
     group_advantages,
     length_adaptive_lambda,
@@ -16,8 +17,7 @@ from sao_online.advantages import (
     step_level_values,
     zero_variance_group_fraction,
 )
-from sao_online.algorithms import RunningMeanBaseline
-from sao_online.losses import value_loss
+from sao_online.learning.losses import value_loss
 
 # Two-turn episode: prompt, turn 1 (2 tokens), 2 observation tokens, turn 2 (2 tokens).
 MASK = torch.tensor([[False, True, True, False, False, True, True]])

@@ -10,7 +10,7 @@ import torch
 from test_ablations import trajectory
 from test_losses import MASK, token_tensor, with_ratios
 
-from sao_online.losses import (
+from sao_online.learning.losses import (
     decoupled_ppo_loss,
     dis_policy_loss,
     effective_sample_size,
@@ -287,7 +287,7 @@ def test_with_no_action_token_every_correction_is_zero():
 def test_docstring_examples_run():
     import doctest
 
-    from sao_online.losses import common, corrections
+    from sao_online.learning.losses import common, corrections
 
     for module in (common, corrections):
         results = doctest.testmod(module)
@@ -346,7 +346,7 @@ def test_the_objectives_refuse_an_empty_band_when_built():
 
 def test_decoupled_ppo_needs_the_learners_proximal_logprobs():
     from sao_online.algorithms import DecoupledPPO
-    from sao_online.batching import collate
+    from sao_online.learning.batching import collate
 
     batch = collate([trajectory()], pad_token_id=0)  # six tokens, three of them actions
     logprobs = torch.full((1, 6), -0.5, requires_grad=True)

@@ -6,10 +6,10 @@ import torch.nn.functional as F
 from tiny_model import tiny_overrides
 
 from sao_online.algorithms import METHODS, SINGLE_ROLLOUT_METHODS
-from sao_online.batching import collate
 from sao_online.config import load_config
-from sao_online.prefix_sharing import plan_prefix_sharing
-from sao_online.regularizers import entropy_bonus, exact_kl, k3_kl
+from sao_online.learning.batching import collate
+from sao_online.learning.prefix_sharing import plan_prefix_sharing
+from sao_online.learning.regularizers import entropy_bonus, exact_kl, k3_kl
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from sao_online.losses import (
+from sao_online.learning.losses import (
     aggregate_token_losses,
     decoupled_ppo_loss,
     dis_policy_loss,

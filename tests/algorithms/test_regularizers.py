@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.distributions import Categorical, kl_divergence
 
-from sao_online.regularizers import entropy_bonus, exact_kl, k3_kl, token_exact_kl
+from sao_online.learning.regularizers import entropy_bonus, exact_kl, k3_kl, token_exact_kl
 
 
 def test_exact_kl_hand_computed():

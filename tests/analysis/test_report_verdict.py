@@ -231,7 +231,7 @@ def test_without_an_oracle_level_the_verdict_ranks_by_the_relative_time_and_says
 def test_report_goes_to_runs_report_by_default_and_the_api_takes_the_oracle_fraction(tmp_path):
     from sao_online import api
     from sao_online.cli import main
-    from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+    from sao_online.util.defaults import DEFAULT_ORACLE_FRACTION
 
     root = two_seed_root(tmp_path / "runs", updates_zero=False)
     assert main(["report", str(root)]) == 0

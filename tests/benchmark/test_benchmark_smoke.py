@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sao_online.cache import weights_id
+from sao_online.util.cache import weights_id
 
 pytestmark = pytest.mark.e2e
 

@@ -20,8 +20,8 @@ from sao_online.benchmark.costs import (
     run_prior_seconds,
     warm_start_prior_seconds,
 )
-from sao_online.bundled_configs import resolve_config
 from sao_online.config import load_config
+from sao_online.config.bundled import resolve_config
 
 ROOT = Path(__file__).resolve().parents[2]
 KEPT = ROOT / "benchmarks" / "lite-sizing" / "costs.csv"

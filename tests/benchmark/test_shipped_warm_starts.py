@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sao_online.benchmark import plan_tier
-from sao_online.cache import weights_id
-from sao_online.pretrain import import_warm_start, warm_start_settings
+from sao_online.learning.warm_start import import_warm_start, warm_start_settings
+from sao_online.util.cache import weights_id
 
 SHIPPED = Path(__file__).resolve().parents[2] / "benchmarks" / "warm-starts" / "lite"
 PLAN = plan_tier("core", "lite")

@@ -146,7 +146,7 @@ def test_a_tier_that_extends_another_applies_the_others_overrides_then_its_own(t
 
 
 def test_the_async_tier_is_the_lite_tier_on_the_simulated_runtime_with_its_warm_starts():
-    from sao_online.pretrain import warm_start_path
+    from sao_online.learning.warm_start import warm_start_path
 
     lite, timed = plan_tier("core", "lite"), plan_tier("core", "async")
     assert timed.methods == lite.methods and timed.seeds == lite.seeds

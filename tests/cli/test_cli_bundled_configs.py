@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sao_online.bundled_configs import bundled_configs, configs_folder, resolve_config
 from sao_online.cli import main
 from sao_online.config import load_config
+from sao_online.config.bundled import bundled_configs, configs_folder, resolve_config
 from sao_online.drift_schedules import load_schedule
 
 

@@ -62,7 +62,7 @@ def test_garbage_config_yaml_in_a_run_directory_on_resume(capsys, tmp_path):
 
 def test_a_corrupt_warm_start_cache_says_how_to_rebuild_it(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("SAO_ONLINE_CACHE", str(tmp_path / "cache"))
-    from sao_online.pretrain import warm_start_path
+    from sao_online.learning.warm_start import warm_start_path
 
     config = tmp_path / "c.yaml"
     config.write_text("model: {num_layers: 1, hidden_size: 32}\nruntime: {backend: sync}\n")

@@ -15,7 +15,7 @@ import pytest
 from sao_online import cli
 from sao_online.commands import envs
 from sao_online.config import ConfigWarning
-from sao_online.quiet import QUIET_ENVIRONMENT, quiet_other_libraries
+from sao_online.util.quiet import QUIET_ENVIRONMENT, quiet_other_libraries
 
 SAO_ONLINE = Path(sys.executable).parent / "sao-online"
 
@@ -76,7 +76,7 @@ def test_quiet_sets_the_variables_children_read_and_restores_them(monkeypatch):
 
 
 def test_progress_bars_are_drawn_on_a_terminal_only(monkeypatch):
-    from sao_online.quiet import progress_bars
+    from sao_online.util.quiet import progress_bars
 
     class Terminal:
         def __init__(self, tty: bool) -> None:

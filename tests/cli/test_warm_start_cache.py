@@ -9,7 +9,7 @@ import pytest
 
 from sao_online.cli import main
 from sao_online.config import load_config
-from sao_online.pretrain import warm_start
+from sao_online.learning.warm_start import warm_start
 
 
 def small_warm_start_config(**model):

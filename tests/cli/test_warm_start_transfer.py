@@ -11,16 +11,16 @@ import pytest
 import torch
 from test_warm_start_cache import small_warm_start_config
 
-from sao_online.cache import weights_id
 from sao_online.cli import main
 from sao_online.config import ConfigError
-from sao_online.pretrain import (
+from sao_online.learning.warm_start import (
     export_warm_start,
     import_warm_start,
     load_warm_start,
     warm_start,
     warm_start_path,
 )
+from sao_online.util.cache import weights_id
 
 
 @pytest.fixture

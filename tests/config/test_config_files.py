@@ -14,7 +14,7 @@ from sao_online.benchmark import SuiteError, plan_tier
 from sao_online.cli import main
 from sao_online.config import ConfigError, load_config
 from sao_online.drift_schedules import ScheduleError, load_schedule
-from sao_online.safe_yaml import YamlInputError, load_yaml_text, read_yaml_file
+from sao_online.util.safe_yaml import YamlInputError, load_yaml_text, read_yaml_file
 
 SECRET = "s3cr3t-HASH-e8Dq0"
 

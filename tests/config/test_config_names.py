@@ -29,7 +29,7 @@ def test_an_unknown_method_is_refused_on_load_listing_the_choices():
 
 
 def test_the_built_in_names_are_the_registrys():
-    # One list of names (sao_online.method_names): the config accepts exactly the registry's,
+    # One list of names (sao_online.config.method_names): the config accepts exactly the registry's,
     # in its order, and each name's factory builds the method of that name.
     assert builtin_methods() == tuple(METHODS)
     assert set(METHODS) > SINGLE_ROLLOUT_METHODS

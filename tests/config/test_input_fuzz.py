@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sao_online.bundled_configs import bundled_configs, configs_folder
 from sao_online.cli import main
+from sao_online.config.bundled import bundled_configs, configs_folder
 
 #: Cases per bundled config and for the suite; with 7 configs, 280 + 60 cases.
 CASES_PER_CONFIG = 40

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sao_online.config import ConfigError, load_config
-from sao_online.model_presets import MODEL_PRESETS, apply_model_preset
+from sao_online.config.model_presets import MODEL_PRESETS, apply_model_preset
 
 
 def test_the_tiny_preset_applies_where_the_config_sets_nothing():

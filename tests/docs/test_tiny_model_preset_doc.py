@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 from docs_scripts import docs_script
 
-from sao_online.model_presets import MODEL_PRESETS
+from sao_online.config.model_presets import MODEL_PRESETS
 
 DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "tiny_model_preset"
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from tiny_model import TINY_MODEL, merge_overrides
 
-from sao_online.batching import collate
 from sao_online.config import load_config
 from sao_online.config.run_schedule import resolve_schedule
+from sao_online.learning.batching import collate
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 
@@ -80,7 +80,7 @@ def test_no_skip_gae_trains_the_critic_on_grid_observation_tokens():
 
 def test_behavior_summary_breaks_success_down_by_difficulty():
     from sao_online.commands.policy_summary import _by_difficulty
-    from sao_online.types import Trajectory
+    from sao_online.learning.types import Trajectory
 
     def episode(reward, **info):
         return Trajectory(

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from learning_kit import KEPT, RECORD, ROOT, LearningSetting, fit_warm_start, fitted_for
 
-from sao_online.cache import weights_id
 from sao_online.rundir.provenance import machine
+from sao_online.util.cache import weights_id
 
 HERE = Path(__file__).resolve().parent
 

@@ -5,8 +5,8 @@ asks for the ``learned`` fixture (``conftest.py``): ``learned("sao")`` trains th
 the module's warm start and returns a :class:`LearningResult`.
 
 Each family's warm start is the 2-layer, 64-wide tiny model fitted on a few hundred of the
-env's own demonstrations (:func:`sao_online.pretrain.collect_demonstrations` and
-:func:`~sao_online.pretrain.finetune_on_demonstrations`, the pieces of ``sao-online
+env's own demonstrations (:func:`sao_online.learning.warm_start.collect_demonstrations` and
+:func:`~sao_online.learning.warm_start.finetune_on_demonstrations`, the pieces of ``sao-online
 pretrain``) in a drift-free regime or, where the setting says ``cached_warm_start``, the
 config's own warm start. It is fitted once and kept with the tests, in ``kept/<family>/``
 (``python tests/learning/fit_warm_starts.py [FAMILY...]`` fits them again), beside a record
@@ -39,19 +39,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from sao_online.cache import weights_id
 from sao_online.commands.policy_summary import behavior_summary
 from sao_online.config import ExperimentConfig, load_config
-from sao_online.models import load_policy
-from sao_online.pretrain import (
+from sao_online.learning.warm_start import (
     base_policy,
     collect_demonstrations,
     finetune_on_demonstrations,
     warm_start_settings,
 )
-from sao_online.pretrain import warm_start as cached_warm_start
+from sao_online.learning.warm_start import warm_start as cached_warm_start
+from sao_online.models import load_policy
 from sao_online.rundir.checkpoints import read_checkpoint
 from sao_online.runtime.launch import run_experiment
+from sao_online.util.cache import weights_id
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The kept warm starts, one folder per family (the test module's name without ``test_`` and

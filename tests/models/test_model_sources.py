@@ -11,7 +11,8 @@ from tiny_model import TINY_MODEL
 
 import sao_online.models.sources as sources
 from sao_online.config import ConfigError, load_config
-from sao_online.learner import Learner
+from sao_online.learning.learner import Learner
+from sao_online.learning.warm_start import base_policy
 from sao_online.models import (
     ModelNotFoundError,
     load_policy,
@@ -20,7 +21,6 @@ from sao_online.models import (
     resolve_model_source,
     token_logprobs,
 )
-from sao_online.pretrain import base_policy
 from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request

@@ -14,11 +14,15 @@ import pytest
 import torch
 from chat_models import reference_greedy_episode
 
-from sao_online import pretrain
-from sao_online.batching import collate
+import sao_online.learning.warm_start as warm_start_module
 from sao_online.config import load_config
+from sao_online.learning.batching import collate
+from sao_online.learning.prefix_sharing import (
+    causal_lm_forward,
+    plan_prefix_sharing,
+    shared_prefix_forward,
+)
 from sao_online.models import ChatLayout, ModelNotFoundError, load_policy, resolve_model_source
-from sao_online.prefix_sharing import causal_lm_forward, plan_prefix_sharing, shared_prefix_forward
 from sao_online.rollout import EpisodeRequest, RolloutEngine
 from sao_online.rundir.runlog import RunLog
 from sao_online.runtime.launch import run_experiment
@@ -198,7 +202,7 @@ def test_two_sao_updates_on_styleshift(smollm2, tmp_path, monkeypatch):
         requested.append((name, gguf_file, dtype))
         return copy.deepcopy(model), tokenizer
 
-    monkeypatch.setattr(pretrain, "load_policy", copy_of_the_loaded_model)
+    monkeypatch.setattr(warm_start_module, "load_policy", copy_of_the_loaded_model)
     kept = {name: tensor.clone() for name, tensor in list(model.state_dict().items())[:4]}
     config = load_config(
         CONFIG,

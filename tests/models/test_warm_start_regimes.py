@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sao_online.config import ConfigError, load_config
-from sao_online.pretrain import (
+from sao_online.learning.warm_start import (
     collect_demonstrations,
     regime_sampler,
     schedule_phases,

@@ -13,14 +13,14 @@ from chat_models import (
 )
 
 import sao_online.environments  # noqa: F401  (registers the environments)
-from sao_online.batching import collate
-from sao_online.models import ChatLayout, ValueModel, token_logprobs
-from sao_online.prefix_sharing import (
+from sao_online.learning.batching import collate
+from sao_online.learning.prefix_sharing import (
     causal_lm_forward,
     plan_prefix_sharing,
     shared_prefix_forward,
     value_model_forward,
 )
+from sao_online.models import ChatLayout, ValueModel, token_logprobs
 from sao_online.rollout import EpisodeRequest, RolloutEngine
 
 ENV_IDS = sorted(name for name in gymnasium.registry if name.startswith("sao_online/"))

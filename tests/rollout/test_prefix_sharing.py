@@ -5,13 +5,13 @@ import torch
 from tiny_model import TINY_MODEL
 
 from sao_online.config import load_config
-from sao_online.models import ValueModel, build_tiny_policy
-from sao_online.prefix_sharing import (
+from sao_online.learning.prefix_sharing import (
     causal_lm_forward,
     plan_prefix_sharing,
     shared_prefix_forward,
     value_model_forward,
 )
+from sao_online.models import ValueModel, build_tiny_policy
 from sao_online.runtime.context import RunContext
 from sao_online.runtime.envs import plan_to_request
 

@@ -12,6 +12,7 @@ from tiny_model import model_section
 
 from sao_online.cli import main
 from sao_online.config import load_config
+from sao_online.learning.types import Trajectory
 from sao_online.models import build_tiny_policy
 from sao_online.rundir.runlog import RunLog
 from sao_online.rundir.tracking import (
@@ -21,7 +22,6 @@ from sao_online.rundir.tracking import (
     transcript,
 )
 from sao_online.runtime.launch import run_experiment
-from sao_online.types import Trajectory
 
 
 def tiny_config(**logging):

@@ -14,7 +14,7 @@ import torch
 from tiny_model import tiny_overrides
 
 from sao_online.config import load_config
-from sao_online.pretrain import base_policy
+from sao_online.learning.warm_start import base_policy
 from sao_online.rollout import TRUNCATED_BY_KEY, EpisodeRequest
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import make_env

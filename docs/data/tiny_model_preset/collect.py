@@ -13,7 +13,7 @@ import sys
 import pandas as pd
 
 from sao_online.analysis import load_runs, recovery_metrics
-from sao_online.defaults import DEFAULT_ORACLE_FRACTION
+from sao_online.util.defaults import DEFAULT_ORACLE_FRACTION
 
 #: The share of a phase (its last episodes) that says where the phase ended up.
 END_SHARE = 0.25

@@ -49,6 +49,7 @@ from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
+from sao_online.learning.types import Trajectory
 from sao_online.rollout import EnvError
 from sao_online.rundir.episode_rows import (
     DROPPED_STALE,
@@ -62,7 +63,6 @@ from sao_online.runtime.scheduling.staleness import StalenessGate
 from sao_online.runtime.scheduling.stragglers import FinishedEpisode, HeldEpisode, StragglerRules
 from sao_online.runtime.workers.pool import WorkerPool
 from sao_online.runtime.workers.rollout_worker import Interrupt, Order
-from sao_online.types import Trajectory
 
 POLL_SECONDS = 0.05
 _SEED_STRIDE_WORKER = 7919  # distinct sampling streams per worker incarnation

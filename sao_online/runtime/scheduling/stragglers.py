@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sao_online.learning.types import Trajectory
 from sao_online.runtime.scheduling.batch_selection import stragglers_to_drop
 from sao_online.runtime.scheduling.planner import EpisodePlan
-from sao_online.types import Trajectory
 
 #: An episode is requeued at most this many times (its attempt); its next run is waited for.
 MAX_REQUEUES = 2

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 
 from sao_online.config import SimCostConfig
-from sao_online.types import Trajectory
+from sao_online.learning.types import Trajectory
 
 
 @dataclass(frozen=True)

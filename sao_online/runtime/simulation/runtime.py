@@ -23,12 +23,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from sao_online.learning.types import Trajectory
 from sao_online.runtime.loop import TrainingLoop
 from sao_online.runtime.scheduling.async_runtime import AsyncRuntime, pending_plans
 from sao_online.runtime.scheduling.planner import EpisodePlan
 from sao_online.runtime.simulation.costs import batch_tokens, resolve_costs
 from sao_online.runtime.simulation.pool import SimulatedWorkerPool
-from sao_online.types import Trajectory
 
 
 class SimulationStalled(RuntimeError):

@@ -39,7 +39,7 @@ import torch
 
 from sao_online.algorithms import load_method_factory
 from sao_online.config import load_config
-from sao_online.pretrain import base_policy
+from sao_online.learning.warm_start import base_policy
 from sao_online.rollout import EnvError, EpisodeRequest, RolloutEngine
 from sao_online.runtime.engines import build_engine
 from sao_online.runtime.envs import plan_to_request

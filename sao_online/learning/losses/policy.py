@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from sao_online.advantages import check_token_tensors
-from sao_online.losses.common import (
+from sao_online.learning.advantages import check_token_tensors
+from sao_online.learning.losses.common import (
     Aggregation,
     aggregate_token_losses,
     check_band,
@@ -53,7 +53,7 @@ def dis_policy_loss(
         (fractions of action tokens with ``r <= 1 - eps_low`` and ``r >= 1 + eps_high``),
         ``ratio_mean``, ``ratio_max``, ``approx_kl`` (k3 estimate of KL(behaviour || current)),
         ``effective_sample_size`` (of the weights ``f(r_t)``, see
-        :func:`~sao_online.losses.effective_sample_size`), ``num_action_tokens``.
+        :func:`~sao_online.learning.losses.effective_sample_size`), ``num_action_tokens``.
     """
     check_token_tensors(
         action_mask, logprobs=logprobs, behavior_logprobs=behavior_logprobs, advantages=advantages

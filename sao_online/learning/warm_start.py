@@ -34,12 +34,6 @@ from tqdm import tqdm
 
 import sao_online.environments  # noqa: F401  (registers the environments)
 import sao_online.models as models_package
-from sao_online.cache import (  # noqa: F401  (cache_root, warm_start_weights: public here)
-    cache_root,
-    warm_start_root,
-    warm_start_weights,
-    weights_id,
-)
 from sao_online.config import ConfigError, ExperimentConfig
 from sao_online.config.run_schedule import clock_horizon, resolve_schedule
 from sao_online.drift_schedules import Choice, normalize_space
@@ -51,8 +45,14 @@ from sao_online.models import (
     resolve_device,
     resolve_dtype,
 )
-from sao_online.quiet import progress_bars
 from sao_online.rundir.provenance import machine
+from sao_online.util.cache import (  # noqa: F401  (cache_root, warm_start_weights: public here)
+    cache_root,
+    warm_start_root,
+    warm_start_weights,
+    weights_id,
+)
+from sao_online.util.quiet import progress_bars
 from sao_online.util.units import format_duration
 
 WARM_START_FORMAT = 1  # bump when the layout of the cached folder changes

@@ -28,11 +28,10 @@ import torch
 import torch.nn.functional as F
 
 from sao_online.algorithms import Method
-from sao_online.batching import Batch, collate
 from sao_online.config import ExperimentConfig
-from sao_online.losses import value_loss
-from sao_online.models.lean_llama import lean_forward_support
-from sao_online.prefix_sharing import (
+from sao_online.learning.batching import Batch, collate
+from sao_online.learning.losses import value_loss
+from sao_online.learning.prefix_sharing import (
     PrefixPlan,
     causal_lm_forward,
     hidden_state_forward,
@@ -40,8 +39,9 @@ from sao_online.prefix_sharing import (
     shared_prefix_forward,
     value_model_forward,
 )
-from sao_online.regularizers import k3_kl, token_entropy, token_exact_kl
-from sao_online.types import Trajectory
+from sao_online.learning.regularizers import k3_kl, token_entropy, token_exact_kl
+from sao_online.learning.types import Trajectory
+from sao_online.models.lean_llama import lean_forward_support
 
 
 def _namespaced(prefix: str, stats: dict[str, float]) -> dict[str, float]:
@@ -135,8 +135,8 @@ class Learner:
         reference: a frozen copy of the warm-start policy when ``regularizers.kl_coef > 0``.
         share_prefixes: run a prompt shared by the rows of a group once per forward pass
             (policy, reference and critic) instead of once per row; the results are the same up
-            to float rounding (see ``sao_online.prefix_sharing``). Needs models that take and
-            return a Hugging Face key/value cache.
+            to float rounding (see ``sao_online.learning.prefix_sharing``). Needs models that
+            take and return a Hugging Face key/value cache.
         overlap_critic: run the critic's value pass and updates in a thread of their own,
             beside the policy's passes (the same parameters as one after the other). While
             both lanes run, each uses half of torch's threads (at least one).

@@ -13,11 +13,11 @@ first gradient step), and differs from the others in ``w_t`` alone:
   proximal policy ``pi_prox``;
 - :func:`policy_gradient_loss`: ``w_t = 1``, no correction at all.
 
-SAO's DIS (:func:`~sao_online.losses.dis_policy_loss`) is the same form with ``w_t = r_t``
-inside a band and 0 outside. Masked tokens stay in ``N``, as in DIS: masking shrinks the step
-rather than re-weighting the tokens that survive. Each loss reports the share of action tokens
-it masked, truncated or clipped and the :func:`~sao_online.losses.effective_sample_size` of its
-weights.
+SAO's DIS (:func:`~sao_online.learning.losses.dis_policy_loss`) is the same form with
+``w_t = r_t`` inside a band and 0 outside. Masked tokens stay in ``N``, as in DIS: masking
+shrinks the step rather than re-weighting the tokens that survive. Each loss reports the share
+of action tokens it masked, truncated or clipped and the
+:func:`~sao_online.learning.losses.effective_sample_size` of its weights.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import math
 
 import torch
 
-from sao_online.advantages import check_token_tensors
-from sao_online.losses.common import (
+from sao_online.learning.advantages import check_token_tensors
+from sao_online.learning.losses.common import (
     aggregate_token_losses,
     check_band,
     check_finite_on_actions,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from sao_online.advantages import check_token_tensors
-from sao_online.losses import masked_mean
+from sao_online.learning.advantages import check_token_tensors
+from sao_online.learning.losses import masked_mean
 
 __all__ = ["entropy_bonus", "exact_kl", "k3_kl", "token_entropy", "token_exact_kl"]
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from sao_online.advantages import check_token_tensors
-from sao_online.losses.common import aggregate_token_losses, check_finite_on_actions, token_fraction
+from sao_online.learning.advantages import check_token_tensors
+from sao_online.learning.losses.common import (
+    aggregate_token_losses,
+    check_finite_on_actions,
+    token_fraction,
+)
 
 __all__ = ["value_loss"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sao_online.types import Trajectory
+from sao_online.learning.types import Trajectory
 
 
 @dataclass

@@ -18,8 +18,8 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from sao_online.safe_yaml import YamlInputError, load_yaml_text
-from sao_online.suggestions import did_you_mean
+from sao_online.util.safe_yaml import YamlInputError, load_yaml_text
+from sao_online.util.suggestions import did_you_mean
 
 #: The folder prefix the README's commands use for bundled files (a clone's ``configs/``).
 CONFIGS_PREFIX = "configs/"
