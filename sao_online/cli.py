@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_show_parser(commands)
 
-    from sao_online.bench.cli import add_bench_parser
+    from sao_online.perf.cli import add_bench_parser
 
     add_bench_parser(commands)
 

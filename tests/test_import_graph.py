@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("jobs: the process pool, the scheduler", ("sao_online.jobs",)),
     (
         "commands and benchmark",
-        ("sao_online.commands", "sao_online.benchmark", "sao_online.bench"),
+        ("sao_online.commands", "sao_online.benchmark", "sao_online.perf"),
     ),
     ("entry points", ("sao_online.api", "sao_online.cli")),
 )

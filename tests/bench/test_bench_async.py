@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sao_online.bench.sync_vs_async import run_async_benchmark
+from sao_online.perf.sync_vs_async import run_async_benchmark
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sao_online import cli
-from sao_online.bench import sync_vs_async as bench_async
+from sao_online.perf import sync_vs_async as bench_async
 
 
 def _fake_runs(monkeypatch) -> list[list[str]]:

@@ -5,9 +5,9 @@ import json
 import pytest
 from tiny_model import TINY_MODEL, merge_overrides
 
-from sao_online.bench import learner as bench_learner
-from sao_online.bench.learner import IN_LINE, run_learner_benchmark
 from sao_online.cli import main
+from sao_online.perf import learner as bench_learner
+from sao_online.perf.learner import IN_LINE, run_learner_benchmark
 
 TINY = merge_overrides(
     TINY_MODEL,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sao_online.bench.rollout import measure_read_bandwidth, run_rollout_benchmark
+from sao_online.perf.rollout import measure_read_bandwidth, run_rollout_benchmark
 
 
 def test_quick_benchmark_counts_the_same_tokens_and_a_consistent_roofline():

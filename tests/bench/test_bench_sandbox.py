@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from sao_online.bench.sandbox import run_sandbox_benchmark, workload
 from sao_online.cli import main
 from sao_online.environments import CodeShiftEnv
+from sao_online.perf.sandbox import run_sandbox_benchmark, workload
 
 # The sandbox modules run on one worker: the containment tests find no sao-sandbox-* folder
 # in the shared temp dir only while no other sandbox runs, and fork bombs and wall-clock

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sao_online.bench.simulated import TARGET_RATIO, run_simulated_benchmark
 from sao_online.cli import main
+from sao_online.perf.simulated import TARGET_RATIO, run_simulated_benchmark
 
 
 @pytest.mark.e2e

@@ -5,9 +5,9 @@ from throughput_runs import throughput_run
 from tiny_model import TINY_MODEL
 
 from sao_online import cli
-from sao_online.bench import THROUGHPUT_RUNS
-from sao_online.bench.contention import run_contention_benchmark
-from sao_online.bench.throughput import (
+from sao_online.perf import THROUGHPUT_RUNS
+from sao_online.perf.contention import run_contention_benchmark
+from sao_online.perf.throughput import (
     TARGET_COMPLETIONS_PER_SECOND,
     run_throughput_benchmark,
     summarize,
@@ -150,8 +150,8 @@ def test_contention_benchmark_keeps_the_busy_core_free_and_reports_the_share():
 
 def test_the_trl_peer_refuses_a_workload_without_groups():
     pytest.importorskip("trl", reason="TRL is an optional extra: make trl")
-    from sao_online.bench.trl_peer import run_trl_grpo
     from sao_online.config import load_config
+    from sao_online.perf.trl_peer import run_trl_grpo
 
     config = load_config(None, [*TINY, "algorithm.name=sao"])
     with pytest.raises(ValueError, match="algorithm.group_size must be >= 2"):

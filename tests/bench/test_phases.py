@@ -6,8 +6,8 @@ import threading
 import pytest
 import torch
 
-from sao_online.bench import phases
-from sao_online.bench.phases import PhaseClock, learner_hooks, patched, timed_call, timed_generator
+from sao_online.perf import phases
+from sao_online.perf.phases import PhaseClock, learner_hooks, patched, timed_call, timed_generator
 
 
 class FakeTime:

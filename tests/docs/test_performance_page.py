@@ -7,9 +7,9 @@ import statistics
 import pytest
 from throughput_runs import throughput_run
 
-from sao_online.bench.throughput import summarize
 from sao_online.commands import performance_page
 from sao_online.commands.performance_page import DATA, PAGE, PAGES, render
+from sao_online.perf.throughput import summarize
 
 
 def test_the_pages_tables_are_generated_from_the_kept_results():

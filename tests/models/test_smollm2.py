@@ -239,7 +239,7 @@ def test_two_sao_updates_on_styleshift(smollm2, tmp_path, monkeypatch):
 
 @shares_the_loaded_model
 def test_bench_rollout_runs_the_real_model_from_its_converted_copy(smollm2, gguf_work):
-    from sao_online.bench.rollout import run_rollout_benchmark
+    from sao_online.perf.rollout import run_rollout_benchmark
 
     parsed = dict(gguf_work)
     result = run_rollout_benchmark(model="smollm2-135m", batch_size=4, new_tokens=6, num_episodes=4)

@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from sao_online.bench.rollout import run_rollout_benchmark
 from sao_online.models import ChatLayout, build_tiny_policy, token_logprobs
+from sao_online.perf.rollout import run_rollout_benchmark
 from sao_online.rollout import TRUNCATED_BY_KEY, EnvError, EpisodeRequest, RolloutEngine
 
 # Actions end at the end-of-turn token or at any byte divisible by 7, so greedy actions of a

@@ -17,7 +17,7 @@ backend gets:
 - the reward as the environment gives it, from one environment built once and reused: reset
   with the prompt's seed and options, stepped with the completion's text (the suite's rollout
   engine also resets and steps an environment per episode);
-- the same clock (:mod:`sao_online.bench.phases`): generation is TRL's ``_generate`` (prompt
+- the same clock (:mod:`sao_online.perf.phases`): generation is TRL's ``_generate`` (prompt
   tokenization, ``model.generate``, decoding), environment the reward function, and the
   learner's phases the same hooks as the suite's learner.
 
@@ -39,10 +39,10 @@ from typing import Any
 
 import torch
 
-from sao_online.bench.phases import PhaseClock, learner_hooks, patched
 from sao_online.config import ExperimentConfig
 from sao_online.config.run_schedule import resolve_schedule
 from sao_online.learning.warm_start import base_policy
+from sao_online.perf.phases import PhaseClock, learner_hooks, patched
 from sao_online.runtime.envs import make_env
 from sao_online.runtime.scheduling.planner import EpisodePlanner
 
@@ -176,7 +176,7 @@ def run_trl_grpo(config: ExperimentConfig, episodes: int, threads: int) -> dict[
     Returns:
         ``completions``, ``updates``, ``seconds``, ``completions_per_second``,
         ``seconds_per_update``, ``split`` (seconds per update of each phase, see
-        :mod:`sao_online.bench.phases`), ``prompt_tokens`` and ``mean_completion_tokens`` (per
+        :mod:`sao_online.perf.phases`), ``prompt_tokens`` and ``mean_completion_tokens`` (per
         completion, as TRL tokenized and sampled them), ``threads``, ``settings`` (the CPU
         settings as the trainer read them) and the versions of TRL and what it runs on.
     """

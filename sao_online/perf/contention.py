@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from sao_online.bench.throughput import WORKLOAD, measure
+from sao_online.perf.throughput import WORKLOAD, measure
 
 TARGET_KEPT_SHARE = 0.4
 _BUSY_LOOP = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"

@@ -15,7 +15,7 @@ sides take turns: ``runs`` rounds, each running every side once, the order rotat
 to round so that no side always runs first; each round gives one ratio per backend (ours over
 TRL's completions per second), reported as the median and range over the rounds.
 
-Where the time goes is split the same way on every side (:mod:`sao_online.bench.phases`):
+Where the time goes is split the same way on every side (:mod:`sao_online.perf.phases`):
 generation, environment, the learner's forward, backward and optimizer phases, and the rest,
 per update. For ``sync`` generation is the rollout engine's ``run`` less the environment calls
 it made (the engine times each one), and environment also holds building each episode's
@@ -41,8 +41,10 @@ from typing import Any
 
 import torch
 
-from sao_online.bench import THROUGHPUT_RUNS
-from sao_online.bench.phases import (
+from sao_online.config import load_config
+from sao_online.learning.learner import Learner
+from sao_online.perf import THROUGHPUT_RUNS
+from sao_online.perf.phases import (
     LEARNER_PHASES,
     PhaseClock,
     learner_hooks,
@@ -50,8 +52,6 @@ from sao_online.bench.phases import (
     timed_call,
     timed_generator,
 )
-from sao_online.config import load_config
-from sao_online.learning.learner import Learner
 from sao_online.rollout import RolloutEngine
 from sao_online.rundir.runlog import RunLog
 from sao_online.runtime import envs
@@ -285,7 +285,7 @@ def run_throughput_benchmark(
     measured: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     orders = [sides[r % len(sides) :] + sides[: r % len(sides)] for r in range(runs)]
     if peer == "trl":
-        from sao_online.bench.trl_peer import import_trl, run_trl_grpo
+        from sao_online.perf.trl_peer import import_trl, run_trl_grpo
 
         import_trl()  # before any run: a missing extra fails at once
     threads_before = torch.get_num_threads()

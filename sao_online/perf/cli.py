@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sao_online.bench import THROUGHPUT_RUNS
+from sao_online.perf import THROUGHPUT_RUNS
 
 
 @contextlib.contextmanager
@@ -63,21 +63,21 @@ def _positive_int(text: str) -> int:
 
 
 def _rollout(args: argparse.Namespace) -> dict[str, Any]:
-    from sao_online.bench.rollout import run_rollout_benchmark
+    from sao_online.perf.rollout import run_rollout_benchmark
 
     return run_rollout_benchmark(quick=args.quick, model=args.model)
 
 
 def _sync_vs_async(args: argparse.Namespace) -> dict[str, Any]:
     with _worker_server():
-        from sao_online.bench.sync_vs_async import run_async_benchmark
+        from sao_online.perf.sync_vs_async import run_async_benchmark
 
         return run_async_benchmark(quick=args.quick, max_staleness=args.max_staleness)
 
 
 def _throughput(args: argparse.Namespace) -> dict[str, Any]:
     with _worker_server():  # for its local-backend runs
-        from sao_online.bench.throughput import run_throughput_benchmark
+        from sao_online.perf.throughput import run_throughput_benchmark
 
         return run_throughput_benchmark(
             quick=args.quick, peer=args.peer, runs=args.runs, threads=args.threads
@@ -85,25 +85,25 @@ def _throughput(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _contention(args: argparse.Namespace) -> dict[str, Any]:
-    from sao_online.bench.contention import run_contention_benchmark
+    from sao_online.perf.contention import run_contention_benchmark
 
     return run_contention_benchmark(quick=args.quick)
 
 
 def _sandbox(args: argparse.Namespace) -> dict[str, Any]:
-    from sao_online.bench.sandbox import run_sandbox_benchmark
+    from sao_online.perf.sandbox import run_sandbox_benchmark
 
     return run_sandbox_benchmark(quick=args.quick)
 
 
 def _learner(args: argparse.Namespace) -> dict[str, Any]:
-    from sao_online.bench.learner import run_learner_benchmark
+    from sao_online.perf.learner import run_learner_benchmark
 
     return run_learner_benchmark(quick=args.quick)
 
 
 def _simulated(args: argparse.Namespace) -> dict[str, Any]:
-    from sao_online.bench.simulated import run_simulated_benchmark
+    from sao_online.perf.simulated import run_simulated_benchmark
 
     return run_simulated_benchmark(quick=args.quick, repeats=args.repeats)
 

@@ -1,6 +1,7 @@
-"""``sao-online bench``: measurements of the suite's own machinery, each printing one JSON object.
+"""``sao-online bench``: measurements of the suite's own machinery (its performance), each
+printing one JSON object.
 
-One module per benchmark, each a ``sao-online bench NAME`` subcommand (:mod:`.cli` declares
+One module per measurement, each a ``sao-online bench NAME`` subcommand (:mod:`.cli` declares
 each one's flags):
 
 - :mod:`.rollout`: the rollout engine against ``model.generate()``;
@@ -11,7 +12,8 @@ each one's flags):
 - :mod:`.sandbox`: program executions per second of each sandbox backend;
 - :mod:`.learner`: seconds per learner update of each method.
 
-The scored benchmark of methods (``sao-online benchmark``) is :mod:`sao_online.benchmark`.
+The package is ``perf``, not ``bench``, so that it is not mistaken for the scored benchmark of
+methods (``sao-online benchmark``), :mod:`sao_online.benchmark`.
 Nothing is imported here: the command line declares the subcommands without importing torch.
 """
 
