@@ -29,8 +29,8 @@ class DoubleSidedIS:
     """SAO's strict double-sided token masking: a token whose ratio is outside the band gets no
     gradient."""
 
-    eps_low: float = 0.3
-    eps_high: float = 5.0
+    eps_low: float
+    eps_high: float
 
     def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
         return dis_policy_loss(
@@ -90,7 +90,7 @@ class TruncatedIS:
     """Token-level truncated importance sampling: weight ``min(r_t, cap)``, detached, never 0
     (:func:`~sao_online.learning.losses.tis_policy_loss`)."""
 
-    cap: float = 2.0
+    cap: float
 
     def __post_init__(self) -> None:
         if not self.cap > 0:
@@ -108,8 +108,8 @@ class SequenceMaskedIS:
     ``(low, high)`` is rejected whole; a kept one is weighted by that ratio
     (:func:`~sao_online.learning.losses.masked_is_policy_loss`)."""
 
-    low: float = 0.5
-    high: float = 2.0
+    low: float
+    high: float
 
     def __post_init__(self) -> None:
         if not 0 <= self.low < self.high:

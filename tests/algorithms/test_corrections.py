@@ -94,7 +94,7 @@ def test_tis_bad_input():
             tis_policy_loss(logprobs, behavior, advantages, MASK, cap=cap)
     behavior[0, 0] = math.inf
     with pytest.raises(ValueError, match="behavior_logprobs has NaN or infinite"):
-        tis_policy_loss(logprobs, behavior, advantages, MASK)
+        tis_policy_loss(logprobs, behavior, advantages, MASK, cap=2.0)
 
 
 # ---------------------------------------------------------------------------------------- MIS
@@ -125,7 +125,7 @@ def mis_example():
 
 def test_mis_hand_computed_loss_gradient_and_stats():
     logprobs, behavior, advantages = mis_example()
-    loss, stats = masked_is_policy_loss(logprobs, behavior, advantages, MIS_MASK)
+    loss, stats = masked_is_policy_loss(logprobs, behavior, advantages, MIS_MASK, low=0.5, high=2.0)
     # Geometric means: row 0 (2 * 2 * 0.5)^(1/3) = 2^(1/3), kept; row 1 sqrt(5.6) >= 2 and
     # row 2 sqrt(0.125) <= 0.5, rejected whole. N = 7 action tokens, rejected ones included.
     rho = 2.0 ** (1 / 3)
@@ -275,8 +275,8 @@ def test_with_no_action_token_every_correction_is_zero():
     mask = torch.zeros(2, 3, dtype=torch.bool)
     zeros, ones = torch.zeros(2, 3), torch.ones(2, 3)
     for loss, stats in (
-        tis_policy_loss(logprobs, zeros, ones, mask),
-        masked_is_policy_loss(logprobs, zeros, ones, mask),
+        tis_policy_loss(logprobs, zeros, ones, mask, cap=2.0),
+        masked_is_policy_loss(logprobs, zeros, ones, mask, low=0.5, high=2.0),
         decoupled_ppo_loss(logprobs, zeros, zeros, ones, mask),
         policy_gradient_loss(logprobs, zeros, ones, mask),
     ):

@@ -51,7 +51,7 @@ def dis_example():
 
 def test_dis_hand_computed_loss_gradient_and_stats():
     logprobs, behavior, advantages = dis_example()
-    loss, stats = dis_policy_loss(logprobs, behavior, advantages, MASK)
+    loss, stats = dis_policy_loss(logprobs, behavior, advantages, MASK, eps_low=0.3, eps_high=5.0)
     # -(1*1*(-1) + 2*(-0.5)*(-2) + 0.8*1.5*(-1.2)) / 5: the two masked tokens stay in N = 5.
     assert loss.item() == pytest.approx(0.088)
     loss.backward()
@@ -97,7 +97,12 @@ def test_dis_weight_is_detached_so_gradient_is_linear_in_log_pi():
     logprobs = torch.tensor([[-2.0]], dtype=torch.float64, requires_grad=True)
     behavior = torch.tensor([[-2.0 - math.log(1.5)]], dtype=torch.float64)
     loss, _ = dis_policy_loss(
-        logprobs, behavior, torch.tensor([[2.0]], dtype=torch.float64), torch.tensor([[True]])
+        logprobs,
+        behavior,
+        torch.tensor([[2.0]], dtype=torch.float64),
+        torch.tensor([[True]]),
+        eps_low=0.3,
+        eps_high=5.0,
     )
     (gradient,) = torch.autograd.grad(loss, logprobs)
     assert gradient.item() == pytest.approx(-1.5 * 2.0)
@@ -106,23 +111,25 @@ def test_dis_weight_is_detached_so_gradient_is_linear_in_log_pi():
 def test_dis_bad_input():
     logprobs, behavior, advantages = dis_example()
     with pytest.raises(ValueError, match="eps_low"):
-        dis_policy_loss(logprobs, behavior, advantages, MASK, eps_low=1.5)
+        dis_policy_loss(logprobs, behavior, advantages, MASK, eps_low=1.5, eps_high=5.0)
     with pytest.raises(ValueError, match="eps_high"):
-        dis_policy_loss(logprobs, behavior, advantages, MASK, eps_high=0.0)
+        dis_policy_loss(logprobs, behavior, advantages, MASK, eps_low=0.3, eps_high=0.0)
     with pytest.raises(ValueError, match="advantages has shape"):
-        dis_policy_loss(logprobs, behavior, advantages[:, :3], MASK)
+        dis_policy_loss(logprobs, behavior, advantages[:, :3], MASK, eps_low=0.3, eps_high=5.0)
     with pytest.raises(TypeError, match="action_mask must be a bool"):
-        dis_policy_loss(logprobs, behavior, advantages, MASK.float())
+        dis_policy_loss(logprobs, behavior, advantages, MASK.float(), eps_low=0.3, eps_high=5.0)
     bad_advantages = advantages.clone()
     bad_advantages[0, 0] = float("inf")
     with pytest.raises(ValueError, match="advantages has NaN or infinite"):
-        dis_policy_loss(logprobs, behavior, bad_advantages, MASK)
+        dis_policy_loss(logprobs, behavior, bad_advantages, MASK, eps_low=0.3, eps_high=5.0)
 
 
 def test_dis_with_no_action_token_is_zero_and_differentiable():
     logprobs = torch.zeros(2, 3, requires_grad=True)
     mask = torch.zeros(2, 3, dtype=torch.bool)
-    loss, stats = dis_policy_loss(logprobs, torch.zeros(2, 3), torch.ones(2, 3), mask)
+    loss, stats = dis_policy_loss(
+        logprobs, torch.zeros(2, 3), torch.ones(2, 3), mask, eps_low=0.3, eps_high=5.0
+    )
     loss.backward()
     assert loss.item() == 0.0 and logprobs.grad.eq(0).all()
     assert stats["num_action_tokens"] == 0.0 and stats["masked_below_fraction"] == 0.0
@@ -234,12 +241,12 @@ def test_every_loss_gives_non_action_tokens_exactly_zero_gradient():
     proximal = logprobs.detach() + 0.05 * junk
     advantages = torch.randn(2, 4)
     losses = [
-        dis_policy_loss(logprobs, old, advantages, MASK)[0],
+        dis_policy_loss(logprobs, old, advantages, MASK, eps_low=0.3, eps_high=5.0)[0],
         ppo_clip_loss(logprobs, old, advantages, MASK, dual_clip=2.0)[0],
         ppo_clip_loss(logprobs, old, advantages, MASK, aggregation="sequence_mean")[0],
         gspo_loss(logprobs, old, advantages, MASK, eps_low=0.5, eps_high=0.5)[0],
-        tis_policy_loss(logprobs, old, advantages, MASK)[0],
-        masked_is_policy_loss(logprobs, old, advantages, MASK)[0],
+        tis_policy_loss(logprobs, old, advantages, MASK, cap=2.0)[0],
+        masked_is_policy_loss(logprobs, old, advantages, MASK, low=0.5, high=2.0)[0],
         decoupled_ppo_loss(logprobs, proximal, old, advantages, MASK, weight_cap=3.0)[0],
         policy_gradient_loss(logprobs, old, advantages, MASK)[0],
     ]

@@ -40,15 +40,15 @@ PLUGINS = textwrap.dedent("""
 
 
     def bad_name(cfg, max_action_tokens):
-        return Method("a/b", 1, RunningMeanAdvantage(), DoubleSidedIS())
+        return Method("a/b", 1, RunningMeanAdvantage(), DoubleSidedIS(0.3, 5.0))
 
 
     def builtin_name(cfg, max_action_tokens):
-        return Method("sao", 1, RunningMeanAdvantage(), DoubleSidedIS())
+        return Method("sao", 1, RunningMeanAdvantage(), DoubleSidedIS(0.3, 5.0))
 
 
     def no_estimator(cfg, max_action_tokens):
-        return Method("broken", 1, "estimator", DoubleSidedIS())
+        return Method("broken", 1, "estimator", DoubleSidedIS(0.3, 5.0))
 
 
     NOT_CALLABLE = 3

@@ -85,7 +85,7 @@ def tis_policy_loss(
     behavior_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     action_mask: torch.Tensor,
-    cap: float = 2.0,
+    cap: float,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Token-level truncated importance sampling (TIS).
 
@@ -103,7 +103,7 @@ def tis_policy_loss(
         behavior_logprobs: the sampler's logprobs recorded at rollout time.
         advantages: per-token advantages (only read).
         action_mask: bool ``[batch, time]``.
-        cap: the truncation, positive (2 by default; ``math.inf``: none).
+        cap: the truncation, positive (a run's is ``algorithm.tis_cap``; ``math.inf``: none).
 
     Returns:
         ``(loss, stats)``; stats: ``truncated_fraction`` (share of action tokens with
@@ -141,8 +141,8 @@ def masked_is_policy_loss(
     behavior_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     action_mask: torch.Tensor,
-    low: float = 0.5,
-    high: float = 2.0,
+    low: float,
+    high: float,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Sequence-level masked importance sampling (MIS): a sequence is kept or rejected whole.
 
@@ -165,8 +165,9 @@ def masked_is_policy_loss(
         behavior_logprobs: the sampler's logprobs recorded at rollout time.
         advantages: per-token advantages (only read).
         action_mask: bool ``[batch, time]``.
-        low: lower edge of the band, in ``[0, high)`` (0.5 by default; 0: no lower edge).
-        high: upper edge, above ``low`` (2 by default; ``math.inf``: no upper edge).
+        low: lower edge of the band, in ``[0, high)`` (a run's is ``algorithm.mis_low``; 0: no
+            lower edge).
+        high: upper edge, above ``low`` (``algorithm.mis_high``; ``math.inf``: no upper edge).
 
     Returns:
         ``(loss, stats)``; stats: ``masked_below_fraction`` and ``masked_above_fraction``

@@ -25,8 +25,8 @@ def dis_policy_loss(
     behavior_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     action_mask: torch.Tensor,
-    eps_low: float = 0.3,
-    eps_high: float = 5.0,
+    eps_low: float,
+    eps_high: float,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """SAO's Direct double-sided Importance Sampling (DIS) policy loss.
 
@@ -45,8 +45,9 @@ def dis_policy_loss(
         behavior_logprobs: the sampler's logprobs recorded at rollout time.
         advantages: per-token advantages (detached by the caller or not; only read here).
         action_mask: bool ``[batch, time]``.
-        eps_low: lower band half-width in ``(0, 1]`` (0.3 by default; 0.8 for coding).
-        eps_high: upper band width, positive (5.0 by default; 3.0 for coding).
+        eps_low: lower band half-width in ``(0, 1]`` (a run's is ``algorithm.dis_eps_low``;
+            0.8 for coding in the paper).
+        eps_high: upper band width, positive (``algorithm.dis_eps_high``; 3.0 for coding).
 
     Returns:
         ``(loss, stats)``; stats: ``masked_below_fraction`` and ``masked_above_fraction``
