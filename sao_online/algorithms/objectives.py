@@ -47,8 +47,8 @@ class DoubleSidedIS:
 class PPOClip:
     """PPO's clipped surrogate, with clip-higher (asymmetric eps), dual clip and aggregations."""
 
-    eps_low: float = 0.2
-    eps_high: float = 0.2
+    eps_low: float
+    eps_high: float
     dual_clip: float | None = None
     aggregation: str = "token_mean"
     max_length: int | None = None  # the constant normaliser of "constant_normalizer" (Dr.GRPO)
@@ -71,8 +71,8 @@ class PPOClip:
 class SequenceRatio:
     """GSPO: one length-normalised importance ratio per sequence, clipped at sequence level."""
 
-    eps_low: float = 3e-4
-    eps_high: float = 4e-4
+    eps_low: float
+    eps_high: float
 
     def __call__(self, logprobs: torch.Tensor, batch: Batch, advantages: torch.Tensor):
         return gspo_loss(
@@ -145,8 +145,8 @@ class DecoupledPPO:
         ValueError: the batch carries no proximal logprobs (a caller other than the learner).
     """
 
-    eps_low: float = 0.2
-    eps_high: float = 0.2
+    eps_low: float
+    eps_high: float
     weight_cap: float | None = None
 
     def __post_init__(self) -> None:

@@ -36,8 +36,7 @@ from sao_online.algorithms.objectives import (
 from sao_online.config import SAFE_NAME, AlgorithmConfig, ConfigError, ExperimentConfig, short_repr
 from sao_online.config.method_names import BUILTIN_METHODS, METHOD_NAMES
 from sao_online.config.names import check_method_name
-
-DEFAULT_GROUP_SIZE = 8
+from sao_online.config.sections import DAPO_CLIP, DEFAULT_GROUP_SIZE, GSPO_CLIP, PPO_CLIP
 
 MethodFactory = Callable[[AlgorithmConfig, int], Method]
 
@@ -95,8 +94,7 @@ def _dis(cfg: AlgorithmConfig) -> DoubleSidedIS:
 
 def _ppo_clip(cfg: AlgorithmConfig) -> PPOClip:
     return PPOClip(
-        eps_low=_or(cfg.clip_eps_low, 0.2),
-        eps_high=_or(cfg.clip_eps_high, 0.2),
+        *cfg.clip(PPO_CLIP),
         dual_clip=cfg.dual_clip,
         aggregation="token_mean",
     )
@@ -112,8 +110,7 @@ def _mis(cfg: AlgorithmConfig) -> SequenceMaskedIS:
 
 def _decoupled(cfg: AlgorithmConfig) -> DecoupledPPO:
     return DecoupledPPO(
-        eps_low=_or(cfg.clip_eps_low, 0.2),
-        eps_high=_or(cfg.clip_eps_high, 0.2),
+        *cfg.clip(PPO_CLIP),
         weight_cap=cfg.decoupled_weight_cap,
     )
 
@@ -212,8 +209,7 @@ def frozen(cfg: AlgorithmConfig, max_length: int) -> _Parts:
 @_builtin
 def grpo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     objective = PPOClip(
-        eps_low=_or(cfg.clip_eps_low, 0.2),
-        eps_high=_or(cfg.clip_eps_high, 0.2),
+        *cfg.clip(PPO_CLIP),
         dual_clip=cfg.dual_clip,
         aggregation="sequence_mean",
     )
@@ -248,8 +244,7 @@ def grpo_nocorr(cfg: AlgorithmConfig, max_length: int) -> _Parts:
 @_builtin
 def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
     objective = PPOClip(
-        eps_low=_or(cfg.clip_eps_low, 0.2),
-        eps_high=_or(cfg.clip_eps_high, 0.2),
+        *cfg.clip(PPO_CLIP),
         dual_clip=cfg.dual_clip,
         aggregation="constant_normalizer",
         max_length=max_length,
@@ -259,10 +254,9 @@ def dr_grpo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
 
 @_builtin
 def dapo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
-    # Clip-higher: eps_high 0.28 (DAPO, Yu et al. 2025), token-level mean aggregation.
+    # Clip-higher (DAPO, Yu et al. 2025), token-level mean aggregation.
     objective = PPOClip(
-        eps_low=_or(cfg.clip_eps_low, 0.2),
-        eps_high=_or(cfg.clip_eps_high, 0.28),
+        *cfg.clip(DAPO_CLIP),
         dual_clip=cfg.dual_clip,
         aggregation="token_mean",
     )
@@ -271,9 +265,7 @@ def dapo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
 
 @_builtin
 def gspo(cfg: AlgorithmConfig, max_length: int) -> _Parts:
-    objective = SequenceRatio(
-        eps_low=_or(cfg.clip_eps_low, 3e-4), eps_high=_or(cfg.clip_eps_high, 4e-4)
-    )
+    objective = SequenceRatio(*cfg.clip(GSPO_CLIP))
     return _Parts(GroupNormalized(normalize_std=True), objective)
 
 

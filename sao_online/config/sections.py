@@ -221,6 +221,17 @@ def _method_names_schema(schema: dict[str, Any]) -> None:
     ]
 
 
+#: The clip ``(low, high)`` a PPO-style objective takes where ``algorithm.clip_eps_low`` and
+#: ``clip_eps_high`` are unset: PPO's 0.2 each way (GRPO, Dr.GRPO, decoupled PPO), DAPO's
+#: clip-higher 0.28 above (Yu et al. 2025), GSPO's sequence-level band (Zheng et al. 2025).
+PPO_CLIP = (0.2, 0.2)
+DAPO_CLIP = (0.2, 0.28)
+GSPO_CLIP = (3e-4, 4e-4)
+
+#: Rollouts per prompt of a group method where ``algorithm.group_size`` is unset.
+DEFAULT_GROUP_SIZE = 8
+
+
 class AlgorithmConfig(Section):
     """The method and its settings."""
 
@@ -234,7 +245,8 @@ class AlgorithmConfig(Section):
         None,
         ge=1,
         le=4096,
-        description="Rollouts per prompt (1 for SAO; default 8 for group methods).",
+        description=f"Rollouts per prompt (1 for SAO; default {DEFAULT_GROUP_SIZE} for group "
+        "methods).",
     )
     dis_eps_low: Number = Field(
         0.3,
@@ -249,11 +261,14 @@ class AlgorithmConfig(Section):
         "tasks in the paper: 0.8 / 3.0; .inf: no upper band).",
     )
     clip_eps_low: number(gt=0, le=1) | None = Field(
-        None, description="PPO, decoupled PPO and GSPO lower clip (default 0.2; GSPO 3e-4)."
+        None,
+        description=f"PPO, decoupled PPO and GSPO lower clip (default {PPO_CLIP[0]}; GSPO "
+        f"{GSPO_CLIP[0]}).",
     )
     clip_eps_high: number(gt=0, le=100) | None = Field(
         None,
-        description="PPO, decoupled PPO and GSPO upper clip (default 0.2; DAPO 0.28; GSPO 4e-4).",
+        description=f"PPO, decoupled PPO and GSPO upper clip (default {PPO_CLIP[1]}; DAPO "
+        f"{DAPO_CLIP[1]}; GSPO {GSPO_CLIP[1]}).",
     )
     dual_clip: number(gt=1, le=10**6) | None = Field(
         None, description="Dual-clip constant c for negative advantages (PPO objectives)."
@@ -330,6 +345,15 @@ class AlgorithmConfig(Section):
     prompt_baseline_window: StrictInt = Field(
         32, ge=1, le=10**7, description="sao_prompt_mean: rewards kept per prompt class."
     )
+
+    def clip(self, unset: tuple[float, float]) -> tuple[float, float]:
+        """``(clip_eps_low, clip_eps_high)``, each taken from ``unset`` (the method's own clip,
+        e.g. ``PPO_CLIP``) where this config leaves it unset."""
+        low, high = unset
+        return (
+            low if self.clip_eps_low is None else self.clip_eps_low,
+            high if self.clip_eps_high is None else self.clip_eps_high,
+        )
 
 
 class OptimConfig(Section):

@@ -187,7 +187,9 @@ def decoupled_example():
 
 def test_decoupled_ppo_hand_computed_loss_gradient_and_stats():
     logprobs, proximal, behavior, advantages = decoupled_example()
-    loss, stats = decoupled_ppo_loss(logprobs, proximal, behavior, advantages, MASK)
+    loss, stats = decoupled_ppo_loss(
+        logprobs, proximal, behavior, advantages, MASK, eps_low=0.2, eps_high=0.2
+    )
     # Per token -w * min(u A, clip(u, 0.8, 1.2) A): -1 * 1; -2 * 2.4 (clip high binds);
     # -4 * -0.4 (clip low binds); -0.5 * 3.3; -3 * 1.05 (u = 0.7 with A > 0: unclipped).
     assert loss.item() == pytest.approx((-1.0 - 4.8 + 1.6 - 1.65 - 3.15) / 5)
@@ -211,7 +213,9 @@ def test_decoupled_ppo_hand_computed_loss_gradient_and_stats():
 
 def test_decoupled_ppo_weight_cap_masks_tokens_above_it():
     logprobs, proximal, behavior, advantages = decoupled_example()
-    loss, stats = decoupled_ppo_loss(logprobs, proximal, behavior, advantages, MASK, weight_cap=2.5)
+    loss, stats = decoupled_ppo_loss(
+        logprobs, proximal, behavior, advantages, MASK, weight_cap=2.5, eps_low=0.2, eps_high=0.2
+    )
     # w = 4 and w = 3 are above the cap: those tokens leave the loss (and stay in N).
     assert loss.item() == pytest.approx((-1.0 - 4.8 - 1.65) / 5)
     expected = token_tensor([-0.2, 0.0, 0.0], [-0.33, 0.0], fill=0.0)
@@ -223,7 +227,9 @@ def test_decoupled_ppo_weight_cap_masks_tokens_above_it():
 def test_decoupled_ppo_at_the_proximal_policy_is_untruncated_importance_sampling():
     # One gradient step per batch: the proximal policy is the current one, u = 1 exactly.
     logprobs, behavior, advantages = example(([1.0, 0.5, 3.0], [7.0, 0.8]))
-    loss, stats = decoupled_ppo_loss(logprobs, logprobs.detach(), behavior, advantages, MASK)
+    loss, stats = decoupled_ppo_loss(
+        logprobs, logprobs.detach(), behavior, advantages, MASK, eps_low=0.2, eps_high=0.2
+    )
     tis, _ = tis_policy_loss(logprobs, behavior, advantages, MASK, cap=math.inf)
     torch.testing.assert_close(gradient_of(loss, logprobs), gradient_of(tis, logprobs))
     ratios = token_tensor([1.0, 0.5, 3.0], [7.0, 0.8], fill=0.0)
@@ -233,7 +239,14 @@ def test_decoupled_ppo_at_the_proximal_policy_is_untruncated_importance_sampling
     assert stats["behavior_weight_mean"] == pytest.approx(stats["ratio_mean"])
     # With a cap c: DIS with no lower edge and the upper edge at c (away from the edge itself).
     capped, _ = decoupled_ppo_loss(
-        logprobs, logprobs.detach(), behavior, advantages, MASK, weight_cap=2.5
+        logprobs,
+        logprobs.detach(),
+        behavior,
+        advantages,
+        MASK,
+        weight_cap=2.5,
+        eps_low=0.2,
+        eps_high=0.2,
     )
     dis, _ = dis_policy_loss(logprobs, behavior, advantages, MASK, eps_low=1.0, eps_high=1.5)
     torch.testing.assert_close(gradient_of(capped, logprobs), gradient_of(dis, logprobs))
@@ -242,14 +255,29 @@ def test_decoupled_ppo_at_the_proximal_policy_is_untruncated_importance_sampling
 def test_decoupled_ppo_bad_input():
     logprobs, proximal, behavior, advantages = decoupled_example()
     with pytest.raises(ValueError, match="weight_cap must be positive"):
-        decoupled_ppo_loss(logprobs, proximal, behavior, advantages, MASK, weight_cap=0.0)
+        decoupled_ppo_loss(
+            logprobs,
+            proximal,
+            behavior,
+            advantages,
+            MASK,
+            weight_cap=0.0,
+            eps_low=0.2,
+            eps_high=0.2,
+        )
     with pytest.raises(ValueError, match="eps_low"):
-        decoupled_ppo_loss(logprobs, proximal, behavior, advantages, MASK, eps_low=0.0)
+        decoupled_ppo_loss(
+            logprobs, proximal, behavior, advantages, MASK, eps_low=0.0, eps_high=0.2
+        )
     with pytest.raises(ValueError, match="proximal_logprobs has shape"):
-        decoupled_ppo_loss(logprobs, proximal[:, :2], behavior, advantages, MASK)
+        decoupled_ppo_loss(
+            logprobs, proximal[:, :2], behavior, advantages, MASK, eps_low=0.2, eps_high=0.2
+        )
     proximal[1, 0] = math.nan
     with pytest.raises(ValueError, match="proximal_logprobs has NaN"):
-        decoupled_ppo_loss(logprobs, proximal, behavior, advantages, MASK)
+        decoupled_ppo_loss(
+            logprobs, proximal, behavior, advantages, MASK, eps_low=0.2, eps_high=0.2
+        )
 
 
 # --------------------------------------------------------------------------------------- none
@@ -277,7 +305,7 @@ def test_with_no_action_token_every_correction_is_zero():
     for loss, stats in (
         tis_policy_loss(logprobs, zeros, ones, mask, cap=2.0),
         masked_is_policy_loss(logprobs, zeros, ones, mask, low=0.5, high=2.0),
-        decoupled_ppo_loss(logprobs, zeros, zeros, ones, mask),
+        decoupled_ppo_loss(logprobs, zeros, zeros, ones, mask, eps_low=0.2, eps_high=0.2),
         policy_gradient_loss(logprobs, zeros, ones, mask),
     ):
         assert loss.item() == 0.0 and torch.autograd.grad(loss, logprobs)[0].eq(0).all()
@@ -339,9 +367,9 @@ def test_the_objectives_refuse_an_empty_band_when_built():
     with pytest.raises(ValueError, match=r"the band \(low, high\) = \(2.0, 0.5\) is empty"):
         SequenceMaskedIS(low=2.0, high=0.5)
     with pytest.raises(ValueError, match="DecoupledPPO.weight_cap must be positive"):
-        DecoupledPPO(weight_cap=-1.0)
+        DecoupledPPO(weight_cap=-1.0, eps_low=0.2, eps_high=0.2)
     with pytest.raises(ValueError, match="DecoupledPPO: eps_low must be in"):
-        DecoupledPPO(eps_low=1.5)
+        DecoupledPPO(eps_low=1.5, eps_high=0.2)
 
 
 def test_decoupled_ppo_needs_the_learners_proximal_logprobs():
@@ -351,9 +379,9 @@ def test_decoupled_ppo_needs_the_learners_proximal_logprobs():
     batch = collate([trajectory()], pad_token_id=0)  # six tokens, three of them actions
     logprobs = torch.full((1, 6), -0.5, requires_grad=True)
     with pytest.raises(ValueError, match="DecoupledPPO needs batch.proximal_logprobs"):
-        DecoupledPPO()(logprobs, batch, torch.ones(1, 6))
+        DecoupledPPO(eps_low=0.2, eps_high=0.2)(logprobs, batch, torch.ones(1, 6))
     batch.proximal_logprobs = logprobs.detach()
-    loss, stats = DecoupledPPO()(logprobs, batch, torch.ones(1, 6))
+    loss, stats = DecoupledPPO(eps_low=0.2, eps_high=0.2)(logprobs, batch, torch.ones(1, 6))
     # Behaviour logprobs 0: w = e^-0.5 on every action token, u = 1, A = 1.
     assert loss.item() == pytest.approx(-math.exp(-0.5))
     assert stats["clip_fraction"] == 0.0

@@ -148,7 +148,7 @@ def ppo_example():
 
 def test_ppo_clip_hand_computed_loss_and_gradient():
     logprobs, old, advantages, mask = ppo_example()
-    loss, stats = ppo_clip_loss(logprobs, old, advantages, mask)
+    loss, stats = ppo_clip_loss(logprobs, old, advantages, mask, eps_low=0.2, eps_high=0.2)
     # Per token: -1.2 (clip high binds), -0.5, 0.8 (clip low binds), 1.5, -2.
     assert loss.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 1.5 - 2.0) / 5)
     loss.backward()
@@ -168,8 +168,8 @@ def test_ppo_clip_higher_lets_a_larger_ratio_through():
     logprobs = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)
     old = with_ratios(logprobs, torch.tensor([[1.25]], dtype=torch.float64))
     advantage, mask = torch.ones(1, 1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool)
-    symmetric, _ = ppo_clip_loss(logprobs, old, advantage, mask, eps_high=0.2)
-    higher, _ = ppo_clip_loss(logprobs, old, advantage, mask, eps_high=0.28)
+    symmetric, _ = ppo_clip_loss(logprobs, old, advantage, mask, eps_low=0.2, eps_high=0.2)
+    higher, _ = ppo_clip_loss(logprobs, old, advantage, mask, eps_low=0.2, eps_high=0.28)
     assert symmetric.item() == pytest.approx(-1.2)
     assert higher.item() == pytest.approx(-1.25)
     assert torch.autograd.grad(higher, logprobs)[0].item() == pytest.approx(-1.25)
@@ -180,7 +180,9 @@ def test_ppo_dual_clip_caps_negative_advantage_loss():
     advantages = torch.tensor([[-1.0, -1.0, 1.0]], dtype=torch.float64)
     logprobs = torch.zeros(1, 3, dtype=torch.float64, requires_grad=True)
     old, mask = with_ratios(logprobs, ratios), torch.ones(1, 3, dtype=torch.bool)
-    loss, stats = ppo_clip_loss(logprobs, old, advantages, mask, dual_clip=3.0)
+    loss, stats = ppo_clip_loss(
+        logprobs, old, advantages, mask, dual_clip=3.0, eps_low=0.2, eps_high=0.2
+    )
     # Token 0: loss 4 capped at 3 * |A| = 3; token 1: 1.5 unaffected; token 2: clip high, -1.2.
     assert loss.item() == pytest.approx((3.0 + 1.5 - 1.2) / 3)
     loss.backward()
@@ -189,7 +191,7 @@ def test_ppo_dual_clip_caps_negative_advantage_loss():
     )
     assert stats["dual_clip_fraction"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="dual_clip"):
-        ppo_clip_loss(logprobs, old, advantages, mask, dual_clip=1.0)
+        ppo_clip_loss(logprobs, old, advantages, mask, dual_clip=1.0, eps_low=0.2, eps_high=0.2)
 
 
 def test_aggregations_hand_computed():
@@ -199,7 +201,14 @@ def test_aggregations_hand_computed():
     logprobs = torch.zeros(2, 3)
     losses = {
         aggregation: ppo_clip_loss(
-            logprobs, logprobs, advantages, mask, aggregation=aggregation, max_length=10
+            logprobs,
+            logprobs,
+            advantages,
+            mask,
+            aggregation=aggregation,
+            max_length=10,
+            eps_low=0.2,
+            eps_high=0.2,
         )[0].item()
         for aggregation in ("token_mean", "sequence_mean", "constant_normalizer")
     }
@@ -207,9 +216,19 @@ def test_aggregations_hand_computed():
     assert losses["sequence_mean"] == pytest.approx((-2 + -1) / 2)
     assert losses["constant_normalizer"] == pytest.approx(-5 / (2 * 10))
     with pytest.raises(ValueError, match="max_length"):
-        ppo_clip_loss(logprobs, logprobs, advantages, mask, aggregation="constant_normalizer")
+        ppo_clip_loss(
+            logprobs,
+            logprobs,
+            advantages,
+            mask,
+            aggregation="constant_normalizer",
+            eps_low=0.2,
+            eps_high=0.2,
+        )
     with pytest.raises(ValueError, match="aggregation"):
-        ppo_clip_loss(logprobs, logprobs, advantages, mask, aggregation="sum")
+        ppo_clip_loss(
+            logprobs, logprobs, advantages, mask, aggregation="sum", eps_low=0.2, eps_high=0.2
+        )
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -242,12 +261,16 @@ def test_every_loss_gives_non_action_tokens_exactly_zero_gradient():
     advantages = torch.randn(2, 4)
     losses = [
         dis_policy_loss(logprobs, old, advantages, MASK, eps_low=0.3, eps_high=5.0)[0],
-        ppo_clip_loss(logprobs, old, advantages, MASK, dual_clip=2.0)[0],
-        ppo_clip_loss(logprobs, old, advantages, MASK, aggregation="sequence_mean")[0],
+        ppo_clip_loss(logprobs, old, advantages, MASK, dual_clip=2.0, eps_low=0.2, eps_high=0.2)[0],
+        ppo_clip_loss(
+            logprobs, old, advantages, MASK, aggregation="sequence_mean", eps_low=0.2, eps_high=0.2
+        )[0],
         gspo_loss(logprobs, old, advantages, MASK, eps_low=0.5, eps_high=0.5)[0],
         tis_policy_loss(logprobs, old, advantages, MASK, cap=2.0)[0],
         masked_is_policy_loss(logprobs, old, advantages, MASK, low=0.5, high=2.0)[0],
-        decoupled_ppo_loss(logprobs, proximal, old, advantages, MASK, weight_cap=3.0)[0],
+        decoupled_ppo_loss(
+            logprobs, proximal, old, advantages, MASK, weight_cap=3.0, eps_low=0.2, eps_high=0.2
+        )[0],
         policy_gradient_loss(logprobs, old, advantages, MASK)[0],
     ]
     for loss in losses:
@@ -294,11 +317,13 @@ def test_gspo_accepts_token_level_broadcast_advantages():
     old = logprobs.detach() + 1e-4 * torch.randn(2, 4)
     sequence_advantages = torch.tensor([0.7, -1.3])
     token_advantages = torch.where(MASK, sequence_advantages.unsqueeze(1), torch.zeros(2, 4))
-    from_sequence, _ = gspo_loss(logprobs, old, sequence_advantages, MASK)
-    from_tokens, _ = gspo_loss(logprobs, old, token_advantages, MASK)
+    from_sequence, _ = gspo_loss(
+        logprobs, old, sequence_advantages, MASK, eps_low=3e-4, eps_high=4e-4
+    )
+    from_tokens, _ = gspo_loss(logprobs, old, token_advantages, MASK, eps_low=3e-4, eps_high=4e-4)
     torch.testing.assert_close(from_sequence, from_tokens)
     with pytest.raises(ValueError, match=r"advantages must have shape \[batch\]"):
-        gspo_loss(logprobs, old, torch.ones(3), MASK)
+        gspo_loss(logprobs, old, torch.ones(3), MASK, eps_low=3e-4, eps_high=4e-4)
 
 
 # -------------------------------------------------------------------------------------- value

@@ -221,8 +221,8 @@ def decoupled_ppo_loss(
     behavior_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     action_mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
+    eps_low: float,
+    eps_high: float,
     weight_cap: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Decoupled PPO (AReaL; Fu et al., 2025, arXiv 2505.24298): PPO's clip against a proximal

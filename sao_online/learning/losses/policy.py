@@ -91,8 +91,8 @@ def ppo_clip_loss(
     old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     action_mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
+    eps_low: float,
+    eps_high: float,
     dual_clip: float | None = None,
     aggregation: Aggregation = "token_mean",
     max_length: int | None = None,
@@ -168,16 +168,17 @@ def gspo_loss(
     old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     action_mask: torch.Tensor,
-    eps_low: float = 3e-4,
-    eps_high: float = 4e-4,
+    eps_low: float,
+    eps_high: float,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GSPO: PPO clipping on a length-normalised sequence ratio (Zheng et al., 2025).
 
     ``s_i = exp(mean over row i's action tokens of (logprobs - old_logprobs))``; the loss is
     ``-mean_i min(s_i A_i, clip(s_i, 1 - eps_low, 1 + eps_high) A_i)`` over rows that have an
-    action token. The defaults 3e-4 / 4e-4 are the left / right clipping ranges the GSPO paper
-    (arXiv 2507.18071) reports using; a sequence-level ratio moves far less than token ratios,
-    hence the tiny band.
+    action token. The band a run takes where its config leaves the clip unset, 3e-4 / 4e-4
+    (``GSPO_CLIP`` of ``sao_online.config.sections``), is the left / right clipping ranges the
+    GSPO paper (arXiv 2507.18071) reports using; a sequence-level ratio moves far less than
+    token ratios, hence the tiny band.
 
     Args:
         logprobs: current policy logprobs ``[batch, time]`` (with grad).
