@@ -4,11 +4,16 @@
 # time, each folder with the provenance of the code that ran it (refused from a dirty tree).
 # Simulated runs do not depend on the machine's load, so the machine may be busy.
 #
-# Usage: docs/data/paper_regime/produce.sh OUT      (then collect.py and table.py, as printed)
+# Usage: docs/data/paper_regime/produce.sh OUT [FIRST_SEED ...]
+#   (then collect.py and table.py, as printed). FIRST_SEED picks the seed sets: 0 (set-1, seeds
+#   0-2) and 3 (set-2, seeds 3-5), both unless named.
 set -euo pipefail
-out=${1:?usage: produce.sh OUT}
+out=${1:?usage: produce.sh OUT [FIRST_SEED ...]}
+shift
+[ $# -gt 0 ] || set -- 0 3
+firsts=("$@")
 bin=$(dirname "$(command -v python)")
-python - "$out" <<'PY'
+python - "$out" "${firsts[@]}" <<'PY'
 import json, sys
 from pathlib import Path
 from sao_online.benchmark.provenance import provenance
@@ -16,14 +21,16 @@ record = provenance()
 if record["dirty"]:
     sys.exit("produce.sh: the tree has uncommitted changes; commit them first")
 out = Path(sys.argv[1])
-for first in (0, 3):
+for first in sys.argv[2:]:
     (out / f"seeds-{first}").mkdir(parents=True, exist_ok=True)
     (out / f"seeds-{first}" / "source.json").write_text(json.dumps(record, indent=1) + "\n")
 PY
-for first in 0 3; do
+for first in "${firsts[@]}"; do
   "$bin/sao-online" compare configs/paper_regime_quarter.yaml \
     --methods sao,sao_running_mean,grpo_dis,grpo --seeds 3 --first-seed "$first" \
     --parallel 2 --out "$out/seeds-$first"
 done
-echo "python docs/data/paper_regime/collect.py set-1=$out/seeds-0 set-2=$out/seeds-3"
+sets=()
+for first in "${firsts[@]}"; do sets+=("set-$((first / 3 + 1))=$out/seeds-$first"); done
+echo "python docs/data/paper_regime/collect.py ${sets[*]}"
 echo "python docs/data/paper_regime/table.py"
