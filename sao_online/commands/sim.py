@@ -125,8 +125,9 @@ def _fit_command(args: argparse.Namespace) -> int:
 def runtime_profile(path: Path) -> dict[str, Any]:
     """What the runtime did in the run at ``path``, in steady state (from its first update to
     its last, so the workers' start-up is left out): the staleness shares of the trained
-    episodes, episodes per second, the learner's busy share and waits, and the share of action
-    tokens DIS masked. Times are the run's own seconds (virtual for a simulated run)."""
+    episodes, episodes per second, the learner's busy share (its updates) and waits, the share
+    spent publishing weights, and the share of action tokens DIS masked. Times are the run's own
+    seconds (virtual for a simulated run)."""
     from sao_online.analysis.loading import read_table
     from sao_online.rundir.layout import read_config_file
 
@@ -168,6 +169,9 @@ def runtime_profile(path: Path) -> dict[str, Any]:
         if seconds > 0
         else None,
         "learner_wait_shares": waits,
+        "publish_share": float(steady["charts/publish_seconds"].sum()) / seconds
+        if seconds > 0 and "charts/publish_seconds" in steady
+        else None,
         "dis_masked_share": float((masked * tokens).sum() / tokens.sum())
         if isinstance(masked, type(tokens))
         else 0.0,

@@ -7,6 +7,7 @@ here is marked ``learning``: `make test` leaves them out, `make test-all` and CI
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -49,11 +50,14 @@ def warm_start_reward() -> dict[str, float]:
 
 @pytest.fixture
 def learned(learning_setting, warm_start, warm_start_reward, tmp_path):
-    """``learned(method)``: train ``method`` from the module's warm start; a LearningResult."""
+    """``learned(method, run=None)``: train ``method`` from the module's warm start; a
+    LearningResult."""
 
-    def train(method: str) -> LearningResult:
+    def train(method: str, run: list[str] | None = None) -> LearningResult:
+        """``run``: ``--set`` style changes for this method's run, after the setting's."""
+        setting = replace(learning_setting, run=[*learning_setting.run, *(run or [])])
         before = warm_start_reward.get("before")
-        result = learn(learning_setting, warm_start, method, tmp_path / method, before)
+        result = learn(setting, warm_start, method, tmp_path / method, before)
         warm_start_reward["before"] = result.before
         return result
 

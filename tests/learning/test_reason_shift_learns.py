@@ -2,12 +2,14 @@
 
 Easy letter tasks (reverse or count, levels 1-2), one answer per episode. The warm start
 answers in a format drawn uniformly from the three, so at most a third of its correct answers
-pay; only reward says which format does. Measured with ``docs/families/learning_tests.py``
-(seeds 0, 1, 2; the warm start's mean reward 0.18 on the paired episodes): rises 0.20, 0.17,
-0.17 for sao and 0.17, 0.16, 0.14 for grpo; with the learning rate at 1e-12 both rise 0.00
-and the test fails. About 37 s of CPU for the warm start and 10 s (sao) and 7 s (grpo) per
-run, on one thread. With two turns (a wrong format retried for half the reward) and 300 SFT
-steps the rises in 1,024 episodes were 0.05-0.11: too close to any margin worth asserting.
+pay; only reward says which format does. GRPO trains on groups of 8, so per episode it sees an
+eighth of the prompts SAO sees: it gets 3,072 episodes, SAO 1,536. Measured over six draws (the
+kept warm start and the one kept before it, seeds 0, 1, 2; warm-start mean reward 0.17 and
+0.22): SAO rises 0.13-0.27 in 1,536 episodes; GRPO 0.03-0.13 in 1,536 (too close to any margin
+worth asserting) and 0.09-0.24 in 3,072. With the learning rate at 1e-12 both rise 0.00 and the
+test fails. About 10 s (sao) and 15 s (grpo) per run, on one thread. With two turns (a wrong
+format retried for half the reward) and 300 SFT steps the rises in 1,024 episodes were
+0.05-0.11.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ SETTING = {
     "sft_batch_size": 32,
     "run": ["budget.episodes=1536"],
 }
-MARGIN = 0.10
+MARGIN = 0.08
 
 
-@pytest.mark.parametrize("method", ["sao", "grpo"])
-def test_reward_rises_within_1536_episodes(method, learned):
-    result = learned(method)
+@pytest.mark.parametrize(("method", "run"), [("sao", []), ("grpo", ["budget.episodes=3072"])])
+def test_reward_rises(method, run, learned):
+    result = learned(method, run=run)
     assert result.rise >= MARGIN, result

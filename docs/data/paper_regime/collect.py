@@ -11,7 +11,8 @@ report's recovery measures on the episodes axis and on the virtual-seconds axis 
 report --oracle-fraction 0.5``); ``curves.csv`` each run's training reward in bins of 128
 episodes, with each bin's mean episode and virtual second. The files are written beside this
 script with ``provenance.json`` (each folder's source and this script's own); a run that did not
-finish is refused.
+finish is refused. Seed sets collected earlier and not named again keep their rows and their
+source, so sets run at different times (from different commits) are collected one by one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 ORACLE_FRACTION = 0.5
 #: Episodes per point of the kept curves: four updates of the quarter-scale config.
 CURVE_BIN = 128
+FILES = ("runs.csv", "shifts.csv", "curves.csv")
 
 
 def run_rows(seed_set: str, folder: str) -> list[dict]:
@@ -69,6 +71,13 @@ def run_rows(seed_set: str, folder: str) -> list[dict]:
                 "masked_below": round(masked["below"], 5),
                 "masked_above": round(masked["above"], 5),
                 "learner_busy_share": round(profile["learner_busy_share"], 4),
+                "publish_share": round(profile["publish_share"] or 0.0, 4),
+                "learner_wait_episodes_share": round(
+                    profile["learner_wait_shares"].get("episodes", 0.0), 4
+                ),
+                "learner_wait_bound_share": round(
+                    profile["learner_wait_shares"].get("bound", 0.0), 4
+                ),
                 "virtual_seconds": round(float(updates["wall_time"].max()), 2),
                 "real_seconds": round(float(updates["sim/real_seconds"].max()), 1),
             }
@@ -140,17 +149,32 @@ def source(folder: str) -> dict:
     return record
 
 
+def _kept(name: str, named: set[str]) -> list[dict]:
+    """The rows of ``name`` already beside this script, less those of the seed sets in ``named``."""
+    path = HERE / name
+    if not path.is_file():
+        return []
+    frame = pd.read_csv(path)
+    return frame[~frame["seed_set"].astype(str).isin(named)].to_dict("records")
+
+
 if __name__ == "__main__":
-    runs, shifts, curves, sources = [], [], [], {}
-    for argument in sys.argv[1:]:
-        seed_set, folder = argument.split("=", 1)
+    arguments = dict(argument.split("=", 1) for argument in sys.argv[1:])
+    if not arguments:
+        raise SystemExit(__doc__)
+    named = set(arguments)
+    previous = HERE / "provenance.json"
+    earlier = json.loads(previous.read_text()) if previous.is_file() else {}
+    sources = {k: v for k, v in earlier.get("sources", {}).items() if k not in named}
+    commands = [c for c in earlier.get("commands", []) if "collect.py" in c]
+    runs, shifts, curves = (_kept(name, named) for name in FILES)
+    for seed_set, folder in arguments.items():
         sources[seed_set] = source(folder)
         runs += run_rows(seed_set, folder)
         shifts += shift_rows(seed_set, folder)
         curves += curve_rows(seed_set, folder)
-    pd.DataFrame(runs).to_csv(HERE / "runs.csv", index=False)
-    pd.DataFrame(shifts).to_csv(HERE / "shifts.csv", index=False)
-    pd.DataFrame(curves).to_csv(HERE / "curves.csv", index=False)
+    for name, rows in zip(FILES, (runs, shifts, curves)):
+        pd.DataFrame(rows).to_csv(HERE / name, index=False)
     record = {
         "what": "StyleShift on the simulated backend with the gpu-fleet cost model, max "
         "staleness 4, env latency mean 2 s sigma 1, one rollout per prompt, weights published "
@@ -160,13 +184,14 @@ if __name__ == "__main__":
         "batch 128, 12,288 episodes), where collected, as the seed set named full",
         "commands": [
             "docs/data/paper_regime/produce.sh OUT",
+            *commands,
             "python docs/data/paper_regime/collect.py " + " ".join(sys.argv[1:]),
             "python docs/data/paper_regime/table.py",
         ],
         "load": "the runs shared the machine with other work: a simulated run's results do not "
         "depend on it (only its real seconds do)",
-        "sources": sources,
+        "sources": dict(sorted(sources.items())),
         "provenance": provenance(),
     }
-    (HERE / "provenance.json").write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {HERE / 'runs.csv'} ({len(runs)} runs), {HERE / 'shifts.csv'}")
+    previous.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {', '.join(FILES)} ({len(runs)} runs) and provenance.json in {HERE}")

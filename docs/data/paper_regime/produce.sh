@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# The runs behind docs/paper_regime.md: configs/paper_regime_quarter.yaml for sao,
-# sao_running_mean, grpo_dis and grpo on two disjoint seed sets (0-2 and 3-5), two runs at a
-# time, each folder with the provenance of the code that ran it (refused from a dirty tree).
-# Simulated runs do not depend on the machine's load, so the machine may be busy.
+# The runs behind docs/paper_regime.md, each folder with the provenance of the code that ran it
+# (refused from a dirty tree), two runs at a time. Simulated runs do not depend on the
+# machine's load, so the machine may be busy.
 #
-# Usage: docs/data/paper_regime/produce.sh OUT      (then collect.py and table.py, as printed)
+# Usage: docs/data/paper_regime/produce.sh OUT [SET ...]
+#   SET 0: configs/paper_regime_quarter.yaml for sao, sao_running_mean, grpo_dis and grpo on
+#          seeds 0-2 (set-1), in OUT/seeds-0;
+#   SET 3: the same on seeds 3-5 (set-2), in OUT/seeds-3;
+#   full:  configs/paper_regime.yaml for sao and sao_running_mean on seed 0, in OUT/full
+#          (about an hour per run on two cores).
+#   Without SET: 0 and 3. Then collect.py and table.py, as printed.
 set -euo pipefail
-out=${1:?usage: produce.sh OUT}
+out=${1:?usage: produce.sh OUT [SET ...]}
+shift
+[ $# -gt 0 ] || set -- 0 3
+for set in "$@"; do
+  case $set in
+    0 | 3 | full) ;;
+    *) echo "produce.sh: unknown set '$set' (0, 3 or full)" >&2; exit 2 ;;
+  esac
+done
 bin=$(dirname "$(command -v python)")
-python - "$out" <<'PY'
+folder() { if [ "$1" = full ]; then echo "$out/full"; else echo "$out/seeds-$1"; fi; }
+python - "$out" "$@" <<'PY'
 import json, sys
 from pathlib import Path
 from sao_online.rundir.provenance import provenance
@@ -16,14 +30,23 @@ record = provenance()
 if record["dirty"]:
     sys.exit("produce.sh: the tree has uncommitted changes; commit them first")
 out = Path(sys.argv[1])
-for first in (0, 3):
-    (out / f"seeds-{first}").mkdir(parents=True, exist_ok=True)
-    (out / f"seeds-{first}" / "source.json").write_text(json.dumps(record, indent=1) + "\n")
+for name in sys.argv[2:]:
+    folder = out / ("full" if name == "full" else f"seeds-{name}")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "source.json").write_text(json.dumps(record, indent=1) + "\n")
 PY
-for first in 0 3; do
-  "$bin/sao-online" compare configs/paper_regime_quarter.yaml \
-    --methods sao,sao_running_mean,grpo_dis,grpo --seeds 3 --first-seed "$first" \
-    --parallel 2 --out "$out/seeds-$first"
+sets=()
+for set in "$@"; do
+  if [ "$set" = full ]; then
+    "$bin/sao-online" compare configs/paper_regime.yaml --methods sao,sao_running_mean \
+      --seeds 1 --first-seed 0 --parallel 2 --out "$(folder full)"
+    sets+=("full=$(folder full)")
+  else
+    "$bin/sao-online" compare configs/paper_regime_quarter.yaml \
+      --methods sao,sao_running_mean,grpo_dis,grpo --seeds 3 --first-seed "$set" \
+      --parallel 2 --out "$(folder "$set")"
+    sets+=("set-$((set / 3 + 1))=$(folder "$set")")
+  fi
 done
-echo "python docs/data/paper_regime/collect.py set-1=$out/seeds-0 set-2=$out/seeds-3"
+echo "python docs/data/paper_regime/collect.py ${sets[*]}"
 echo "python docs/data/paper_regime/table.py"

@@ -59,18 +59,29 @@ def _by_method(chosen: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def runtime_table(runs: pd.DataFrame, seed_set: str) -> str:
     lines = [
         "| method | seeds | mean staleness | share at the bound | tokens DIS masked below / "
-        "above (%) | learner busy | virtual minutes | real minutes |",
-        "|---|---|---|---|---|---|---|---|",
+        "above (%) | learner updating / publishing | learner waiting for episodes / for the "
+        "bound | virtual minutes | real minutes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for method, group in _by_method(_chosen(runs, seed_set)):
         masked = ", ".join(
             f"{100 * below:.2f} / {100 * above:.2f}"
             for below, above in zip(group["masked_below"], group["masked_above"])
         )
+        busy = ", ".join(
+            f"{update:.2f} / {publish:.2f}"
+            for update, publish in zip(group["learner_busy_share"], group["publish_share"])
+        )
+        waits = ", ".join(
+            f"{episodes:.2f} / {bound:.2f}"
+            for episodes, bound in zip(
+                group["learner_wait_episodes_share"], group["learner_wait_bound_share"]
+            )
+        )
         lines.append(
             f"| {method} | {', '.join(str(s) for s in group['seed'])} | "
             f"{_values(group['staleness_mean'], 2)} | {_values(group['share_at_bound'], 2)} | "
-            f"{masked} | {_values(group['learner_busy_share'], 2)} | "
+            f"{masked} | {busy} | {waits} | "
             f"{_values(group['virtual_seconds'] / 60, 1)} | "
             f"{_values(group['real_seconds'] / 60, 1)} |"
         )
