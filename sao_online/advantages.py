@@ -7,30 +7,5 @@ is True exactly where the policy sampled the token. Per-episode quantities have 
 ``[batch]``.
 """
 
-from sao_online.learning.advantages import (
-    broadcast_to_tokens,
-    check_episode_rewards,
-    check_token_tensors,
-    compute_dtype,
-    group_advantages,
-    length_adaptive_lambda,
-    response_span_mask,
-    rloo_advantages,
-    skip_observation_gae,
-    step_level_values,
-    zero_variance_group_fraction,
-)
-
-__all__ = [
-    "broadcast_to_tokens",
-    "check_episode_rewards",
-    "check_token_tensors",
-    "compute_dtype",
-    "group_advantages",
-    "length_adaptive_lambda",
-    "response_span_mask",
-    "rloo_advantages",
-    "skip_observation_gae",
-    "step_level_values",
-    "zero_variance_group_fraction",
-]
+from sao_online.learning.advantages import *  # noqa: F403  (its __all__: the public names)
+from sao_online.learning.advantages import __all__  # noqa: F401

@@ -5,30 +5,5 @@
 Each returns ``(loss, stats)``: a scalar loss tensor and a dict of Python floats for logging.
 """
 
-from sao_online.learning.losses import (
-    aggregate_token_losses,
-    decoupled_ppo_loss,
-    dis_policy_loss,
-    effective_sample_size,
-    gspo_loss,
-    masked_is_policy_loss,
-    masked_mean,
-    policy_gradient_loss,
-    ppo_clip_loss,
-    tis_policy_loss,
-    value_loss,
-)
-
-__all__ = [
-    "aggregate_token_losses",
-    "decoupled_ppo_loss",
-    "dis_policy_loss",
-    "effective_sample_size",
-    "gspo_loss",
-    "masked_is_policy_loss",
-    "masked_mean",
-    "policy_gradient_loss",
-    "ppo_clip_loss",
-    "tis_policy_loss",
-    "value_loss",
-]
+from sao_online.learning.losses import *  # noqa: F403  (its __all__: the public names)
+from sao_online.learning.losses import __all__  # noqa: F401
