@@ -50,6 +50,31 @@ def _say(message: str) -> None:
     print(f"tune: {message}", file=sys.stderr, flush=True)
 
 
+def _keep_tasks(data: dict[str, Any], tasks: list[str], known: set[str]) -> None:
+    """Drop from the suite ``data`` every task not in ``tasks``: from its tasks and from each
+    tier's task settings and tuning grids."""
+    unknown = [name for name in tasks if name not in known]
+    if unknown or not tasks:
+        raise ConfigError(
+            f"tasks: {', '.join(unknown) or 'none given'}: not a task of the suite (its tasks: "
+            f"{', '.join(sorted(known))})"
+        )
+
+    def kept(mapping: Any) -> Any:
+        if not isinstance(mapping, dict):
+            return mapping
+        return {name: value for name, value in mapping.items() if name in tasks}
+
+    data["tasks"] = kept(data.get("tasks"))
+    for tier in (data.get("tiers") or {}).values():
+        if not isinstance(tier, dict):
+            continue
+        if "tasks" in tier:
+            tier["tasks"] = kept(tier["tasks"])
+        if isinstance(tier.get("tuning"), dict) and "tasks" in tier["tuning"]:
+            tier["tuning"]["tasks"] = kept(tier["tuning"]["tasks"])
+
+
 def _relocated(value: str, source: Path, target: Path) -> str:
     """A file path written relative to the suite at ``source``, relative to ``target``'s folder
     instead (a bundled config's name, or a path to no file, as it is)."""
@@ -70,11 +95,21 @@ def _relocate_sets(node: Any, source: Path, target: Path) -> None:
 
 
 def write_suite(
-    plan: TierPlan, target: Path, tier_edit: dict[str, Any], drop: tuple[str, ...] = ()
+    plan: TierPlan,
+    target: Path,
+    tier_edit: dict[str, Any],
+    drop: tuple[str, ...] = (),
+    only: list[str] | None = None,
 ) -> Path:
     """Write to ``target`` the suite ``plan`` came from, its file paths rewritten for the new
     place, without the tier's keys ``drop`` (``methods``: every task's own method settings),
-    and with ``tier_edit`` merged into the tier (a ``tasks`` mapping merged task by task)."""
+    and with ``tier_edit`` merged into the tier (a ``tasks`` mapping merged task by task).
+    ``only``: these of the suite's tasks alone (a pilot on some families), everywhere the suite
+    names tasks.
+
+    Raises:
+        ConfigError: a name in ``only`` that is not a task of the plan.
+    """
     data, source = read_suite(plan.source)
     data = json.loads(json.dumps(data))  # a deep copy of plain data
     for task in (data.get("tasks") or {}).values():
@@ -102,6 +137,8 @@ def write_suite(
                 entry.setdefault("set", {}).update(edit["set"])
             if "methods" in edit:
                 entry["methods"] = edit["methods"]
+    if only is not None:
+        _keep_tasks(data, only, {task.name for task in plan.tasks})
     target.parent.mkdir(parents=True, exist_ok=True)
     plain = json.loads(json.dumps(data))  # values shared between tasks, written out each time
     target.write_text(

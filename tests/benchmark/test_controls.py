@@ -4,6 +4,8 @@ checked against hand-computed values and carried through the scorecard, merge an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from benchmark_synthetic import protocol, record, write_results
@@ -15,6 +17,8 @@ from sao_online.benchmark.readaptation import readaptation_scores
 from sao_online.benchmark.scorecard import compute, read_tables, write_scorecard
 from sao_online.benchmark.tables import render_block
 from sao_online.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SCHEDULE = (
     "schedule={parameters: {preferred: {kind: abrupt, values: [cute, chuunibyou, classical], "
@@ -84,6 +88,24 @@ def test_the_plan_counts_the_controls_and_their_shorter_budgets(tmp_path):
     assert with_controls.cpu_seconds - without.cpu_seconds == pytest.approx(
         2 * (run * (48 + 24) / 64 + 2 * RUN_START_SECONDS)
     )
+
+
+def test_the_lite_protocols_re_run_has_a_control_for_every_shift_and_method(tmp_path):
+    """``docs/data/lite_protocol``'s tier adds controls to the lite tier: every shift of every
+    task must be where each method's group starts, or its script fails after hours of tuning."""
+    import yaml
+
+    from sao_online.algorithms import build_method
+    from sao_online.benchmark import plan_tier
+    from sao_online.benchmark.tune import write_suite
+
+    edit = yaml.safe_load((ROOT / "docs/data/lite_protocol/tier.yaml").read_text())["lite"]
+    plan = plan_tier(write_suite(plan_tier("core", "lite"), tmp_path / "suite.yaml", edit), "lite")
+    assert plan.controls
+    for task in plan.tasks:
+        for method in plan.methods:
+            config = task.load([f"algorithm.name={method}"])
+            assert shift_starts(config, build_method(config).group_size), (task.name, method)
 
 
 def test_a_control_cannot_start_inside_a_group_or_off_the_episodes_clock():

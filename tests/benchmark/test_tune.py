@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 import pytest
+import yaml
 from benchmark_synthetic import protocol, record, write_results
 
 from sao_online.analysis.report_render import to_markdown
@@ -231,6 +232,19 @@ def test_a_tuned_suite_runs_each_method_at_its_own_point_and_records_it(tmp_path
     assert "| sao | optim.lr=0.001, regularizers.kl_coef=0.3 (0.50; moved by 0.25) |" in blocks
     assert "Not tuned (run at the suite's settings, not the grid's): grpo." in blocks
     assert tuning_blocks(None, {"sao": "sao"}) == []
+
+
+def test_a_pilot_suite_keeps_only_its_tasks_wherever_the_suite_names_tasks(tmp_path):
+    plan = plan_tier(_suite(tmp_path), "smoke")
+    edit = {"tuning": {"tasks": {"Tools": {"grid": GRID}, "Grid": {"grid": GRID}}}}
+    path = write_suite(plan, tmp_path / "pilot.yaml", edit, only=["Grid"])
+    data = yaml.safe_load(path.read_text())
+    assert list(data["tasks"]) == ["Grid"]
+    assert list(data["tiers"]["smoke"]["tuning"]["tasks"]) == ["Grid"]
+    assert [task.name for task in plan_tier(path, "smoke").tasks] == ["Grid"]
+    with pytest.raises(ConfigError, match=r"^tasks: Code: not a task of the suite \(its tasks: "):
+        write_suite(plan, tmp_path / "other.yaml", {}, only=["Grid", "Code"])
+    assert not (tmp_path / "other.yaml").exists()
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,13 @@
 #   SEEDS=N      seeds per set (default 3: sets 0..N-1 and N..2N-1)
 #   METHODS=...  the methods (default sao,sao_running_mean,grpo_dis,grpo; frozen is added)
 #   TUNE_SEEDS=N tuning seeds (default: tier.yaml's 2)
+#   TASKS=...    only these tasks of the tier (comma-separated): a pilot of the protocol on some
+#                families, kept in KEEP (required then) and no table regenerated, since the
+#                lite tables cover every family
+#   KEEP=...     where the results are kept (default benchmarks/lite-protocol)
 #   PYTHON=...   the interpreter with sao-online installed (default .venv/bin/python)
+# Before any run, step 0 plans the evaluation (its controls included) with --dry-run, so a tier
+# the protocol cannot run is refused in seconds rather than after the tuning.
 set -euo pipefail
 work=${1:?usage: produce.sh WORK}
 size=${SIZE:-lite}
@@ -37,11 +43,17 @@ if [ "$size" = lite ] && [ -n "$(git status --porcelain --untracked-files=no)" ]
 fi
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-if [ "$size" = lite ]; then keep=benchmarks/lite-protocol; else keep=$work/kept; fi
+tasks=${TASKS:-}
+if [ -n "$tasks" ] && [ -z "${KEEP:-}" ]; then
+  echo "produce.sh: TASKS=$tasks needs KEEP=FOLDER: a pilot is kept apart from the tier's results" >&2
+  exit 1
+fi
+if [ -n "${KEEP:-}" ]; then keep=$KEEP; elif [ "$size" = lite ]; then keep=benchmarks/lite-protocol
+else keep=$work/kept; fi
 a="seeds-0-$((seeds - 1))" b="seeds-$seeds-$((2 * seeds - 1))" both="seeds-0-$((2 * seeds - 1))"
 
-# 1. The tier under the protocol.
-"$python" - "$size" "$here/tier.yaml" "$work/suite.yaml" <<'PY'
+# 1. The tier under the protocol (only TASKS, if given).
+"$python" - "$size" "$here/tier.yaml" "$work/suite.yaml" "$tasks" <<'PY'
 import sys
 from pathlib import Path
 
@@ -50,9 +62,14 @@ import yaml
 from sao_online.benchmark.suite import plan_tier
 from sao_online.benchmark.tune import write_suite
 
-tier, edit, target = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-write_suite(plan_tier("core", tier), target, yaml.safe_load(edit.read_text())[tier])
+tier, edit, target, tasks = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+only = tasks.split(",") if tasks else None
+write_suite(plan_tier("core", tier), target, yaml.safe_load(edit.read_text())[tier], only=only)
 PY
+
+# 0. The evaluation's plan, controls included, checked before anything runs.
+sao benchmark --suite "$work/suite.yaml" --tier "$size" --methods "$methods" \
+  --seeds "$seeds" --out "$work/plan-check" --dry-run
 
 # 2. Tuning, on seeds the evaluation does not use.
 tune_seeds=()
@@ -73,6 +90,11 @@ sao benchmark merge "$work/run-$seeds" --out "$keep/$b"
 sao benchmark merge "$keep/$a" "$keep/$b" --out "$keep/$both"
 "$python" -c 'import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2], ignore=shutil.ignore_patterns("runs"))' \
   "$work/tune" "$keep/tune"
+
+if [ -n "$tasks" ]; then
+  echo "produce.sh: the pilot on $tasks kept in $keep ($a, $b, $both, tune); no table regenerated"
+  exit 0
+fi
 
 # 5. The lite tables, from the new folders.
 pages=(README.md docs/benchmark.md docs/critic_vs_running_mean.md)
