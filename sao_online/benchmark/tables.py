@@ -16,9 +16,11 @@ seed, a row per folder), ``readaptation DIR`` (each method's re-adaptation score
 re-adaptation controls),
 ``sessions DIR`` (how long each command that ran the folder's runs took, and where),
 ``time-leaderboard DIR`` (the leaderboard on the time axis, for a tier with time windows),
-``exercised DIR`` (per task and method: staleness, tokens masked, clipped or truncated) and
-``sweep DIR [AXIS]`` (a sweep's folder: each method's IQM at each swept value, on ``episodes``
-or the time axis, ``virtual_seconds``; default episodes).
+``exercised DIR`` (per task and method: staleness, tokens masked, clipped or truncated),
+``tuning DIR`` (for a suite ``benchmark tune`` wrote: each task's grid, and each method's chosen
+point with its value on the tuning seeds and its sensitivity) and ``sweep DIR [AXIS]`` (a
+sweep's folder: each method's IQM at each swept value, on ``episodes`` or the time axis,
+``virtual_seconds``; default episodes).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
 """
@@ -42,6 +44,7 @@ from sao_online.benchmark.scorecard_tables import (
 )
 from sao_online.benchmark.scorecard_time import exercised_table
 from sao_online.benchmark.sweep_scorecard import EPISODES_AXIS, across_values, sweep_results
+from sao_online.benchmark.tuning_tables import tuning_blocks
 from sao_online.benchmark.versus import versus_table
 
 REPS = 2000
@@ -61,6 +64,7 @@ KINDS = (
     "sessions",
     "time-leaderboard",
     "exercised",
+    "tuning",
     "sweep",
 )
 
@@ -78,6 +82,15 @@ def _versus(words: list[str], base: Path) -> str:
     scores = compute(tables, benchmark, REPS)["scores"]
     frame = versus_table(scores, method, others.split(","), families=families, reps=REPS)
     return to_markdown([Table(frame)])
+
+
+def _tuning(folder: str, benchmark: dict) -> str:
+    protocol = benchmark["protocol"]
+    labels = {method["spec"]: label for label, method in protocol["methods"].items()}
+    blocks = tuning_blocks(protocol.get("tuning"), labels)
+    if not blocks:
+        raise TableSpecError(f"tuning: {folder} ran a suite `benchmark tune` did not write")
+    return to_markdown([block for block in blocks if isinstance(block, Table)])
 
 
 def _first_phase(words: list[str], base: Path) -> str:
@@ -139,6 +152,8 @@ def render_block(spec: str, base: Path) -> str:
             f"{kind}: expected {'folders' if kind == 'replication' else 'one folder'}"
         )
     loaded = [(folder, read_tables(results_folder(base / folder))) for folder in folders]
+    if kind == "tuning":
+        return _tuning(folders[0], loaded[0][1][1])
     if kind == "replication":
         if len(loaded) < 2:
             raise TableSpecError("replication: needs two folders or more")

@@ -12,6 +12,8 @@ import pytest
 import yaml
 from test_benchmark_smoke import cli
 
+from sao_online.benchmark.tables import TableSpecError, render_block
+
 pytestmark = pytest.mark.e2e
 
 SUITE = textwrap.dedent("""
@@ -142,6 +144,11 @@ def test_a_users_method_is_tuned_like_a_builtin_and_the_tuned_suite_runs_with_co
     assert set(controls["start"]) == {32}
     card = (tmp_path / "eval" / "scorecard.md").read_text()
     assert "## Tuning" in card and "## Re-adaptation" in card
+    table = render_block("tuning eval", tmp_path)  # the same tables, for a docs page
+    assert "| ToolShift | optim.lr: " in table and table in card
+    assert "| rloo_dis | optim.lr=" in table and "| sao | optim.lr=" in table
+    with pytest.raises(TableSpecError, match=r"^tuning: point-0 ran a suite `benchmark tune` did"):
+        render_block("tuning point-0", tmp_path / "tuned" / "points")
     on_tuning_seed = cli(
         [
             "benchmark",
