@@ -230,8 +230,10 @@ def test_shell_examples_name_real_commands(page, tmp_path, monkeypatch):
         folder = tmp_path / f"block-{example.line}"
         blocks.append((str(folder), []))
         for words in commands(example.body):
-            program, *arguments = words
             where = f"{example.where}: {' '.join(words)}"
+            while re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):  # VAR=value before a command
+                words = words[1:]
+            program, *arguments = words
             if program == "sao-online":
                 blocks[-1][1].append(arguments)
             elif program == "make":
