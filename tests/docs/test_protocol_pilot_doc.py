@@ -136,3 +136,8 @@ def test_the_probe_came_from_the_pilots_commit_on_its_seeds():
     assert not any(record["dirty"] for record in records)
     runs = pd.read_csv(PROBE / "seeds-0-5" / "results" / "runs.csv")
     assert set(runs["seed"]) == set(range(6)) and set(runs["method"]) == {"sao", "frozen"}
+
+
+def test_the_pages_figure_is_the_kept_scorecards():
+    kept = KEPT / "seeds-0-5" / "figures" / "recovery_grid.png"
+    assert (ROOT / "docs" / "protocol_pilot_recovery.png").read_bytes() == kept.read_bytes()
