@@ -141,3 +141,18 @@ def test_the_probe_came_from_the_pilots_commit_on_its_seeds():
 def test_the_pages_figure_is_the_kept_scorecards():
     kept = KEPT / "seeds-0-5" / "figures" / "recovery_grid.png"
     assert (ROOT / "docs" / "protocol_pilot_recovery.png").read_bytes() == kept.read_bytes()
+
+
+def test_the_timing_section_names_each_grid_points_setting():
+    text = PAGE.read_text()
+    expected = {0: (0.0005, 0.3), 1: (0.0005, 0.03), 2: (0.001, 0.3), 3: (0.001, 0.03)}
+    labels = {
+        0: "the tier's setting",
+        1: "KL 0.03",
+        2: "learning rate 1e-3)",
+        3: "learning rate 1e-3, KL 0.03)",
+    }
+    for point, (lr, kl) in expected.items():
+        suite = (KEPT / "tune" / "points" / f"point-{point}" / "suite.yaml").read_text()
+        assert f"optim.lr: {lr}" in suite and f"regularizers.kl_coef: {kl}\n" in suite
+        assert f"Grid point {point} ({labels[point]}" in text
