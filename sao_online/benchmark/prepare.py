@@ -132,10 +132,14 @@ def _check_plugins(plan: TierPlan, specs: list[str], overrides: list[str]) -> No
     check_plugins_load(loads)
 
 
-def warn_about_budgets(plan: TierPlan, labels: dict[str, str], overrides: list[str]) -> None:
+def warn_about_budgets(
+    plan: TierPlan, labels: dict[str, str], overrides: list[str], controls: bool = False
+) -> None:
     """Warn once per problem of the tier's budgets (``runtime.envs.budget_warnings``): a task
     with no shift inside its budget, a method whose critic-only warm-up takes more than a
-    quarter of a task's first phase (the tasks listed together)."""
+    quarter of a task's first phase (the tasks listed together), and, with ``controls``, more
+    than a quarter of a phase its controls are scored on (a run reaches the shift with its
+    critic trained; its control starts with the warm-up, which its re-adaptation then counts)."""
     import warnings
 
     from sao_online.algorithms import build_method
@@ -149,6 +153,7 @@ def warn_about_budgets(plan: TierPlan, labels: dict[str, str], overrides: list[s
     )
 
     shares: dict[str, list[str]] = {}
+    in_controls: dict[str, list[str]] = {}
     for task in plan.tasks:
         schedule = resolve_schedule(task.load(overrides))
         for spec, label in labels.items():
@@ -160,6 +165,12 @@ def warn_about_budgets(plan: TierPlan, labels: dict[str, str], overrides: list[s
             share = critic_warmup_share(config, schedule, method)
             if share is not None and share > CRITIC_WARMUP_SHARE:
                 shares.setdefault(label, []).append(f"{task.name} {share:.0%}")
+            if controls and share is not None:
+                for shift, phase_share in _control_warmup_shares(config, method):
+                    if phase_share > CRITIC_WARMUP_SHARE:
+                        in_controls.setdefault(label, []).append(
+                            f"{task.name} shift {shift} {phase_share:.0%}"
+                        )
     for label, tasks in shares.items():
         warnings.warn(
             f"algorithm.critic_warmup_steps: {label} trains only its critic for more than a "
@@ -168,6 +179,30 @@ def warn_about_budgets(plan: TierPlan, labels: dict[str, str], overrides: list[s
             BudgetWarning,
             stacklevel=3,
         )
+    for label, phases in in_controls.items():
+        warnings.warn(
+            f"controls: {label}'s controls train only their critic for more than a quarter of "
+            f"the phase they are scored on ({', '.join(phases)}), while its runs reach each "
+            "shift with a trained critic: its re-adaptation counts the warm-up against the fresh "
+            "start; --set algorithm.critic_warmup_steps=0 removes it from runs and controls alike",
+            BudgetWarning,
+            stacklevel=3,
+        )
+
+
+def _control_warmup_shares(config: Any, method: Any) -> list[tuple[int, float]]:
+    """Per shift k (1-based) a control of ``config`` starts at: the share of its scored phase
+    (the shift to the next one, or the budget's end) that its critic-only warm-up takes."""
+    try:
+        starts = shift_starts(config, method.group_size)
+    except ConfigError:  # refused, naming it, when the controls are planned
+        return []
+    warmup = config.algorithm.critic_warmup_steps * config.rollout.batch_size
+    ends = [*starts[1:], config.budget.episodes]
+    return [
+        (shift, warmup / (end - start))
+        for shift, (start, end) in enumerate(zip(starts, ends, strict=True), start=1)
+    ]
 
 
 def _phases(protocol: dict[str, Any], task: str) -> int:
@@ -322,7 +357,7 @@ def prepare_benchmark(
             reps="--reps",
         ),
     )
-    warn_about_budgets(plan, labels, overrides)  # a plan that runs: what it will not measure
+    warn_about_budgets(plan, labels, overrides, controls)  # a plan that runs: what it misses
     return PreparedBenchmark(
         out=Path(out),
         plan=plan,

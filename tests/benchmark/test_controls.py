@@ -108,6 +108,34 @@ def test_the_lite_protocols_re_run_has_a_control_for_every_shift_and_method(tmp_
             assert shift_starts(config, build_method(config).group_size), (task.name, method)
 
 
+def test_a_critic_warm_up_that_fills_a_controls_scored_phase_is_warned_about():
+    """The smoke tier: sao's warm-up is 1 update x 16 episodes; StyleShift's phases after its
+    shifts are 32 episodes each, so a control spends 16 / 32 = 50% of its scored phase on it."""
+    import warnings
+
+    from sao_online.benchmark import plan_tier
+    from sao_online.benchmark.prepare import warn_about_budgets
+    from sao_online.runtime.envs import BudgetWarning
+
+    plan = plan_tier("core", "smoke")
+    labels = {"sao": "sao", "grpo": "grpo"}
+
+    def said(controls: bool, *overrides: str) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warn_about_budgets(plan, labels, list(overrides), controls)
+        return [str(w.message) for w in caught if w.category is BudgetWarning]
+
+    (message,) = [m for m in said(True) if m.startswith("controls:")]
+    assert message.startswith(
+        "controls: sao's controls train only their critic for more than a quarter of the phase "
+        "they are scored on (StyleShift shift 1 50%, StyleShift shift 2 50%, ToolShift shift 1 50%"
+    )
+    assert "grpo" not in message
+    assert not [m for m in said(False) if m.startswith("controls:")]
+    assert not said(True, "algorithm.critic_warmup_steps=0")
+
+
 def test_a_control_cannot_start_inside_a_group_or_off_the_episodes_clock():
     config = load_config(None, tiny_overrides("budget.episodes=64", SCHEDULE))
     assert shift_starts(config, 8) == [16, 40]

@@ -156,3 +156,12 @@ def test_the_timing_section_names_each_grid_points_setting():
         suite = (KEPT / "tune" / "points" / f"point-{point}" / "suite.yaml").read_text()
         assert f"optim.lr: {lr}" in suite and f"regularizers.kl_coef: {kl}\n" in suite
         assert f"Grid point {point} ({labels[point]}" in text
+
+
+def test_the_warm_up_share_the_page_names_is_the_tuned_suites():
+    from sao_online.benchmark import plan_tier
+
+    (task,) = plan_tier(KEPT / "tune" / "suite.yaml", "lite").tasks
+    config = task.load(["algorithm.name=sao"])
+    share = config.algorithm.critic_warmup_steps * config.rollout.batch_size / 600  # each phase
+    assert f"as here ({share:.0%} of each)" in " ".join(PAGE.read_text().split())
