@@ -74,8 +74,10 @@ sao benchmark --suite "$work/suite.yaml" --tier "$size" --methods "$methods" \
 # 2. Tuning, on seeds the evaluation does not use.
 tune_seeds=()
 if [ -n "${TUNE_SEEDS:-}" ]; then tune_seeds=(--seeds "$TUNE_SEEDS"); fi
-sao benchmark tune --suite "$work/suite.yaml" --tier "$size" --methods "$methods" \
-  "${tune_seeds[@]}" --eval-seeds "0-$((2 * seeds - 1))" --out "$work/tune" --resume
+# Run from WORK, so the tuned suite records its folder as `tune`: the name the kept copy has
+# beside the seed sets, which their scorecards then name.
+(cd "$work" && sao benchmark tune --suite suite.yaml --tier "$size" --methods "$methods" \
+  "${tune_seeds[@]}" --eval-seeds "0-$((2 * seeds - 1))" --out tune --resume)
 
 # 3. Two seed sets of the tuned suite, with controls (the tier declares them).
 for first in 0 "$seeds"; do
