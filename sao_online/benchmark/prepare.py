@@ -165,7 +165,7 @@ def warn_about_budgets(
             share = critic_warmup_share(config, schedule, method)
             if share is not None and share > CRITIC_WARMUP_SHARE:
                 shares.setdefault(label, []).append(f"{task.name} {share:.0%}")
-            if controls and share is not None:
+            if controls and share is not None:  # a share: the method has a critic warm-up
                 for shift, phase_share in _control_warmup_shares(config, method):
                     if phase_share > CRITIC_WARMUP_SHARE:
                         in_controls.setdefault(label, []).append(

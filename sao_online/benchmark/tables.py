@@ -34,6 +34,7 @@ from sao_online.analysis.report_render import Table, to_markdown
 from sao_online.benchmark import calibration
 from sao_online.benchmark.merge import replication_table, results_folder
 from sao_online.benchmark.readaptation import readaptation_table
+from sao_online.benchmark.results_files import read_benchmark
 from sao_online.benchmark.scorecard import compute, read_tables, run_cpus
 from sao_online.benchmark.scorecard_tables import (
     family_table,
@@ -151,9 +152,11 @@ def render_block(spec: str, base: Path) -> str:
         raise TableSpecError(
             f"{kind}: expected {'folders' if kind == 'replication' else 'one folder'}"
         )
+    if kind == "tuning":  # the benchmark's record alone: no result table is read
+        return _tuning(
+            folders[0], read_benchmark(results_folder(base / folders[0]) / "benchmark.json")
+        )
     loaded = [(folder, read_tables(results_folder(base / folder))) for folder in folders]
-    if kind == "tuning":
-        return _tuning(folders[0], loaded[0][1][1])
     if kind == "replication":
         if len(loaded) < 2:
             raise TableSpecError("replication: needs two folders or more")

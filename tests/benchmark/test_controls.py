@@ -4,19 +4,25 @@ checked against hand-computed values and carried through the scorecard, merge an
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from benchmark_synthetic import protocol, record, write_results
 from tiny_model import tiny_overrides
 
-from sao_online.benchmark import merge_results
+from sao_online.algorithms import build_method
+from sao_online.benchmark import merge_results, plan_tier
 from sao_online.benchmark.controls import CONTROL_COLUMNS, control_jobs, shift_starts
+from sao_online.benchmark.prepare import warn_about_budgets
 from sao_online.benchmark.readaptation import readaptation_scores
 from sao_online.benchmark.scorecard import compute, read_tables, write_scorecard
 from sao_online.benchmark.tables import render_block
+from sao_online.benchmark.tune import write_suite
 from sao_online.config import ConfigError, load_config
+from sao_online.runtime.envs import BudgetWarning
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +61,6 @@ def test_a_control_per_learning_run_and_shift_starting_at_the_shift():
 
 
 def test_the_plan_counts_the_controls_and_their_shorter_budgets(tmp_path):
-    from sao_online.algorithms import build_method
     from sao_online.benchmark.prepare import prepare_benchmark
     from sao_online.runtime.host.plan_fit import RUN_START_SECONDS, method_weight, run_prior_seconds
 
@@ -93,12 +98,6 @@ def test_the_plan_counts_the_controls_and_their_shorter_budgets(tmp_path):
 def test_the_lite_protocols_re_run_has_a_control_for_every_shift_and_method(tmp_path):
     """``docs/data/lite_protocol``'s tier adds controls to the lite tier: every shift of every
     task must be where each method's group starts, or its script fails after hours of tuning."""
-    import yaml
-
-    from sao_online.algorithms import build_method
-    from sao_online.benchmark import plan_tier
-    from sao_online.benchmark.tune import write_suite
-
     edit = yaml.safe_load((ROOT / "docs/data/lite_protocol/tier.yaml").read_text())["lite"]
     plan = plan_tier(write_suite(plan_tier("core", "lite"), tmp_path / "suite.yaml", edit), "lite")
     assert plan.controls
@@ -111,12 +110,6 @@ def test_the_lite_protocols_re_run_has_a_control_for_every_shift_and_method(tmp_
 def test_a_critic_warm_up_that_fills_a_controls_scored_phase_is_warned_about():
     """The smoke tier: sao's warm-up is 1 update x 16 episodes; StyleShift's phases after its
     shifts are 32 episodes each, so a control spends 16 / 32 = 50% of its scored phase on it."""
-    import warnings
-
-    from sao_online.benchmark import plan_tier
-    from sao_online.benchmark.prepare import warn_about_budgets
-    from sao_online.runtime.envs import BudgetWarning
-
     plan = plan_tier("core", "smoke")
     labels = {"sao": "sao", "grpo": "grpo"}
 

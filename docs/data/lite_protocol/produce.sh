@@ -24,8 +24,8 @@
 #                lite tables cover every family
 #   KEEP=...     where the results are kept (default benchmarks/lite-protocol)
 #   PYTHON=...   the interpreter with sao-online installed (default .venv/bin/python)
-# Before any run, step 0 plans the evaluation (its controls included) with --dry-run, so a tier
-# the protocol cannot run is refused in seconds rather than after the tuning.
+# Before any run, step 1 also plans the evaluation (its controls included) with --dry-run, so a
+# tier the protocol cannot run is refused in seconds rather than after the tuning.
 set -euo pipefail
 work=${1:?usage: produce.sh WORK}
 size=${SIZE:-lite}
@@ -67,7 +67,7 @@ only = tasks.split(",") if tasks else None
 write_suite(plan_tier("core", tier), target, yaml.safe_load(edit.read_text())[tier], only=only)
 PY
 
-# 0. The evaluation's plan, controls included, checked before anything runs.
+# ... and the evaluation's plan, controls included, checked before anything runs.
 sao benchmark --suite "$work/suite.yaml" --tier "$size" --methods "$methods" \
   --seeds "$seeds" --out "$work/plan-check" --dry-run
 
