@@ -307,6 +307,14 @@ def restricted(protocol: dict[str, Any], tasks: set[str]) -> dict[str, Any]:
         }
         if "set" in method:
             method["set"] = {name: own for name, own in method["set"].items() if name in tasks}
+    if "tuning" in narrowed:  # how the kept tasks' settings were chosen, not the others'
+        for part in ("grids", "chosen", "from_by_task"):
+            if part not in narrowed["tuning"]:
+                continue
+            own = narrowed["tuning"][part]
+            narrowed["tuning"][part] = {name: v for name, v in own.items() if name in tasks}
+        if narrowed["tuning"].get("from_by_task"):
+            narrowed["tuning"]["from"] = _where_in_words(narrowed["tuning"]["from_by_task"])
     return narrowed
 
 
@@ -334,4 +342,51 @@ def joined(
         mine["algorithm"].update(copy.deepcopy(method["algorithm"]))
         if method.get("set"):
             mine.setdefault("set", {}).update(copy.deepcopy(method["set"]))
+    tuning = _joined_tuning(first.get("tuning"), second.get("tuning"), refuse)
+    if tuning is not None:
+        result["tuning"] = tuning
     return result
+
+
+def _joined_tuning(
+    first: dict[str, Any] | None,
+    second: dict[str, Any] | None,
+    refuse: Callable[[str], ProtocolMismatch],
+) -> dict[str, Any] | None:
+    """The record of how both sides' settings were chosen (``benchmark tune``'s): one rule and
+    tuning seeds for every task, each task's grid and choices from its own side, and where each
+    task was tuned (``from_by_task``; ``from`` says it in words). Tasks tuned beside tasks
+    that were not are refused: the scorecard would call every task tuned."""
+    if first is None and second is None:
+        return None
+    if first is None or second is None:
+        tuned = "the first" if first is not None else "the second"
+        raise refuse(f"tuning: only {tuned} was tuned by `benchmark tune`")
+    for field in ("rule", "seeds"):
+        if first.get(field) != second.get(field):
+            raise refuse(f"tuning.{field}: {first.get(field)!r} vs {second.get(field)!r}")
+    result = copy.deepcopy(first)
+    for part in ("grids", "chosen"):
+        result.setdefault(part, {}).update(copy.deepcopy(second.get(part, {})))
+    where = {**_tuned_where(first), **_tuned_where(second)}
+    result["from"] = _where_in_words(where)
+    result["from_by_task"] = where
+    return result
+
+
+def _where_in_words(where: dict[str, str]) -> str:
+    """``tune``, or ``a for T, U; b for V`` where tasks were tuned in different folders."""
+    folders = sorted(set(where.values()))
+    if len(folders) == 1:
+        return folders[0]
+    return "; ".join(
+        f"{folder} for {', '.join(sorted(t for t in where if where[t] == folder))}"
+        for folder in folders
+    )
+
+
+def _tuned_where(tuning: dict[str, Any]) -> dict[str, str]:
+    """Task -> the folder its tune was kept in."""
+    if "from_by_task" in tuning:
+        return dict(tuning["from_by_task"])
+    return {task: str(tuning.get("from", "")) for task in tuning.get("grids", {})}

@@ -187,6 +187,58 @@ def test_merge_refuses_a_task_folder_that_does_not_cover_the_others(tmp_path, ca
         assert capsys.readouterr().err.strip().endswith(f"expected TASK=FOLDER, got {bad!r}")
 
 
+def _tuned(proto, task, where, rule="mean-normalized-score", seeds=(100, 101)):
+    """``proto`` as a suite `benchmark tune` wrote for ``task`` in folder ``where`` records."""
+    proto["tuning"] = {
+        "rule": rule,
+        "seeds": list(seeds),
+        "from": where,
+        "grids": {task: {"optim.lr": [0.001, 0.002]}},
+        "chosen": {task: {m: {"point": 1, "value": 0.5, "sensitivity": 0.25} for m in ("a", "b")}},
+    }
+    return proto
+
+
+def _tuned_task(folder, task, where, **tuning):
+    records = [
+        record(task, TASKS[task], m, s, [0.4, 0.5], [1.0, 1.0]) for m in METHODS for s in (0, 1)
+    ]
+    return write_results(
+        folder, records, _tuned(protocol({task: TASKS[task]}, METHODS), task, where, **tuning)
+    )
+
+
+def test_families_tuned_on_their_own_keep_each_ones_tuning_when_pooled(tmp_path):
+    t = _tuned_task(tmp_path / "t", "T", "t/tune")
+    u = _tuned_task(tmp_path / "u", "U", "u/tune")
+    merge_results([t], tmp_path / "pooled", reps=200, task_from={"U": u})
+    tuning = json.loads((tmp_path / "pooled" / "results" / "benchmark.json").read_text())[
+        "protocol"
+    ]["tuning"]
+    assert tuning["grids"].keys() == tuning["chosen"].keys() == {"T", "U"}
+    assert tuning["from_by_task"] == {"T": "t/tune", "U": "u/tune"}
+    assert tuning["from"] == "t/tune for T; u/tune for U"
+    text = (tmp_path / "pooled" / "scorecard.md").read_text()
+    assert "(t/tune for T; u/tune for U)" in text
+    chosen = "optim.lr=0.002 (0.50; moved by 0.25)"
+    assert f"| a | {chosen} | {chosen} |" in text  # T's choice and U's, each from its tune
+    # Taken back out of the pooled folder, a task brings only its own tuning.
+    merge_results([u], tmp_path / "again", reps=200, task_from={"T": tmp_path / "pooled"})
+    again = json.loads((tmp_path / "again" / "results" / "benchmark.json").read_text())
+    assert again["protocol"]["tuning"]["from"] == "t/tune for T; u/tune for U"
+    # Tuned beside untuned, or by another rule or on other seeds: refused, named.
+    plain = _one_task(tmp_path / "plain", "U", [0, 1], budget=20)
+    other_rule = _tuned_task(tmp_path / "rule", "U", "u/tune", rule="mean-post-shift-score")
+    other_seeds = _tuned_task(tmp_path / "seeds", "U", "u/tune", seeds=(200, 201))
+    for folder, message in [
+        (plain, "tuning: only the first was tuned by `benchmark tune`"),
+        (other_rule, "tuning.rule: 'mean-normalized-score' vs 'mean-post-shift-score'"),
+        (other_seeds, "tuning.seeds: [100, 101] vs [200, 201]"),
+    ]:
+        with pytest.raises(ProtocolMismatch, match=re.escape(message)):
+            merge_results([t], tmp_path / "refused", reps=200, task_from={"U": folder})
+
+
 def test_merge_from_the_command_line_is_one_line_on_a_mismatch(tmp_path, capsys):
     first = _seed_set(tmp_path / "one", [0])
     second = _seed_set(tmp_path / "two", [1], proto=protocol({"T": "F"}, METHODS), tasks=["T"])
