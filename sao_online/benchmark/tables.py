@@ -14,7 +14,8 @@ Kinds: ``leaderboard DIR``, ``families DIR`` (per family beside the aggregate),
 ``first-phase DIR... [tasks=A,B] [methods=M,N]`` (the learnable check's scores, a column per
 seed, a row per folder), ``readaptation DIR`` (each method's re-adaptation score, from the
 re-adaptation controls),
-``sessions DIR`` (how long each command that ran the folder's runs took, and where),
+``sessions DIR...`` (how long each command that ran the folder's runs took, and where; with
+several folders, a row per command of each, named by its path below their common folder),
 ``time-leaderboard DIR`` (the leaderboard on the time axis, for a tier with time windows),
 ``exercised DIR`` (per task and method: staleness, tokens masked, clipped or truncated),
 ``tuning DIR`` (for a suite ``benchmark tune`` wrote: each task's grid, and each method's chosen
@@ -27,8 +28,11 @@ it changes nothing and reports the files whose tables disagree with their data.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+
+import pandas as pd
 
 from sao_online.analysis.report_render import Table, to_markdown
 from sao_online.benchmark import calibration
@@ -124,6 +128,27 @@ def _first_phase(words: list[str], base: Path) -> str:
     return to_markdown([Table(frame)])
 
 
+def _sessions(folders: list[str], base: Path) -> str:
+    """Every command that ran each folder's runs; with several folders, each row named by its
+    folder's path below their common one (``tune/points/point-0``, ``seeds-0-5``)."""
+    if not folders:
+        raise TableSpecError("sessions: expected DIR...")
+    frames = []
+    for folder in folders:
+        frame = session_table(read_benchmark(results_folder(base / folder) / "benchmark.json"))
+        if frame.empty:
+            raise TableSpecError(f"sessions: {folder} records no session")
+        frames.append(frame)
+    if len(folders) > 1:
+        common = os.path.commonpath([Path(folder).as_posix() for folder in folders])
+        frames = [
+            frame.assign(folder=Path(folder).as_posix()[len(common) :].lstrip("/") or ".")
+            for folder, frame in zip(folders, frames)
+        ]
+        frames = [frame[["folder", *frame.columns[:-1]]] for frame in frames]
+    return to_markdown([Table(pd.concat(frames, ignore_index=True))])
+
+
 def _sweep(words: list[str], base: Path) -> str:
     if len(words) not in (1, 2):
         raise TableSpecError("sweep: expected DIR [AXIS]")
@@ -148,6 +173,8 @@ def render_block(spec: str, base: Path) -> str:
         return _first_phase(folders, base)
     if kind == "sweep":
         return _sweep(folders, base)
+    if kind == "sessions":
+        return _sessions(folders, base)
     if not folders or (kind != "replication" and len(folders) != 1):
         raise TableSpecError(
             f"{kind}: expected {'folders' if kind == 'replication' else 'one folder'}"
@@ -161,10 +188,6 @@ def render_block(spec: str, base: Path) -> str:
         if len(loaded) < 2:
             raise TableSpecError("replication: needs two folders or more")
         frame = replication_table(loaded, REPS)
-    elif kind == "sessions":
-        frame = session_table(loaded[0][1][1])
-        if frame.empty:
-            raise TableSpecError(f"sessions: {folders[0]} records no session")
     else:
         tables, benchmark = loaded[0][1]
         result = compute(tables, benchmark, REPS)

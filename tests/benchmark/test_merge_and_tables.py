@@ -299,6 +299,21 @@ def test_a_sessions_table_is_what_the_benchmark_recorded_of_its_commands(tmp_pat
         "| 15 | 4 | 146.4 | local |  | 2 | Some CPU |  |  |  | finished |",
         "| 2 | 4 | 31 | local |  | 2 | Some CPU | 55.2 | 89% | 4% | stopped |",
     ]
+    # Several folders: each command's row named by its folder below their common one.
+    other = tmp_path / "data" / "tune" / "point-0"
+    write_tables(other, records, protocol(TASKS, METHODS), {**session, "backend": "local"})
+    page.write_text(
+        "<!-- benchmark-table: sessions ../data/tune/point-0 ../data/set-1 -->\n"
+        "<!-- /benchmark-table -->\n"
+    )
+    assert update_tables([page]) == [str(page)]
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| folder | runs | warm starts |")
+    assert [row.split(" | ")[0] for row in rows[1:]] == [
+        "| tune/point-0",
+        "| set-1",
+        "| set-1",
+    ]
 
 
 def test_a_per_seed_table_shows_every_pooled_score(tmp_path):
