@@ -43,24 +43,31 @@ def _shortfalls(scores: pd.DataFrame, floor_method: str) -> pd.DataFrame:
 def phase_table(scores: pd.DataFrame, order: list[str], floor_method: str) -> pd.DataFrame:
     """Per task and phase: the floor's reward, the oracle, and each method's mean score.
 
-    ``scores`` is :func:`~sao_online.benchmark.scores.normalized_scores`' frame. A method's
-    cell is the mean over its seeds with the lowest and highest seed, or the note of a phase
-    that is not scored.
+    ``scores`` is :func:`~sao_online.benchmark.scores.normalized_scores`' frame. The floor is
+    its warm start's; with several warm starts, the mean of their floors with the lowest and
+    highest. A method's cell is the mean over its seeds with the lowest and highest seed, or
+    ``not scored`` where no warm start's phase is scored.
     """
     rows = []
     methods = [m for m in order if m != floor_method and m in set(scores["method"])]
+    if "warm_start_seed" not in scores:
+        scores = scores.assign(warm_start_seed=0)
     for (task, phase), part in scores.groupby(["task", "phase"], sort=True):
         first = part.iloc[0]
+        floors = part.groupby("warm_start_seed")["floor"].first().to_numpy(float)
+        floor = f"{floors.mean():.3f}"
+        if len(floors) > 1:
+            floor += f" [{floors.min():.3f}, {floors.max():.3f}]"
         row = {
             "task": task,
             "phase": f"{int(phase)}: {first['phase_name']}",
-            f"{floor_method} reward": f"{first['floor']:.3f}",
+            f"{floor_method} reward": floor,
             "oracle": f"{first['oracle']:.3f}",
         }
         for method in methods:
             values = part.loc[part["method"] == method, "score"].to_numpy(float)
             values = values[np.isfinite(values)]
-            if first["note"]:
+            if (part["note"] != "").all():
                 row[method] = "not scored"
             elif len(values):
                 low, mean, high = (fixed(v) for v in (values.min(), values.mean(), values.max()))

@@ -99,3 +99,16 @@ def test_the_scorecard_names_the_warm_starts_and_their_weights(tmp_path):
         "Warm starts are a random factor: 3 per task (seeds 0, 1, 2), run seed s starting" in card
     )
     assert "| T | 1 | w1 | 4 | 1, 4 |" in card  # frozen and a, seeds 1 and 4
+
+
+def test_the_calibration_table_shows_every_warm_starts_floor_not_the_first_ones(tmp_path):
+    from sao_online.benchmark import calibration
+
+    out = write_results(tmp_path / "bench", _records(), _proto())
+    tables, benchmark = read_tables(out / "results")
+    result = compute(tables, benchmark, reps=100)
+    table = calibration.phase_table(result["scores"], ["frozen", "a"], "frozen")
+    after = table.set_index("phase").iloc[1]
+    assert after["frozen reward"] == "0.100 [0.000, 0.200]"  # floors 0, 0.1, 0.2: their mean
+    before = table.set_index("phase").iloc[0]
+    assert before["frozen reward"] == "0.500 [0.500, 0.500]"  # three warm starts, alike
