@@ -7,14 +7,17 @@ run at the wall timeout. Run as root, the program itself runs as the unprivilege
 (a uid of its own per concurrent run, see :meth:`Sandbox.run_uid`): root ignores the
 process-count limit and can read every file.
 
-- ``subprocess``: with ``unshare`` (as root, or with unprivileged user namespaces) the run gets
-  its own mount, network, PID, IPC and UTS namespaces and a private root filesystem built with
-  ``mount`` and ``pivot_root``: a size-limited tmpfs holding ``/usr`` (and the ``/bin``,
-  ``/lib``... links into it) read-only, ``/proc`` of its own PID namespace, ``/dev/null``,
-  ``zero``, ``random`` and ``urandom``, and its writable ``/tmp``, ``/dev/shm`` and work
-  folder. Nothing else of the host is visible: no ``/home``, ``/root``, ``/etc``,
-  ``/run``, run directories or other processes. Where namespaces cannot be made it runs as a
-  plain child process and says what is missing (:meth:`SubprocessSandbox.missing_guarantees`).
+- ``subprocess``: where namespaces can be made (as root, or with unprivileged user namespaces)
+  the run's interpreter confines itself before the harness starts (``confine.py``: system
+  calls, no other process): its own mount, network, PID, IPC and UTS namespaces and a private
+  root filesystem moved into with ``pivot_root``: a size-limited tmpfs holding ``/usr`` (and
+  the ``/bin``, ``/lib``... links into it) read-only and without set-user-ID programs,
+  ``/proc`` of its own PID namespace, ``/dev/null``, ``zero``, ``random`` and ``urandom``, and
+  its writable ``/tmp``, ``/dev/shm`` and work folder; as root, the program runs as a uid of its
+  own with no capabilities and no way to gain any. Nothing else of the host is visible: no
+  ``/home``, ``/root``, ``/etc``, ``/run``, run directories or other processes. Where
+  namespaces cannot be made it runs as a plain child process and says what is missing
+  (:meth:`SubprocessSandbox.missing_guarantees`).
 - ``bubblewrap``: the same view made by ``bwrap`` (read-only ``/usr`` only, size-limited tmpfs
   ``/tmp``, ``/dev/shm`` and work folder, new network, PID, IPC and UTS namespaces).
 
@@ -24,6 +27,7 @@ Every run's writable places are new and empty when it starts and gone when it en
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import shutil
@@ -40,6 +44,7 @@ from sao_online.environments.sandbox.base import (
     Limits,
     Sandbox,
     SandboxUnavailable,
+    run_uid_block,
 )
 
 #: Seconds a killed run's first process may take to be gone (it cannot catch SIGKILL; only a
@@ -82,53 +87,17 @@ def _drop_privileges_prefix(uid: int) -> list[str]:
     ]
 
 
-@cache
-def unshare_prefix() -> tuple[str, ...] | None:
-    """The ``unshare`` command that gives a run its own mount, network, PID, IPC and UTS
-    namespaces, or None where this machine does not allow it (not root and no unprivileged user
-    namespaces)."""
-    if shutil.which("unshare") is None:
-        return None
-    base = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
-    prefix = base if _running_as_root() else ["unshare", "--user", "--map-root-user", *base[1:]]
-    try:
-        probe = subprocess.run(
-            [*prefix, "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"], capture_output=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return tuple(prefix) if probe.returncode == 0 else None
-
-
-#: Run inside the new namespaces (as root there): builds the run's root filesystem on a tmpfs
-#: mounted over the host folder the child starts in, moves into it with ``pivot_root`` and
-#: detaches the host's, then runs the program. ``$1`` is the tmpfs size, ``$2`` the uid that
-#: owns the work folder (empty: root of the user namespace), ``$3`` the ``/bin``-style links
-#: into ``/usr`` (targets such as ``usr/bin``), ``$4`` such folders that are real ones (bound
-#: read-only). A shell stays the namespace's first process because that process ignores
-#: signals it has no handler for (SIGXCPU included), and "; exit" keeps it from exec-ing the
-#: program. Each command is a process to start, so there are as few as can be.
-_PRIVATE_ROOT_SCRIPT = r"""
-size=$1; owner=$2; links=$3; folders=$4; shift 4
-mount -t tmpfs -o "size=$size,mode=0755" tmpfs . && cd "$PWD" || exit 125
-mkdir usr proc dev .host $folders && mkdir -m 1777 tmp dev/shm || exit 125
-if [ -n "$owner" ]; then install -d -o "$owner" -g "$owner" -m 0700 work; else mkdir work; fi
-[ $? = 0 ] && mount -o bind,ro /usr usr && mount -t proc proc proc || exit 125
-[ -z "$links" ] || ln -s $links . || exit 125
-for name in $folders; do mount -o bind,ro "/$name" "$name" || exit 125; done
-for node in null zero random urandom; do
-    : > "dev/$node" && mount --bind "/dev/$node" "dev/$node" || exit 125
-done
-PATH=/usr/sbin:/sbin:$PATH pivot_root . .host || exit 125
-umount -l /.host && rmdir /.host && cd /work || exit 125
-"$@"; exit $?
-"""
+#: Runs first in the sandbox's interpreter where namespaces can be made: confines it (private
+#: namespaces, root filesystem and user; see ``confine.py``), then the harness runs.
+CONFINED_HARNESS_SOURCE: str = (
+    Path(__file__).with_name("confine.py").read_text() + "\n" + HARNESS_SOURCE
+)
 
 
 @cache
-def _root_folders() -> tuple[str, str]:
-    """(links, folders) for ``_PRIVATE_ROOT_SCRIPT``: ``/bin``, ``/lib``... as in the host, links
-    into ``/usr`` (merged /usr: ``usr/bin usr/lib ...``) or real folders."""
+def _root_folders() -> tuple[list[str], list[str]]:
+    """(links, folders): ``/bin``, ``/lib``... as in the host, links into ``/usr`` (merged
+    /usr: ``usr/bin``, ``usr/lib``, ...) or real folders (bound read-only)."""
     links, folders = [], []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/") / name
@@ -136,7 +105,47 @@ def _root_folders() -> tuple[str, str]:
             links.append(f"usr/{name}")
         elif path.is_dir() and not path.is_symlink():
             folders.append(name)
-    return " ".join(links), " ".join(folders)
+    return links, folders
+
+
+def _confined_command(python: str, limits: Limits, uid: int, run_id: str) -> list[str]:
+    """The command that runs the harness confined by ``confine.py`` (as ``uid`` when root)."""
+    links, folders = _root_folders()
+    config = {
+        "disk_bytes": limits.disk_bytes,
+        "uid": uid if _running_as_root() else None,
+        "links": links,
+        "folders": folders,
+    }
+    return [python, "-E", "-s", "-c", CONFINED_HARNESS_SOURCE, json.dumps(config), run_id]
+
+
+@cache
+def namespaces_problem() -> str:
+    """Why a run cannot be confined in namespaces of its own here ('' when it can: as root, or
+    with unprivileged user namespaces): a trial run of ``confine.py`` with a trivial program
+    in the system Python."""
+    try:
+        python = _find_python()
+    except FileNotFoundError as error:
+        return str(error)
+    command = _confined_command(python, Limits(), run_uid_block()[-1], "probe")
+    command[4] = command[4].replace(HARNESS_SOURCE, "assert __import__('os').getcwd() == '/work'")
+    workdir = tempfile.mkdtemp(prefix="sao-sandbox-")
+    try:
+        probe = subprocess.run(
+            command, cwd=workdir, capture_output=True, timeout=20, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"the trial run failed to start: {error}"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if probe.returncode != 0:
+        return (
+            f"the trial run exited {probe.returncode}: namespaces need root or unprivileged "
+            "user namespaces"
+        )
+    return ""
 
 
 def _child_process_missing_guarantees() -> list[str]:
@@ -245,25 +254,23 @@ class SubprocessSandbox(_ChildProcessSandbox):
         require_network_isolation: bool = False,
     ) -> None:
         super().__init__(limits, python)
-        self.namespaces = unshare_prefix()
-        if self.namespaces is None and require_network_isolation:
-            raise SandboxUnavailable(
-                "subprocess sandbox: unshare cannot create a network "
-                "namespace here (needs root or user namespaces)"
-            )
-        if self.namespaces is not None and not self.python.startswith("/usr/"):
+        problem = namespaces_problem()
+        self.namespaces = not problem
+        if problem and require_network_isolation:
+            raise SandboxUnavailable(f"subprocess sandbox: no network namespace here ({problem})")
+        if self.namespaces and not self.python.startswith("/usr/"):
             raise SandboxUnavailable(
                 f"subprocess sandbox: {self.python} is outside /usr, which is all the sandbox sees"
             )
 
     @property
     def network_isolated(self) -> bool:
-        return self.namespaces is not None
+        return self.namespaces
 
     def missing_guarantees(self) -> list[str]:
         """What this sandbox cannot promise on this machine (empty: the same as bubblewrap)."""
         missing = []
-        if self.namespaces is None:
+        if not self.namespaces:
             missing += [
                 "no network isolation",
                 "no private filesystem view (the program reads what its user can, run "
@@ -273,7 +280,9 @@ class SubprocessSandbox(_ChildProcessSandbox):
         return missing + _child_process_missing_guarantees()
 
     def _command(self, limits: Limits, uid: int, run_id: str) -> list[str]:
-        command = [
+        if self.namespaces:
+            return _confined_command(self.python, limits, uid, run_id)
+        return [
             *_drop_privileges_prefix(uid),
             self.python,
             "-E",
@@ -281,19 +290,6 @@ class SubprocessSandbox(_ChildProcessSandbox):
             "-c",
             HARNESS_SOURCE,
             run_id,
-        ]
-        if self.namespaces is None:
-            return command
-        return [
-            *self.namespaces,
-            "/bin/sh",
-            "-c",
-            _PRIVATE_ROOT_SCRIPT,
-            "sh",
-            str(limits.disk_bytes),
-            str(uid) if _running_as_root() else "",
-            *_root_folders(),
-            *command,
         ]
 
 

@@ -191,7 +191,7 @@ def test_auto_says_which_guarantee_is_missing(monkeypatch):
         "backend_problems",
         lambda: {"docker": "no engine", "bubblewrap": "bwrap missing", "subprocess": ""},
     )
-    monkeypatch.setattr(local, "unshare_prefix", lambda: None)
+    monkeypatch.setattr(local, "namespaces_problem", lambda: "no namespaces here")
     with pytest.warns(SandboxWarning) as caught:
         box = make_sandbox("auto")
     message = str(caught[0].message)

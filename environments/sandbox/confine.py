@@ -1,0 +1,234 @@
+"""Confines the ``subprocess`` sandbox's Python before the harness runs; standard library only.
+
+It runs first in the sandbox's interpreter (``python3 -E -s -c <this source + the harness>
+CONFIG RUN_ID``, CONFIG a JSON object: ``disk_bytes``, ``uid``, ``links``, ``folders``) with the
+run's rlimits already set, and does with system calls what ``unshare`` plus a shell script of
+``mount`` commands used to do with about fifteen processes, so a run costs one interpreter start:
+
+1. ``unshare``: new mount, network, PID, IPC and UTS namespaces (and a user namespace mapping
+   the caller to root in it when ``uid`` is null: not run as root). Mounts are made private
+   first, so nothing mounted here reaches the host.
+2. ``fork``: the child is the PID namespace's first process. It builds the run's root on a
+   size-limited tmpfs mounted over the host folder it starts in: ``/usr`` bound read-only (no
+   set-user-ID programs), ``/bin``, ``/lib``... as in the host (links into ``/usr`` or
+   read-only binds), its own ``/proc``, ``/dev/null``, ``zero``, ``random`` and ``urandom``,
+   world-writable ``/tmp`` and ``/dev/shm``, and ``/work`` owned by ``uid``. It moves in with
+   ``pivot_root`` and detaches the host's tree.
+3. ``fork`` again: the grandchild drops to ``uid`` (no groups, no capabilities, an empty
+   bounding set, no new privileges on exec), moves to ``/work`` and returns, so the harness runs
+   there. The first process only waits for it and exits with its status (``128 + N`` for signal
+   N, as a shell reports it): the first process of a PID namespace ignores signals it has no
+   handler for (SIGXCPU among them), so it must not be the one that runs the program, and when
+   it exits the kernel kills whatever the program left in the namespace. The outer process
+   waits for it the same way.
+
+Any failure while setting up exits 125, which the host reads as "could not set up".
+"""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MS_RELATIME = 0x200000
+MNT_DETACH = 0x2
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+
+#: statvfs flag -> mount flag: a read-only remount of a bind must keep these (in a user
+#: namespace the kernel refuses to clear them).
+KEPT_MOUNT_FLAGS = {
+    os.ST_NOSUID: MS_NOSUID,
+    os.ST_NODEV: MS_NODEV,
+    os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: MS_NOATIME,
+    os.ST_NODIRATIME: MS_NODIRATIME,
+    os.ST_RELATIME: MS_RELATIME,
+}
+
+#: pivot_root has no libc wrapper: its system call number per machine.
+PIVOT_ROOT_CALLS = {
+    "x86_64": 155,
+    "aarch64": 41,
+    "arm64": 41,
+    "riscv64": 41,
+    "ppc64le": 203,
+    "ppc64": 203,
+    "s390x": 217,
+    "i686": 217,
+    "i386": 217,
+}
+
+SETUP_FAILED = 125
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def check(result, what):
+    """Raise OSError naming ``what`` when a libc call returned -1."""
+    if result == -1:
+        number = ctypes.get_errno()
+        raise OSError(number, what + ": " + os.strerror(number))
+    return result
+
+
+def as_bytes(text):
+    return None if text is None else text.encode()
+
+
+def mount(source, target, fstype, flags, data=None):
+    check(
+        libc.mount(
+            as_bytes(source),
+            as_bytes(target),
+            as_bytes(fstype),
+            ctypes.c_ulong(flags),
+            as_bytes(data),
+        ),
+        "mount " + target,
+    )
+
+
+def bind_read_only(source, target):
+    """``mount -o bind,ro`` that also forbids set-user-ID programs and device files."""
+    mount(source, target, None, MS_BIND)
+    kept = 0
+    for statvfs_flag, mount_flag in KEPT_MOUNT_FLAGS.items():
+        if os.statvfs(target).f_flag & statvfs_flag:
+            kept |= mount_flag
+    mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept)
+
+
+def exit_status(status):
+    """A waited-for process's status as a shell reports it: its exit code, or 128 + signal."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def wait_and_exit(pid):
+    """Wait for ``pid`` and leave with its status, whatever else happens."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    os._exit(exit_status(status))
+
+
+def enter_namespaces(uid):
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+    if uid is None:
+        outer_uid, outer_gid = os.getuid(), os.getgid()
+        check(libc.unshare(flags | CLONE_NEWUSER), "unshare")
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"0 {outer_uid} 1"),
+            ("gid_map", f"0 {outer_gid} 1"),
+        ):
+            with open("/proc/self/" + name, "w") as handle:
+                handle.write(text)
+    else:
+        check(libc.unshare(flags), "unshare")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def build_root(disk_bytes, uid, links, folders):
+    """The run's root filesystem in the folder this process starts in, then moved into."""
+    here = os.getcwd()
+    mount("tmpfs", here, "tmpfs", MS_NOSUID | MS_NODEV, f"size={disk_bytes},mode=0755")
+    os.chdir(here)  # onto the tmpfs, which now hides the host folder
+    for name in ["usr", "proc", "dev", ".host", *folders]:
+        os.mkdir(name)
+    for name in ("tmp", "dev/shm"):
+        os.mkdir(name)
+        os.chmod(name, 0o1777)
+    os.mkdir("work", 0o700)
+    if uid is not None:
+        os.chown("work", uid, uid)
+    bind_read_only("/usr", "usr")
+    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for target in links:
+        os.symlink(target, target.split("/", 1)[1])
+    for name in folders:
+        bind_read_only("/" + name, name)
+    for node in ("null", "zero", "random", "urandom"):
+        open("dev/" + node, "w").close()
+        mount("/dev/" + node, "dev/" + node, None, MS_BIND)
+    call = PIVOT_ROOT_CALLS.get(os.uname().machine)
+    if call is None:
+        raise OSError("pivot_root: no system call number known for " + os.uname().machine)
+    check(libc.syscall(call, b".", b".host"), "pivot_root")
+    os.chdir("/")
+    check(libc.umount2(b"/.host", MNT_DETACH), "umount /.host")
+    os.rmdir("/.host")
+
+
+def drop_privileges(uid):
+    """Become ``uid`` with no groups and no capabilities, for good (root only)."""
+    with open("/proc/sys/kernel/cap_last_cap") as handle:
+        last_capability = int(handle.read())
+    for capability in range(last_capability + 1):
+        check(libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0), "drop capability")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    # setresuid cleared the permitted and effective sets; clear the inheritable one too.
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+
+
+def confine(config):
+    """Return only in the process that is to run the program, confined (see the module)."""
+    uid = config["uid"]
+    try:
+        enter_namespaces(uid)
+        first = os.fork()
+    except Exception:  # noqa: BLE001  (any failure here means: could not set up)
+        os._exit(SETUP_FAILED)
+    if first:
+        wait_and_exit(first)
+    try:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        build_root(config["disk_bytes"], uid, config["links"], config["folders"])
+        check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
+        program = os.fork()
+    except Exception:  # noqa: BLE001
+        os._exit(SETUP_FAILED)
+    if program:
+        wait_and_exit(program)
+    try:
+        if uid is not None:
+            drop_privileges(uid)
+        # Changing user made this process undumpable (its /proc files root's); an exec would
+        # have undone that, and nothing privileged is left to protect.
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        os.chdir("/work")
+    except Exception:  # noqa: BLE001
+        os._exit(SETUP_FAILED)
+
+
+if __name__ == "__main__":
+    confine(json.loads(sys.argv[1]))
