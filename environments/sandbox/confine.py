@@ -1,9 +1,11 @@
 """Confines the ``subprocess`` sandbox's Python before the harness runs; standard library only.
 
-It runs first in the sandbox's interpreter (``python3 -E -s -c <this source + the harness>
-CONFIG RUN_ID``, CONFIG a JSON object: ``disk_bytes``, ``uid``, ``links``, ``folders``) with the
-run's rlimits already set, and does with system calls what ``unshare`` plus a shell script of
-``mount`` commands used to do with about fifteen processes, so a run costs one interpreter start:
+It runs in the sandbox's interpreter (``python3 -E -s -c <this source> CONFIG ...``, CONFIG a
+JSON object) and does with system calls what ``unshare`` and a shell script of ``mount``
+commands would do with about fifteen processes. Two modes (CONFIG's ``mode``):
+
+``run`` (the harness's source follows this one's; CONFIG: ``disk_bytes``, ``uid``, ``links``,
+``folders``; the run's rlimits already set): one run, one interpreter.
 
 1. ``unshare``: new mount, network, PID, IPC and UTS namespaces (and a user namespace mapping
    the caller to root in it when ``uid`` is null: not run as root). Mounts are made private
@@ -22,14 +24,26 @@ run's rlimits already set, and does with system calls what ``unshare`` plus a sh
    it exits the kernel kills whatever the program left in the namespace. The outer process
    waits for it the same way.
 
+``serve`` (as root; the harness's source is the next argument; CONFIG: ``control_fd``,
+``links``, ``folders``): the fork server of ``fork_server.py``. Steps 1 and 2 as above make the
+server's namespaces and root; each run is then a fork of the server that takes new mount and
+IPC namespaces, builds its root as in step 2 (its ``/proc`` showing only its own processes),
+sets the run's rlimits, drops to the run's uid as in step 3 and runs the harness. When it ends,
+or at its wall limit, every process of that uid is killed and the host answered.
+
 Any failure while setting up exits 125, which the host reads as "could not set up".
 """
 
+import contextlib
 import ctypes
 import json
 import os
+import resource
+import select
 import signal
+import socket
 import sys
+import time
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -155,7 +169,7 @@ def enter_namespaces(uid):
     mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
-def build_root(disk_bytes, uid, links, folders):
+def build_root(disk_bytes, uid, links, folders, proc_options=None):
     """The run's root filesystem in the folder this process starts in, then moved into."""
     here = os.getcwd()
     mount("tmpfs", here, "tmpfs", MS_NOSUID | MS_NODEV, f"size={disk_bytes},mode=0755")
@@ -169,7 +183,7 @@ def build_root(disk_bytes, uid, links, folders):
     if uid is not None:
         os.chown("work", uid, uid)
     bind_read_only("/usr", "usr")
-    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, proc_options)
     for target in links:
         os.symlink(target, target.split("/", 1)[1])
     for name in folders:
@@ -230,5 +244,161 @@ def confine(config):
         os._exit(SETUP_FAILED)
 
 
+# ---- serving: one confined interpreter that forks a confined run per program (as root) ------
+
+#: Where a run's root is built, in the server's own root.
+NEXT_ROOT = "/.next"
+
+RLIMITS = {
+    "cpu_seconds": (resource.RLIMIT_CPU, 1),
+    "memory_bytes": (resource.RLIMIT_AS, 0),
+    "file_bytes": (resource.RLIMIT_FSIZE, 0),
+    "processes": (resource.RLIMIT_NPROC, 0),
+}
+
+
+def set_limits(limits):
+    """The run's rlimits (the CPU hard limit one second above the soft one)."""
+    for name, (which, hard_extra) in RLIMITS.items():
+        resource.setrlimit(which, (limits[name], limits[name] + hard_extra))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+
+def start_run(request, stdin_fd, stdout_fd, harness_code, links, folders):
+    """Fork the process that runs one program; return its pid (in the server)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.dup2(stdin_fd, 0)
+        os.dup2(stdout_fd, 1)
+        sink = os.open("/dev/null", os.O_WRONLY)
+        os.dup2(sink, 2)
+        os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # the control socket too
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(number, signal.SIG_DFL)
+        check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+        os.chdir(NEXT_ROOT)
+        uid = request["uid"]
+        # hidepid: a run sees only its own processes, not other runs' or the server.
+        build_root(request["limits"]["disk_bytes"], uid, links, folders, "hidepid=2")
+        set_limits(request["limits"])
+        check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
+        drop_privileges(uid)
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        os.chdir("/work")
+    except BaseException:  # noqa: BLE001
+        os._exit(SETUP_FAILED)
+    try:
+        exec(harness_code, {"__name__": "__main__"})
+    except BaseException:  # noqa: BLE001  (the harness failed: the host reads its output)
+        os._exit(1)
+    os._exit(0)
+
+
+def kill_processes_of(uid):
+    """SIGKILL every process of ``uid`` (what a run left running), from a process that is it:
+    kill(-1) reaches exactly the processes its sender may signal."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        except BaseException:  # noqa: BLE001  (none left: ESRCH)
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+class Run:
+    """A program the server runs: where to answer, as whom, until when."""
+
+    def __init__(self, reply, uid, deadline):
+        self.reply, self.uid, self.deadline = reply, uid, deadline
+        self.timed_out = False
+
+
+def serve(config, harness_source):
+    """Answer run requests on the control socket until it closes (see the host's
+    ``fork_server.py`` for the messages)."""
+    harness_code = compile(harness_source, "harness", "exec")
+    control = socket.socket(fileno=config["control_fd"])
+    wakeup_read, wakeup_write = os.pipe()
+    os.set_blocking(wakeup_write, False)
+    signal.set_wakeup_fd(wakeup_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    os.mkdir(NEXT_ROOT)
+    control.send(b"ready")
+    runs = {}  # pid -> Run
+    while True:
+        deadline = min((run.deadline for run in runs.values()), default=None)
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        readable, _, _ = select.select([control, wakeup_read], [], [], timeout)
+        if wakeup_read in readable:
+            os.read(wakeup_read, 4096)
+        if control in readable:
+            message, fds, _, _ = socket.recv_fds(control, 65536, 3)
+            if not message:  # the host closed its end: end every run, then the namespace
+                os._exit(0)
+            request = json.loads(message)
+            stdin_fd, stdout_fd, reply_fd = fds
+            pid = start_run(
+                request, stdin_fd, stdout_fd, harness_code, config["links"], config["folders"]
+            )
+            os.close(stdin_fd)
+            os.close(stdout_fd)
+            deadline = time.monotonic() + request["limits"]["wall_seconds"]
+            runs[pid] = Run(socket.socket(fileno=reply_fd), request["uid"], deadline)
+        now = time.monotonic()
+        for pid, run in runs.items():
+            if run.deadline <= now and not run.timed_out:
+                run.timed_out = True
+                os.kill(pid, signal.SIGKILL)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            run = runs.pop(pid, None)
+            if run is None:  # a process a run left, reparented here
+                continue
+            kill_processes_of(run.uid)
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            answer = (
+                {"returncode": None, "enforced": "timeout"}
+                if run.timed_out
+                else {"returncode": code, "enforced": ""}
+            )
+            with contextlib.suppress(OSError):  # the host stopped waiting
+                run.reply.send(json.dumps(answer).encode())
+            run.reply.close()
+
+
+def start_server(config, harness_source):
+    """Enter the namespaces, build the server's root and serve (never returns)."""
+    try:
+        enter_namespaces(0)
+        first = os.fork()
+    except BaseException:  # noqa: BLE001
+        os._exit(SETUP_FAILED)
+    if first:
+        os.close(config["control_fd"])
+        wait_and_exit(first)
+    try:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        build_root(1024 * 1024, None, config["links"], config["folders"])
+        serve(config, harness_source)
+    except BaseException:  # noqa: BLE001
+        os._exit(SETUP_FAILED)
+
+
 if __name__ == "__main__":
-    confine(json.loads(sys.argv[1]))
+    CONFIG = json.loads(sys.argv[1])
+    if CONFIG["mode"] == "serve":
+        start_server(CONFIG, sys.argv[2])
+    confine(CONFIG)

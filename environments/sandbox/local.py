@@ -46,6 +46,7 @@ from sao_online.environments.sandbox.base import (
     SandboxUnavailable,
     run_uid_block,
 )
+from sao_online.environments.sandbox.fork_server import ForkServer
 
 #: Seconds a killed run's first process may take to be gone (it cannot catch SIGKILL; only a
 #: wait inside the kernel, such as on a hung filesystem, holds it up).
@@ -112,6 +113,7 @@ def _confined_command(python: str, limits: Limits, uid: int, run_id: str) -> lis
     """The command that runs the harness confined by ``confine.py`` (as ``uid`` when root)."""
     links, folders = _root_folders()
     config = {
+        "mode": "run",
         "disk_bytes": limits.disk_bytes,
         "uid": uid if _running_as_root() else None,
         "links": links,
@@ -173,6 +175,15 @@ class _ChildProcessSandbox(Sandbox):
         self, payload: bytes, limits: Limits, uid: int, run_id: str
     ) -> tuple[bytes, Ending, float]:
         started = time.monotonic()
+        text, ending = self._run(payload, limits, uid, run_id)
+        if len(text) >= limits.file_bytes and ending.enforced == "":
+            ending = Ending(ending.returncode, "output_limit")
+        elif ending.returncode == 125 and b" " not in text:
+            raise SandboxUnavailable(f"{self.name} sandbox: could not set up the private folders")
+        return text, ending, time.monotonic() - started
+
+    def _run(self, payload: bytes, limits: Limits, uid: int, run_id: str) -> tuple[bytes, Ending]:
+        """Run the harness as a child process: (its stdout, how it ended)."""
         # The folder the child starts in; backends with a private tmpfs move on from there.
         workdir = Path(tempfile.mkdtemp(prefix="sao-sandbox-"))
         try:
@@ -187,14 +198,9 @@ class _ChildProcessSandbox(Sandbox):
                 command = self._command(limits, uid, run_id)
                 ending = self._run_child(command, workdir, request, output, limits)
                 output.seek(0)
-                text = output.read(limits.file_bytes + 1)
+                return output.read(limits.file_bytes + 1), ending
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        if len(text) >= limits.file_bytes and ending.enforced == "":
-            ending = Ending(ending.returncode, "output_limit")
-        elif ending.returncode == 125 and b" " not in text:
-            raise SandboxUnavailable(f"{self.name} sandbox: could not set up the private folders")
-        return text, ending, time.monotonic() - started
 
     @staticmethod
     def _run_child(command: list[str], workdir: Path, request, output, limits: Limits) -> Ending:
@@ -243,6 +249,10 @@ class SubprocessSandbox(_ChildProcessSandbox):
         python: interpreter that runs the harness (default: the system ``python3``).
         require_network_isolation: raise :class:`SandboxUnavailable` when no namespaces can be
             made (default: run without them).
+        fork_server: as root with namespaces, run programs as forks of one confined
+            interpreter (:mod:`~sao_online.environments.sandbox.fork_server`) rather than an
+            interpreter each; the confinement is the same but for what its docstring says runs
+            share.
     """
 
     name = "subprocess"
@@ -252,6 +262,7 @@ class SubprocessSandbox(_ChildProcessSandbox):
         limits: Limits | None = None,
         python: str | None = None,
         require_network_isolation: bool = False,
+        fork_server: bool = True,
     ) -> None:
         super().__init__(limits, python)
         problem = namespaces_problem()
@@ -262,6 +273,20 @@ class SubprocessSandbox(_ChildProcessSandbox):
             raise SandboxUnavailable(
                 f"subprocess sandbox: {self.python} is outside /usr, which is all the sandbox sees"
             )
+        self.fork_server = (
+            ForkServer(self.python, *_root_folders())
+            if fork_server and self.namespaces and _running_as_root()
+            else None
+        )
+
+    def _run(self, payload: bytes, limits: Limits, uid: int, run_id: str) -> tuple[bytes, Ending]:
+        if self.fork_server is not None:
+            return self.fork_server.run(payload, limits, uid, run_id)
+        return super()._run(payload, limits, uid, run_id)
+
+    def close(self) -> None:
+        if self.fork_server is not None:
+            self.fork_server.close()
 
     @property
     def network_isolated(self) -> bool:

@@ -99,3 +99,44 @@ def test_an_unprivileged_user_gets_the_same_private_root():
 )
 def test_exit_status_is_reported_as_a_shell_does(status, expected):
     assert confine.exit_status(status) == expected
+
+
+LOOK = """
+import os, socket
+def look(x):
+    try:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        socket.create_connection(listener.getsockname(), timeout=1)
+        network = "loopback works"
+    except OSError as error:
+        network = error.strerror
+    return [sorted(int(name) for name in os.listdir("/proc") if name.isdigit()), os.getpid(),
+            network]
+"""
+
+
+@pytest.fixture(scope="module")
+def served(confined):
+    if confined.fork_server is None:
+        pytest.skip("the fork server runs as root only")
+    return confined
+
+
+def test_a_fork_server_run_sees_only_its_own_processes_and_no_network(served):
+    for _ in range(2):
+        processes, own, network = served.run(LOOK, "look", [TestCase((0,), None)]).outcomes[0].value
+        assert processes == [own]  # neither the server nor other runs
+        assert network == "Network is unreachable"  # the shared namespace's loopback is down
+
+
+def test_closing_ends_the_fork_server_and_a_later_run_starts_another(served):
+    served.run(LOOK, "look", [TestCase((0,), None)])
+    first = served.fork_server.pid
+    folder = served.fork_server._folder
+    served.close()
+    assert served.fork_server.pid is None and not os.path.exists(folder)
+    assert not os.path.exists(f"/proc/{first}")
+    assert served.run(LOOK, "look", [TestCase((0,), None)]).status == "ok"
+    assert served.fork_server.pid not in (None, first)

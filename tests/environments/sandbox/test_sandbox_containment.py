@@ -61,12 +61,12 @@ def _host_leftovers() -> set[str]:
     return ours
 
 
-def _assert_no_process_left(run_id: str) -> None:
+def _assert_no_process_left(sandbox, run_id: str) -> None:
     assert run_id
     deadline = time.monotonic() + REAPING_SECONDS
-    while sandbox_processes(run_id) and time.monotonic() < deadline:
+    while sandbox_processes(sandbox, run_id) and time.monotonic() < deadline:
         time.sleep(0.05)  # killed processes may take a moment to be reaped
-    assert sandbox_processes(run_id) == []
+    assert sandbox_processes(sandbox, run_id) == []
 
 
 def _step_or_fail(env, action: str):
@@ -114,7 +114,7 @@ def observation_of(sandbox, body: str, preamble: str = ""):
     assert reward == 0.0 and step_info["tests_passed"] == 0
     assert step_info["sandbox"] == sandbox.name
     assert _host_leftovers() <= before, "a sandbox folder was left on the host"
-    _assert_no_process_left(results[-1].run_id)
+    _assert_no_process_left(sandbox, results[-1].run_id)
     return observation, step_info
 
 
@@ -225,8 +225,8 @@ def test_writing_outside_the_folder(sandbox, tmp_path):
 def test_the_leftover_check_sees_a_folder_a_run_of_this_process_leaves(sandbox, monkeypatch):
     """What the no-folder-left assertions rely on: a folder this process's run failed to remove
     is counted, however many other processes run sandboxes at the same time."""
-    if sandbox.name == "docker":
-        pytest.skip("the docker sandbox makes no host folder")
+    if sandbox.name == "docker" or getattr(sandbox, "fork_server", None):
+        pytest.skip("the docker sandbox and the fork server's runs make no host folder")
     import shutil
 
     from sao_online.environments.sandbox import TestCase, local
@@ -242,3 +242,22 @@ def test_the_leftover_check_sees_a_folder_a_run_of_this_process_leaves(sandbox, 
     finally:
         for folder in kept:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_process_check_sees_a_fork_server_run_while_it_runs(sandbox):
+    """What the no-process-left assertions rely on for the fork server, whose runs carry its
+    command line rather than their run id: they are found below the server while running."""
+    if not getattr(sandbox, "fork_server", None):
+        pytest.skip("runs are found by their run id on this backend")
+    from sao_online.environments.sandbox import TestCase
+
+    program = "import time\ndef nap(x):\n    time.sleep(x)\n    return x\n"
+    worker = threading.Thread(target=sandbox.run, args=(program, "nap", [TestCase((2,), 2)]))
+    worker.start()
+    seen = []
+    while worker.is_alive() and not seen:
+        seen = sandbox_processes(sandbox, "")
+        time.sleep(0.02)
+    worker.join()
+    assert seen
+    _assert_no_process_left(sandbox, "after")
