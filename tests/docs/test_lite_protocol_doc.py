@@ -284,3 +284,66 @@ def test_on_gridshift_re_adaptation_separates_no_method_and_grpo_dis_learns_litt
     if folder == "seeds-0-5":
         assert rows[0]["method"] == "grpo_dis"
         assert max(float(rows[0]["post-shift score"]), float(rows[0]["control"])) <= 0.05
+
+
+TOOL = KEPT / "families" / "ToolShift"
+
+
+def test_on_toolshift_the_single_rollout_methods_stay_above_the_floor_and_group_ones_fall():
+    board = _table(_spec("leaderboard", TOOL / "seeds-0-5"))
+    assert [row["method"] for row in board] == [
+        "sao_running_mean",
+        "sao",
+        "frozen",
+        "grpo",
+        "grpo_dis",
+    ]
+    iqm = {row["method"]: _number(row["IQM [95% CI]"]) for row in board}
+    assert min(iqm["sao"], iqm["sao_running_mean"]) > 0 > max(iqm["grpo"], iqm["grpo_dis"])
+    seeds = _table(_spec("seeds", TOOL / "seeds-0-5"))
+    (sao,) = [row for row in seeds if row["method"] == "sao"]
+    assert sum(float(sao[f"seed {s}"]) > 0 for s in range(6)) == 5
+
+
+def test_on_toolshift_both_sets_share_three_verdicts_and_sao_over_grpo_only_pooled():
+    sets = [f"../{(TOOL / s).relative_to(ROOT).as_posix()}" for s in SETS]
+    rows = {row["pair"]: row for row in _table(" ".join(["replication", *sets]))}
+    replicated = {
+        row["shared by all"]
+        for row in rows.values()
+        if row["shared by all"] not in ("no", "not separated")
+    }
+    assert replicated == {"frozen > grpo_dis", "sao > grpo_dis", "sao_running_mean > grpo_dis"}
+    assert sorted(rows["grpo vs sao"][folder] for folder in sets) == ["not separated", "sao > grpo"]
+    others = "sao_running_mean,grpo,grpo_dis"
+    pooled = {
+        row["other"]: row["verdict"]
+        for row in _table(_spec("versus", TOOL / "seeds-0-5", "sao", others))
+    }
+    old = {
+        row["other"]: row["verdict"]
+        for row in _table(f"versus ../benchmarks/lite/seeds-0-5 sao {others} ToolShift")
+    }
+    assert pooled["grpo"] == old["grpo"] == "sao better"
+
+
+def test_toolshifts_tuning_kept_the_tiers_point_for_group_methods_and_doubled_the_rate_for_sao():
+    rows = _table(_spec("tuning", TOOL / "seeds-0-5"), index=1)
+    chosen = {row["method"]: row["ToolShift"] for row in rows}
+    expected = {
+        "grpo": "optim.lr=0.00025, regularizers.kl_coef=0.3 (",  # the tier's
+        "grpo_dis": "optim.lr=0.00025, regularizers.kl_coef=0.3 (",
+        "sao": "optim.lr=0.0005, regularizers.kl_coef=0.3 (",
+        "sao_running_mean": "optim.lr=0.0005, regularizers.kl_coef=0.3 (",
+    }
+    assert all(chosen[method].startswith(point) for method, point in expected.items())
+    moved = [float(re.search(r"moved by (-?\d+\.\d+)", cell).group(1)) for cell in chosen.values()]
+    assert min(moved) >= 0.2
+
+
+@pytest.mark.parametrize("folder", [*SETS, "seeds-0-5"])
+def test_on_toolshift_every_method_re_adapts_far_below_zero_and_none_is_separated(folder):
+    rows = _table(_spec("readaptation", TOOL / folder))
+    assert not any(row["next below"].startswith("separated") for row in rows)
+    assert all(_number(row["re-adaptation IQM [95% CI]"]) < -0.4 for row in rows)
+    assert all(float(row["control"]) > 0.6 for row in rows)
