@@ -4,7 +4,10 @@ Every backend runs the same programs: CodeShift submissions of the kinds a polic
 (correct solutions under both helper versions, a wrong boundary, a stale helper call, a syntax
 error, an exception), each against its six hidden tests, one after the other in one sandbox.
 The first run of each backend is timed apart (``startup_seconds``: for Docker it starts the warm
-container) and not counted. Backends that cannot run here are reported with the reason.
+container, for the subprocess backend as root its fork server) and not counted. Beside the
+backends, ``subprocess-per-run`` is the subprocess backend without its fork server (an
+interpreter per run, what it does where it is not root). Backends that cannot run here are
+reported with the reason.
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ from sao_online.environments.code_shift import KIT_SOURCES, CodeShiftEnv, progra
 from sao_online.environments.sandbox import (
     BACKENDS,
     SandboxUnavailable,
+    SubprocessSandbox,
     TestCase,
     make_sandbox,
 )
+
+#: What can be measured: every backend, and the subprocess backend without its fork server.
+VARIANTS = (*BACKENDS, "subprocess-per-run")
 
 
 def workload(num_tasks: int = 8) -> list[tuple[str, str, list[TestCase], dict[str, str]]]:
@@ -49,7 +56,10 @@ def workload(num_tasks: int = 8) -> list[tuple[str, str, list[TestCase], dict[st
 
 def _measure(backend: str, runs: list, repeats: int) -> dict[str, Any]:
     try:
-        sandbox = make_sandbox(backend)
+        if backend == "subprocess-per-run":
+            sandbox = SubprocessSandbox(fork_server=False)
+        else:
+            sandbox = make_sandbox(backend)
     except SandboxUnavailable as error:
         return {"available": False, "reason": str(error)}
     try:
@@ -93,7 +103,8 @@ def run_sandbox_benchmark(
 
     Args:
         quick: 2 tasks x 6 programs once (12 executions per backend) instead of 8 x 6 x 2 (96).
-        backends: which to measure (default all: docker, bubblewrap, subprocess).
+        backends: which to measure (default all: docker, bubblewrap, subprocess,
+            subprocess-per-run).
         num_tasks: CodeShift tasks in the workload (6 programs each).
         repeats: passes over the workload.
 
@@ -103,10 +114,10 @@ def run_sandbox_benchmark(
         ``p95_ms``, ``startup_seconds`` (the uncounted first run), ``tests_passed`` (equal
         across backends: they ran the same programs), or ``available: false`` with the reason.
     """
-    names = list(backends or BACKENDS)
-    unknown = [name for name in names if name not in BACKENDS]
+    names = list(backends or VARIANTS)
+    unknown = [name for name in names if name not in VARIANTS]
     if unknown:
-        raise ValueError(f"backends: unknown {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
+        raise ValueError(f"backends: unknown {unknown[0]!r}; choose from {', '.join(VARIANTS)}")
     tasks = num_tasks if num_tasks is not None else (2 if quick else 8)
     passes = repeats if repeats is not None else (1 if quick else 2)
     runs = workload(tasks)

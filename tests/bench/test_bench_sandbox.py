@@ -41,12 +41,17 @@ def test_unknown_backend_is_named():
 def test_cli_prints_one_json_object_with_every_backend(capsys):
     assert main(["bench", "sandbox", "--quick"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(result["executions_per_second"]) == {"docker", "bubblewrap", "subprocess"}
+    assert set(result["executions_per_second"]) == {
+        "docker",
+        "bubblewrap",
+        "subprocess",
+        "subprocess-per-run",
+    }
     passed = {
         result[name]["tests_passed"]
         for name in result["executions_per_second"]
         if result[name]["available"]
     }
-    assert len(passed) == 1  # every backend that ran agrees on every verdict
+    assert len(passed) == 1  # every backend (and the fork server or not) agrees on every verdict
     for name in result["executions_per_second"]:
         assert result[name]["available"] or result[name]["reason"]
