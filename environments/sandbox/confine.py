@@ -26,10 +26,13 @@ commands would do with about fifteen processes. Two modes (CONFIG's ``mode``):
 
 ``serve`` (as root; the harness's source is the next argument; CONFIG: ``control_fd``,
 ``links``, ``folders``): the fork server of ``fork_server.py``. Steps 1 and 2 as above make the
-server's namespaces and root; each run is then a fork of the server that takes new mount and
-IPC namespaces, builds its root as in step 2 (its ``/proc`` showing only its own processes),
-sets the run's rlimits, drops to the run's uid as in step 3 and runs the harness. When it ends,
-or at its wall limit, every process of that uid is killed and the host answered.
+server's namespaces and root. Each run is then a fork of the server that leads a process group
+of its own and takes new mount, IPC, PID and network namespaces; its child, the run's PID
+namespace's first process, builds the run's root as in step 2, sets the run's rlimits and forks
+the program, which drops to the run's uid as in step 3 and runs the harness. At the wall limit
+the server kills the run's process group; either way, when that first process ends the kernel
+kills whatever the program left. As root, a run uid's kernel keyrings (which outlive its
+processes) are emptied before each run as it, in both modes.
 
 Any failure while setting up exits 125, which the host reads as "could not set up".
 """
@@ -95,6 +98,25 @@ PIVOT_ROOT_CALLS = {
 }
 
 SETUP_FAILED = 125
+
+#: Above every descriptor number a process may have (the control socket's comes from the host).
+MAX_FD = 2**31 - 1
+
+#: keyctl has no libc wrapper either; KEYCTL_CLEAR and the special ids of a user's keyrings.
+KEYCTL_CALLS = {
+    "x86_64": 250,
+    "aarch64": 219,
+    "arm64": 219,
+    "riscv64": 219,
+    "ppc64le": 271,
+    "ppc64": 271,
+    "s390x": 280,
+    "i686": 288,
+    "i386": 288,
+}
+KEYCTL_CLEAR = 7
+KEY_SPEC_USER_KEYRING = -4
+KEY_SPEC_USER_SESSION_KEYRING = -5
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -169,7 +191,7 @@ def enter_namespaces(uid):
     mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
-def build_root(disk_bytes, uid, links, folders, proc_options=None):
+def build_root(disk_bytes, uid, links, folders):
     """The run's root filesystem in the folder this process starts in, then moved into."""
     here = os.getcwd()
     mount("tmpfs", here, "tmpfs", MS_NOSUID | MS_NODEV, f"size={disk_bytes},mode=0755")
@@ -183,7 +205,7 @@ def build_root(disk_bytes, uid, links, folders, proc_options=None):
     if uid is not None:
         os.chown("work", uid, uid)
     bind_read_only("/usr", "usr")
-    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, proc_options)
+    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for target in links:
         os.symlink(target, target.split("/", 1)[1])
     for name in folders:
@@ -214,10 +236,30 @@ def drop_privileges(uid):
     check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
 
 
+def clear_keyrings(uid):
+    """Empty ``uid``'s user keyrings, which outlive its processes, so that a run finds nothing
+    an earlier run as ``uid`` left there (from a process that is ``uid``, before the run)."""
+    call = KEYCTL_CALLS.get(os.uname().machine)
+    if call is None:
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
+                libc.syscall(call, KEYCTL_CLEAR, keyring)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
 def confine(config):
     """Return only in the process that is to run the program, confined (see the module)."""
     uid = config["uid"]
     try:
+        if uid is not None:
+            clear_keyrings(uid)
         enter_namespaces(uid)
         first = os.fork()
     except Exception:  # noqa: BLE001  (any failure here means: could not set up)
@@ -265,28 +307,56 @@ def set_limits(limits):
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
 
+#: Python's own dispositions at start-up, which the program should meet as in an interpreter
+#: of its own (the server's handlers are not the program's business).
+PYTHON_SIGNALS = {
+    signal.SIGPIPE: signal.SIG_IGN,
+    signal.SIGINT: signal.default_int_handler,
+    signal.SIGCHLD: signal.SIG_DFL,
+    signal.SIGTERM: signal.SIG_DFL,
+}
+
+
 def start_run(request, stdin_fd, stdout_fd, harness_code, links, folders):
-    """Fork the process that runs one program; return its pid (in the server)."""
+    """Fork the process that runs one program; return its pid (in the server).
+
+    That process leads a process group of its own (the server kills the group at the wall
+    limit) and makes the run's namespaces: mount, IPC, PID and network. Its child is the
+    PID namespace's first process, which builds the run's root and forks the program; when it
+    ends, or is killed with the group, the kernel kills everything the program left."""
     pid = os.fork()
     if pid:
         return pid
     try:
+        os.setpgid(0, 0)
         os.dup2(stdin_fd, 0)
         os.dup2(stdout_fd, 1)
         sink = os.open("/dev/null", os.O_WRONLY)
         os.dup2(sink, 2)
-        os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # the control socket too
+        os.closerange(3, MAX_FD)  # the control socket and every other run's descriptors
         signal.set_wakeup_fd(-1)
-        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-            signal.signal(number, signal.SIG_DFL)
-        check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+        for number, disposition in PYTHON_SIGNALS.items():
+            signal.signal(number, disposition)
+        clear_keyrings(request["uid"])
+        check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET), "unshare")
+        first = os.fork()
+    except BaseException:  # noqa: BLE001
+        os._exit(SETUP_FAILED)
+    if first:
+        wait_and_exit(first)
+    try:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.chdir(NEXT_ROOT)
-        uid = request["uid"]
-        # hidepid: a run sees only its own processes, not other runs' or the server.
-        build_root(request["limits"]["disk_bytes"], uid, links, folders, "hidepid=2")
+        build_root(request["limits"]["disk_bytes"], request["uid"], links, folders)
         set_limits(request["limits"])
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
-        drop_privileges(uid)
+        program = os.fork()
+    except BaseException:  # noqa: BLE001
+        os._exit(SETUP_FAILED)
+    if program:
+        wait_and_exit(program)
+    try:
+        drop_privileges(request["uid"])
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.chdir("/work")
     except BaseException:  # noqa: BLE001
@@ -298,27 +368,24 @@ def start_run(request, stdin_fd, stdout_fd, harness_code, links, folders):
     os._exit(0)
 
 
-def kill_processes_of(uid):
-    """SIGKILL every process of ``uid`` (what a run left running), from a process that is it:
-    kill(-1) reaches exactly the processes its sender may signal."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)
-        except BaseException:  # noqa: BLE001  (none left: ESRCH)
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
-
-
 class Run:
     """A program the server runs: where to answer, as whom, until when."""
 
     def __init__(self, reply, uid, deadline):
         self.reply, self.uid, self.deadline = reply, uid, deadline
         self.timed_out = False
+
+
+def answer(run, status):
+    """Tell the host how ``run`` ended (its process's wait ``status``)."""
+    if run.timed_out:
+        message = {"returncode": None, "enforced": "timeout"}
+    else:
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        message = {"returncode": code, "enforced": ""}
+    with contextlib.suppress(OSError):  # the host stopped waiting
+        run.reply.send(json.dumps(message).encode())
+    run.reply.close()
 
 
 def serve(config, harness_source):
@@ -334,8 +401,8 @@ def serve(config, harness_source):
     control.send(b"ready")
     runs = {}  # pid -> Run
     while True:
-        deadline = min((run.deadline for run in runs.values()), default=None)
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        waiting = [run.deadline for run in runs.values() if not run.timed_out]
+        timeout = max(0.0, min(waiting) - time.monotonic()) if waiting else None
         readable, _, _ = select.select([control, wakeup_read], [], [], timeout)
         if wakeup_read in readable:
             os.read(wakeup_read, 4096)
@@ -345,18 +412,26 @@ def serve(config, harness_source):
                 os._exit(0)
             request = json.loads(message)
             stdin_fd, stdout_fd, reply_fd = fds
-            pid = start_run(
-                request, stdin_fd, stdout_fd, harness_code, config["links"], config["folders"]
-            )
+            reply = socket.socket(fileno=reply_fd)
+            try:
+                pid = start_run(
+                    request, stdin_fd, stdout_fd, harness_code, config["links"], config["folders"]
+                )
+            except OSError:  # no process to be had (EAGAIN): this run could not start
+                with contextlib.suppress(OSError):
+                    reply.send(json.dumps({"returncode": SETUP_FAILED, "enforced": ""}).encode())
+                reply.close()
+            else:
+                deadline = time.monotonic() + request["limits"]["wall_seconds"]
+                runs[pid] = Run(reply, request["uid"], deadline)
             os.close(stdin_fd)
             os.close(stdout_fd)
-            deadline = time.monotonic() + request["limits"]["wall_seconds"]
-            runs[pid] = Run(socket.socket(fileno=reply_fd), request["uid"], deadline)
         now = time.monotonic()
         for pid, run in runs.items():
             if run.deadline <= now and not run.timed_out:
                 run.timed_out = True
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)  # the run's namespaces go with its first process
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -365,18 +440,8 @@ def serve(config, harness_source):
             if pid == 0:
                 break
             run = runs.pop(pid, None)
-            if run is None:  # a process a run left, reparented here
-                continue
-            kill_processes_of(run.uid)
-            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            answer = (
-                {"returncode": None, "enforced": "timeout"}
-                if run.timed_out
-                else {"returncode": code, "enforced": ""}
-            )
-            with contextlib.suppress(OSError):  # the host stopped waiting
-                run.reply.send(json.dumps(answer).encode())
-            run.reply.close()
+            if run is not None:
+                answer(run, status)
 
 
 def start_server(config, harness_source):

@@ -326,7 +326,7 @@ class DockerSandbox(Sandbox):
         # 137 is the CPU hard limit.
         elif returncode == 137 and time.monotonic() - started >= limits.wall_seconds:
             enforced = "timeout"
-        elif returncode == 125:
+        elif returncode == 125 and b" " not in output:  # no record: the harness never started
             raise SandboxUnavailable("docker sandbox: the wrapper could not make a work folder")
         return output, Ending(returncode, enforced), time.monotonic() - started
 

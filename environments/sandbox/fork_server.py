@@ -1,17 +1,16 @@
 """The ``subprocess`` sandbox's fork server: one confined interpreter per sandbox that forks a
-confined process per program, so a run costs a fork rather than an interpreter start.
+confined run per program, so a run costs a few forks rather than an interpreter's start.
 
 Used as root where namespaces can be made. The server (``confine.py``, ``serve``) is the first
 process of its own mount, network, PID, IPC and UTS namespaces, with a root filesystem of its
-own; each run is a fork of it that takes new mount and IPC namespaces, builds its root exactly
-as a run of its own would (a size-limited tmpfs holding ``/tmp``, ``/dev/shm`` and ``/work``,
-``/usr`` read-only, its own ``/proc`` showing only its own processes), sets the run's rlimits,
-drops to the run's uid with no capabilities, and runs the harness. When the program ends, or
-at the wall timeout, the server kills every process of that uid and answers.
-
-What runs of one sandbox share: the network namespace (its loopback is down, so none of them
-has a network) and the host name. Processes are kept apart by uid: each concurrent run has a
-uid of its own (:meth:`Sandbox.run_uid`).
+own. Each run is a fork of it that takes new mount, IPC, PID and network namespaces; the PID
+namespace's first process builds the run's root exactly as a run of its own would (a
+size-limited tmpfs holding ``/tmp``, ``/dev/shm`` and ``/work``, ``/usr`` read-only, its own
+``/proc``), sets the run's rlimits and forks the program, which drops to the run's uid with no
+capabilities and runs the harness. When the program ends, or at the wall limit (the server kills
+the run's process group), that first process ends and the kernel kills whatever the program left.
+Runs of one sandbox share only the server's host name, and a uid's kernel keyrings are emptied
+before each run as it.
 
 Messages, on a Unix sequenced-packet socket pair made when the server starts:
 
@@ -23,15 +22,17 @@ Messages, on a Unix sequenced-packet socket pair made when the server starts:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import json
 import os
-import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
 from sao_online.environments.sandbox.base import HARNESS_SOURCE, Ending, Limits, SandboxUnavailable
@@ -43,8 +44,28 @@ STARTUP_SECONDS = 30.0
 ANSWER_GRACE_SECONDS = 30.0
 
 
+@dataclasses.dataclass
+class _Server:
+    """One started server: its process and the host's end of its control socket."""
+
+    process: subprocess.Popen
+    control: socket.socket
+    owner: int  # the pid of the process that started it
+
+    def stop(self) -> None:
+        """Close the socket (the server then ends every run and itself) and clean up."""
+        self.control.close()
+        try:
+            self.process.wait(timeout=ANSWER_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
 class ForkServer:
-    """A confined interpreter that runs programs on request (started on first use).
+    """A confined interpreter that runs programs on request (started on first use, stopped by
+    :meth:`close` or at interpreter exit; a process forked from this one starts its own).
 
     Args:
         python: the system interpreter (under ``/usr``).
@@ -55,23 +76,23 @@ class ForkServer:
     def __init__(self, python: str, links: list[str], folders: list[str]) -> None:
         self.python, self.links, self.folders = python, links, folders
         self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
-        self._control: socket.socket | None = None
-        self._folder: str | None = None
-        self._owner = -1
+        self._server: _Server | None = None
+        this = weakref.ref(self)
+        atexit.register(lambda: (server := this()) is not None and server.close())
+        os.register_at_fork(after_in_child=lambda: (server := this()) and server._forget())
 
     @property
     def pid(self) -> int | None:
         """The server's outer process (the namespaces' first process is its child), or None."""
-        running = self._process is not None and self._owner == os.getpid()
-        return self._process.pid if running else None
+        server = self._server
+        return server.process.pid if server is not None else None
 
     def run(self, payload: bytes, limits: Limits, uid: int, run_id: str) -> tuple[bytes, Ending]:
         """Run the harness with ``payload`` on its stdin as ``uid``: (its stdout, how it
         ended)."""
-        control = self._started()
+        server = self._started()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        message = json.dumps({"uid": uid, "limits": dataclasses.asdict(limits)})
+        message = json.dumps({"uid": uid, "limits": dataclasses.asdict(limits)}).encode()
         with (
             ours,
             theirs,
@@ -82,14 +103,11 @@ class ForkServer:
             request.flush()
             request.seek(0)
             try:
-                with self._lock:
-                    socket.send_fds(
-                        control,
-                        [message.encode()],
-                        [request.fileno(), output.fileno(), theirs.fileno()],
-                    )
+                socket.send_fds(
+                    server.control, [message], [request.fileno(), output.fileno(), theirs.fileno()]
+                )
             except OSError as error:
-                self._stop()
+                self._stop(server)
                 raise SandboxUnavailable(
                     f"subprocess sandbox: the fork server is gone ({error})"
                 ) from error
@@ -100,76 +118,78 @@ class ForkServer:
             except TimeoutError:
                 answer = b""
             if not answer:
-                self._stop()
+                self._stop(server)
                 raise SandboxUnavailable(
                     "subprocess sandbox: the fork server did not answer for a run"
                 )
-            ending = Ending(**json.loads(answer))
             output.seek(0)
-            return output.read(limits.file_bytes + 1), ending
+            return output.read(limits.file_bytes + 1), Ending(**json.loads(answer))
 
-    def _started(self) -> socket.socket:
-        """The control socket of a live server of this process, started if there is none."""
+    def _started(self) -> _Server:
+        """The live server, started if there is none."""
         with self._lock:
-            alive = self._process is not None and self._process.poll() is None
-            if alive and self._owner == os.getpid():
-                return self._control
-            if self._owner != os.getpid():  # a forked child: the parent's server is not ours
-                self._process = self._control = None
-            self._stop_locked()
-            host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            config = {
-                "mode": "serve",
-                "control_fd": server_end.fileno(),
-                "links": self.links,
-                "folders": self.folders,
-            }
-            self._folder = tempfile.mkdtemp(prefix="sao-sandbox-server-")
-            process = subprocess.Popen(
-                [self.python, "-E", "-s", "-c", CONFINE_SOURCE, json.dumps(config), HARNESS_SOURCE],
-                cwd=self._folder,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                pass_fds=(server_end.fileno(),),
-                start_new_session=True,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            )
-            server_end.close()
-            host_end.settimeout(STARTUP_SECONDS)
-            try:
-                ready = host_end.recv(16)
-            except TimeoutError:
-                ready = b""
-            self._process, self._control, self._owner = process, host_end, os.getpid()
-            if ready != b"ready":
-                self._stop_locked()
-                raise SandboxUnavailable("subprocess sandbox: the fork server did not start")
-            host_end.settimeout(None)
-            return host_end
+            server = self._server
+            if server is not None and server.process.poll() is None:
+                return server
+            if server is not None:
+                self._server = None
+                server.stop()
+            self._server = self._start()
+            return self._server
 
-    def _stop(self) -> None:
+    def _start(self) -> _Server:
+        host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = {
+            "mode": "serve",
+            "control_fd": server_end.fileno(),
+            "links": self.links,
+            "folders": self.folders,
+        }
+        process = subprocess.Popen(
+            [self.python, "-E", "-s", "-c", CONFINE_SOURCE, json.dumps(config), HARNESS_SOURCE],
+            # Its root is mounted over the folder it starts in, in its own mount namespace only:
+            # the host's temp folder serves, and no folder of its own is left behind.
+            cwd=tempfile.gettempdir(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(server_end.fileno(),),
+            start_new_session=True,
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        )
+        server_end.close()
+        server = _Server(process, host_end, os.getpid())
+        host_end.settimeout(STARTUP_SECONDS)
+        try:
+            ready = host_end.recv(16)
+        except TimeoutError:
+            ready = b""
+        if ready != b"ready":
+            server.stop()
+            raise SandboxUnavailable("subprocess sandbox: the fork server did not start")
+        host_end.settimeout(None)
+        return server
+
+    def _stop(self, server: _Server) -> None:
+        """Stop ``server`` if it is still this sandbox's (a run that failed on an older one
+        must not stop the one another thread has started since)."""
         with self._lock:
-            self._stop_locked()
+            if self._server is not server:
+                return
+            self._server = None
+        server.stop()
 
-    def _stop_locked(self) -> None:
-        """End the server (closing its socket ends it and every run) and remove its folder."""
-        if self._control is not None:
-            self._control.close()
-        if self._process is not None:
-            try:
-                self._process.wait(timeout=ANSWER_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._process.pid, 9)
-                self._process.wait()
-            if self._process.stderr is not None:
-                self._process.stderr.close()
-        if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
-        self._process = self._control = self._folder = None
+    def _forget(self) -> None:
+        """In a forked child: the parent's server is not ours; close our copy of its socket so
+        the parent's close ends it."""
+        server, self._server = self._server, None
+        self._lock = threading.Lock()
+        if server is not None:
+            server.control.close()
 
     def close(self) -> None:
         """End the server (safe to call twice; a later run starts a new one)."""
-        if self._owner == os.getpid():
-            self._stop()
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None and server.owner == os.getpid():
+            server.stop()

@@ -7,7 +7,8 @@ helpers and wraps their public functions (and their module ``__getattr__``, whic
 names they lack) so that every call, or attempt at a missing name, is counted in this harness's
 own tally, never in a name the program could set. It then loads the solution and calls the
 function once per test, printing one record per event as ``<nonce> <json>`` on the stdout it
-started with. The solution's own prints go nowhere. Records: ``syntax_error``, ``load_error``,
+started with. The solution's own prints go nowhere. Records: ``start`` (before anything of the
+program runs), ``syntax_error``, ``load_error``,
 ``missing_function``, ``memory_limit``, ``file_limit`` (detail), ``test`` (index, value or
 error), ``done``; each carries ``helper_calls`` (the tally so far).
 """
@@ -93,6 +94,9 @@ def main():
         except (OSError, ValueError):
             pass  # the solution closed or filled our stdout: the host reports no result
 
+    # Before anything of the program runs: a run with no record at all never got this far (the
+    # backend could not set it up), whatever exit code the program later chose.
+    emit({"event": "start"})
     for name, text in request["files"].items():
         with open(name, "w") as handle:
             handle.write(text)
