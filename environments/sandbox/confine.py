@@ -31,8 +31,7 @@ of its own and takes new mount, IPC, PID and network namespaces; its child, the 
 namespace's first process, builds the run's root as in step 2, sets the run's rlimits and forks
 the program, which drops to the run's uid as in step 3 and runs the harness. At the wall limit
 the server kills the run's process group; either way, when that first process ends the kernel
-kills whatever the program left. As root, a run uid's kernel keyrings (which outlive its
-processes) are emptied before each run as it, in both modes.
+kills whatever the program left.
 
 Any failure while setting up exits 125, which the host reads as "could not set up".
 """
@@ -99,24 +98,9 @@ PIVOT_ROOT_CALLS = {
 
 SETUP_FAILED = 125
 
-#: Above every descriptor number a process may have (the control socket's comes from the host).
-MAX_FD = 2**31 - 1
+#: Seconds between kills of a run past its wall limit until its process is gone.
+KILL_RETRY_SECONDS = 0.1
 
-#: keyctl has no libc wrapper either; KEYCTL_CLEAR and the special ids of a user's keyrings.
-KEYCTL_CALLS = {
-    "x86_64": 250,
-    "aarch64": 219,
-    "arm64": 219,
-    "riscv64": 219,
-    "ppc64le": 271,
-    "ppc64": 271,
-    "s390x": 280,
-    "i686": 288,
-    "i386": 288,
-}
-KEYCTL_CLEAR = 7
-KEY_SPEC_USER_KEYRING = -4
-KEY_SPEC_USER_SESSION_KEYRING = -5
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -164,14 +148,16 @@ def exit_status(status):
 
 
 def wait_and_exit(pid):
-    """Wait for ``pid`` and leave with its status, whatever else happens."""
+    """Wait for ``pid`` and leave with its status, whatever else happens. Every other child
+    that ends meanwhile is collected too: in a PID namespace's first process those are what
+    the program left, whose zombies would otherwise count against its process limit."""
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
-            break
+            ended, status = os.waitpid(-1, 0)
         except InterruptedError:
             continue
-    os._exit(exit_status(status))
+        if ended == pid:
+            os._exit(exit_status(status))
 
 
 def enter_namespaces(uid):
@@ -236,30 +222,10 @@ def drop_privileges(uid):
     check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
 
 
-def clear_keyrings(uid):
-    """Empty ``uid``'s user keyrings, which outlive its processes, so that a run finds nothing
-    an earlier run as ``uid`` left there (from a process that is ``uid``, before the run)."""
-    call = KEYCTL_CALLS.get(os.uname().machine)
-    if call is None:
-        return
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
-                libc.syscall(call, KEYCTL_CLEAR, keyring)
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
-
-
 def confine(config):
     """Return only in the process that is to run the program, confined (see the module)."""
     uid = config["uid"]
     try:
-        if uid is not None:
-            clear_keyrings(uid)
         enter_namespaces(uid)
         first = os.fork()
     except Exception:  # noqa: BLE001  (any failure here means: could not set up)
@@ -299,6 +265,15 @@ RLIMITS = {
 }
 
 
+def close_descriptors_from(lowest):
+    """Close every descriptor from ``lowest`` up (listed, not counted up to a limit: the
+    control socket's number comes from the host)."""
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) >= lowest:
+            with contextlib.suppress(OSError):
+                os.close(int(name))
+
+
 def set_limits(limits):
     """The run's rlimits (the CPU hard limit one second above the soft one)."""
     for name, (which, hard_extra) in RLIMITS.items():
@@ -320,7 +295,7 @@ PYTHON_SIGNALS = {
 def start_run(request, stdin_fd, stdout_fd, harness_code, links, folders):
     """Fork the process that runs one program; return its pid (in the server).
 
-    That process leads a process group of its own (the server kills the group at the wall
+    That process leads a session of its own (the server kills its process group at the wall
     limit) and makes the run's namespaces: mount, IPC, PID and network. Its child is the
     PID namespace's first process, which builds the run's root and forks the program; when it
     ends, or is killed with the group, the kernel kills everything the program left."""
@@ -328,16 +303,15 @@ def start_run(request, stdin_fd, stdout_fd, harness_code, links, folders):
     if pid:
         return pid
     try:
-        os.setpgid(0, 0)
+        os.setsid()  # a process group to kill, and a scheduling group of its own
         os.dup2(stdin_fd, 0)
         os.dup2(stdout_fd, 1)
         sink = os.open("/dev/null", os.O_WRONLY)
         os.dup2(sink, 2)
-        os.closerange(3, MAX_FD)  # the control socket and every other run's descriptors
+        close_descriptors_from(3)  # the control socket and every other run's descriptors
         signal.set_wakeup_fd(-1)
         for number, disposition in PYTHON_SIGNALS.items():
             signal.signal(number, disposition)
-        clear_keyrings(request["uid"])
         check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET), "unshare")
         first = os.fork()
     except BaseException:  # noqa: BLE001
@@ -401,7 +375,7 @@ def serve(config, harness_source):
     control.send(b"ready")
     runs = {}  # pid -> Run
     while True:
-        waiting = [run.deadline for run in runs.values() if not run.timed_out]
+        waiting = [run.deadline for run in runs.values()]
         timeout = max(0.0, min(waiting) - time.monotonic()) if waiting else None
         readable, _, _ = select.select([control, wakeup_read], [], [], timeout)
         if wakeup_read in readable:
@@ -428,10 +402,16 @@ def serve(config, harness_source):
             os.close(stdout_fd)
         now = time.monotonic()
         for pid, run in runs.items():
-            if run.deadline <= now and not run.timed_out:
+            if run.deadline <= now:
+                # Again until it is gone: before the run's process has made its session the
+                # group is not there yet, and only it is to be killed.
                 run.timed_out = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)  # the run's namespaces go with its first process
+                run.deadline = now + KILL_RETRY_SECONDS
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # its namespaces go with their first process
+                except ProcessLookupError:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)

@@ -9,8 +9,8 @@ size-limited tmpfs holding ``/tmp``, ``/dev/shm`` and ``/work``, ``/usr`` read-o
 ``/proc``), sets the run's rlimits and forks the program, which drops to the run's uid with no
 capabilities and runs the harness. When the program ends, or at the wall limit (the server kills
 the run's process group), that first process ends and the kernel kills whatever the program left.
-Runs of one sandbox share only the server's host name, and a uid's kernel keyrings are emptied
-before each run as it.
+Each run is a session of its own (the kernel shares the CPU between sessions), and runs of one
+sandbox share only the server's host name.
 
 Messages, on a Unix sequenced-packet socket pair made when the server starts:
 
@@ -44,6 +44,24 @@ STARTUP_SECONDS = 30.0
 ANSWER_GRACE_SECONDS = 30.0
 
 
+#: Every fork server of this process: closed at exit, forgotten in a forked child.
+_all: weakref.WeakSet[ForkServer] = weakref.WeakSet()
+
+
+def _close_all() -> None:
+    for server in list(_all):
+        server.close()
+
+
+def _forget_all() -> None:
+    for server in list(_all):
+        server._forget()
+
+
+atexit.register(_close_all)
+os.register_at_fork(after_in_child=_forget_all)
+
+
 @dataclasses.dataclass
 class _Server:
     """One started server: its process and the host's end of its control socket."""
@@ -53,7 +71,10 @@ class _Server:
     owner: int  # the pid of the process that started it
 
     def stop(self) -> None:
-        """Close the socket (the server then ends every run and itself) and clean up."""
+        """End the connection (the server then ends every run and itself), for every copy of
+        the socket a forked process may hold, and wait for it."""
+        with contextlib.suppress(OSError):
+            self.control.shutdown(socket.SHUT_RDWR)
         self.control.close()
         try:
             self.process.wait(timeout=ANSWER_GRACE_SECONDS)
@@ -77,9 +98,7 @@ class ForkServer:
         self.python, self.links, self.folders = python, links, folders
         self._lock = threading.Lock()
         self._server: _Server | None = None
-        this = weakref.ref(self)
-        atexit.register(lambda: (server := this()) is not None and server.close())
-        os.register_at_fork(after_in_child=lambda: (server := this()) and server._forget())
+        _all.add(self)
 
     @property
     def pid(self) -> int | None:

@@ -18,10 +18,59 @@ import functools
 import importlib
 import json
 import os
+import struct
 import sys
 import types
 
 PLAIN_TYPES = (bool, int, float, str, type(None))
+
+#: The kernel's key management calls (add_key, request_key, keyctl) per audit architecture a
+#: process of this machine can call in. Keys outlive the processes that made them and can be
+#: shared across uids, so a program could leave one for a later run: the harness refuses them.
+KEY_CALLS = {
+    "x86_64": {
+        0xC000003E: (248, 249, 250, 0x400000F8, 0x400000F9, 0x400000FA),  # and x32
+        0x40000003: (286, 287, 288),
+    },  # i386 through int 0x80
+    "aarch64": {0xC00000B7: (217, 218, 219), 0x40000028: (309, 310, 311)},  # and 32-bit arm
+}
+
+
+def deny_kernel_keyrings():
+    """Install a seccomp filter under which the key management calls fail with ENOSYS, for
+    this process and every one it starts; False where it cannot (another machine, no ctypes,
+    no seccomp)."""
+    calls = KEY_CALLS.get(os.uname().machine)
+    try:
+        import ctypes
+    except ImportError:
+        return False
+    if calls is None:
+        return False
+    load_arch, load_call = (0x20, 0, 0, 4), (0x20, 0, 0, 0)  # BPF_LD|BPF_W|BPF_ABS
+    allow, deny = (0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050000 | errno.ENOSYS)
+    program = [load_arch]
+    for arch, numbers in calls.items():
+        # if arch matches: load the call number, deny each listed one, else allow
+        block = [load_call]
+        for index, number in enumerate(numbers):
+            block.append((0x15, len(numbers) - index, 0, number))  # BPF_JEQ: to `deny` below
+        block += [allow, deny]
+        program.append((0x15, 0, len(block), arch))  # arch differs: skip the block
+        program += block
+    program.append(allow)
+    code = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+    buffer = ctypes.create_string_buffer(code)
+
+    class Program(ctypes.Structure):
+        _fields_ = [("length", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    filter_program = Program(len(program), ctypes.addressof(buffer))
+    no_new_privileges, set_seccomp, filter_mode = 38, 22, 2
+    if libc.prctl(no_new_privileges, 1, 0, 0, 0) != 0:
+        return False
+    return libc.prctl(set_seccomp, filter_mode, ctypes.byref(filter_program), 0, 0) == 0
 
 
 def describe(error):
@@ -77,6 +126,7 @@ def watch(module, tally):
 
 
 def main():
+    deny_kernel_keyrings()
     request = json.loads(sys.stdin.buffer.read().decode())
     nonce = request["nonce"]
     results = os.fdopen(os.dup(1), "w")
