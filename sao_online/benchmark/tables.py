@@ -21,7 +21,8 @@ several folders, a row per command of each, named by its path below their common
 ``tuning DIR`` (for a suite ``benchmark tune`` wrote: each task's grid, and each method's chosen
 point with its value on the tuning seeds and its sensitivity) and ``sweep DIR [AXIS]`` (a
 sweep's folder: each method's IQM at each swept value, on ``episodes`` or the time axis,
-``virtual_seconds``; default episodes).
+``virtual_seconds``; default episodes), and ``warm-starts DIR`` (the warm starts exported to a
+folder: each one's weights id, what fitting it took and its losses).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
 """
@@ -51,6 +52,8 @@ from sao_online.benchmark.scorecard_time import exercised_table
 from sao_online.benchmark.sweep_scorecard import EPISODES_AXIS, across_values, sweep_results
 from sao_online.benchmark.tuning_tables import tuning_blocks
 from sao_online.benchmark.versus import versus_table
+from sao_online.benchmark.warm_starts import exported_table
+from sao_online.config import ConfigError
 
 REPS = 2000
 _BLOCK = re.compile(
@@ -71,6 +74,7 @@ KINDS = (
     "exercised",
     "tuning",
     "sweep",
+    "warm-starts",
 )
 
 
@@ -175,6 +179,13 @@ def render_block(spec: str, base: Path) -> str:
         return _sweep(folders, base)
     if kind == "sessions":
         return _sessions(folders, base)
+    if kind == "warm-starts":
+        if len(folders) != 1:
+            raise TableSpecError("warm-starts: expected one folder")
+        try:
+            return to_markdown([Table(exported_table(base / folders[0]))])
+        except ConfigError as error:
+            raise TableSpecError(str(error)) from None
     if not folders or (kind != "replication" and len(folders) != 1):
         raise TableSpecError(
             f"{kind}: expected {'folders' if kind == 'replication' else 'one folder'}"

@@ -15,9 +15,12 @@ random factor of the benchmark, as the run seed is, and each run seed starts fro
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from sao_online.benchmark.suite import TierPlan
 from sao_online.config import ConfigError
@@ -169,3 +172,34 @@ def import_warm_starts(
             raise ConfigError(f"--warm-starts: task {task}: {error}") from None
         which = f" (warm-start seed {seed})" if plan.warm_start_seeds else ""
         say(f"{task}{which}: warm start {warm_start_weights(path)} from {shared[unit]}")
+
+
+def exported_table(folder: str | Path) -> pd.DataFrame:
+    """The warm starts exported to ``folder`` (``<task>`` or ``<task>/seed-<k>`` sub-folders),
+    a row each: the task, its warm-start seed, the weights id, what it was fitted on (SFT steps,
+    demonstrations) and what that cost (seconds, on which CPU), and its first and last loss."""
+    folder = Path(folder)
+    summaries = sorted(folder.glob("*/warm_start.json")) + sorted(
+        folder.glob("*/seed-*/warm_start.json")
+    )
+    if not summaries:
+        raise ConfigError(f"warm starts: {folder} holds no exported warm start")
+    rows = []
+    for path in summaries:
+        summary = json.loads(path.read_text())
+        nested = path.parent.name.startswith("seed-")
+        machine = summary.get("fitted_on") or {}
+        rows.append(
+            {
+                "task": path.parents[1].name if nested else path.parent.name,
+                "warm-start seed": int(path.parent.name.split("-", 1)[1]) if nested else "",
+                "weights": summary["weights"],
+                "SFT steps": summary["steps"],
+                "demonstrations": summary["demonstrations"],
+                "seconds": round(summary["seconds"]),
+                "CPU": machine.get("cpu_model", ""),
+                "first loss": round(summary["loss_first"], 3),
+                "last loss": round(summary["loss_last"], 3),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -3,6 +3,8 @@ against the tier's tasks, and a resumed task must go on from the weights it star
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sao_online.benchmark import plan_tier
@@ -81,3 +83,37 @@ def test_a_tier_may_declare_several_warm_starts_each_run_seed_paired_with_one(tm
         (tmp_path / "bad.yaml").write_text(SUITE.replace("[4, 7, 9]", bad))
         with pytest.raises(ConfigError, match=r"tiers.smoke.warm_start_seeds: expected a list"):
             plan_tier(tmp_path / "bad.yaml", "smoke")
+
+
+def test_the_warm_starts_table_reads_each_exported_summary(tmp_path):
+    from sao_online.benchmark.tables import TableSpecError, render_block
+
+    def summary(folder, weights, seconds, first, last):
+        folder.mkdir(parents=True)
+        (folder / "warm_start.json").write_text(
+            json.dumps(
+                {
+                    "weights": weights,
+                    "steps": 400,
+                    "demonstrations": 2048,
+                    "seconds": seconds,
+                    "loss_first": first,
+                    "loss_last": last,
+                    "fitted_on": {"cpu_model": "AMD EPYC"},
+                }
+            )
+        )
+
+    summary(tmp_path / "kept" / "GridShift" / "seed-1", "b" * 16, 148.6, 4.7514, 0.5044)
+    summary(tmp_path / "kept" / "GridShift" / "seed-0", "a" * 16, 156.4, 4.7456, 0.4886)
+    table = render_block("warm-starts kept", tmp_path).splitlines()
+    assert table[0].startswith("| task | warm-start seed | weights | SFT steps | demonstrations")
+    assert (
+        table[2] == f"| GridShift | 0 | {'a' * 16} | 400 | 2048 | 156 | AMD EPYC | 4.746 | 0.489 |"
+    )
+    assert (
+        table[3] == f"| GridShift | 1 | {'b' * 16} | 400 | 2048 | 149 | AMD EPYC | 4.751 | 0.504 |"
+    )
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TableSpecError, match="holds no exported warm start"):
+        render_block("warm-starts empty", tmp_path)

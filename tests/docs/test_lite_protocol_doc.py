@@ -347,3 +347,43 @@ def test_on_toolshift_every_method_re_adapts_far_below_zero_and_none_is_separate
     assert not any(row["next below"].startswith("separated") for row in rows)
     assert all(_number(row["re-adaptation IQM [95% CI]"]) < -0.4 for row in rows)
     assert all(float(row["control"]) > 0.6 for row in rows)
+
+
+WARM = ROOT / "benchmarks" / "warm-starts"
+
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "warm_start.json").read_text())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_kept_runs_warm_start_is_kept_with_its_id(family):
+    runs = pd.read_csv(_family(family) / "seeds-0-5" / "results" / "runs.csv")
+    used = set(zip(runs["warm_start_seed"], runs["warm_start"]))
+    kept = {
+        (k, _summary(WARM / "lite-protocol" / family / f"seed-{k}")["weights"]) for k in range(3)
+    }
+    assert used == kept
+
+
+def test_gridshifts_third_warm_start_ends_its_fit_at_the_highest_loss():
+    losses = [
+        _summary(WARM / "lite-protocol" / "GridShift" / f"seed-{k}")["loss_last"] for k in range(3)
+    ]
+    assert losses[2] == max(losses) and losses[2] > losses[0] + 0.1
+
+
+def test_codeshifts_warm_start_fits_the_same_data_in_about_half_the_seconds():
+    code = WARM / "lite-protocol" / "CodeShift"
+    old = _summary(code / "seed-0")
+    probe = _summary(WARM / "probes" / "CodeShift-seed-0-refit" / "CodeShift" / "seed-0")
+    newer = [_summary(code / f"seed-{k}") for k in (1, 2)] + [probe]
+    assert all(fit["seconds"] < 0.6 * old["seconds"] for fit in newer)
+    for fit in newer:  # the same settings but the seed (the probe's: the same seed too)
+        assert {key for key in old["settings"] if fit["settings"][key] != old["settings"][key]} <= {
+            "seed"
+        }
+    assert probe["settings"] == old["settings"]
+    assert probe["demonstration_behaviors"] == old["demonstration_behaviors"]
+    assert probe["loss_curve"][0] == pytest.approx(old["loss_curve"][0], rel=1e-6)
+    assert probe["weights"] != old["weights"]
