@@ -76,9 +76,10 @@ def test_the_page_shows_every_kept_family_and_says_which_are_not_run():
     missing = [family for family in tier if family not in FAMILIES]
     assert f"the families kept so far: {_listed(kept)}." in words
     if missing:
-        assert f"{_listed(missing)} are not run yet" in words
+        verb = "is" if len(missing) == 1 else "are"
+        assert f"{_listed(missing)} {verb} not run yet" in words
         readme = " ".join((KEPT / "README.md").read_text().split())
-        assert f"{_listed(missing)} are not run under the protocol yet." in readme
+        assert f"{_listed(missing)} {verb} not run under the protocol yet." in readme
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -387,3 +388,78 @@ def test_codeshifts_warm_start_fits_the_same_data_in_about_half_the_seconds():
     assert probe["demonstration_behaviors"] == old["demonstration_behaviors"]
     assert probe["loss_curve"][0] == pytest.approx(old["loss_curve"][0], rel=1e-6)
     assert probe["weights"] != old["weights"]
+
+
+REASON = KEPT / "families" / "ReasonShift"
+
+
+def test_on_reasonshift_the_single_rollout_methods_lead_and_grpo_dis_falls_below_the_floor():
+    board = _table(_spec("leaderboard", REASON / "seeds-0-5"))
+    assert [row["method"] for row in board] == [
+        "sao_running_mean",
+        "sao",
+        "grpo",
+        "frozen",
+        "grpo_dis",
+    ]
+    assert board[3]["next below"].startswith("separated from grpo_dis")
+    seeds = _table(_spec("seeds", REASON / "seeds-0-5"))
+    (grpo_dis,) = [row for row in seeds if row["method"] == "grpo_dis"]
+    assert all(float(grpo_dis[f"seed {s}"]) < 0 for s in range(6))
+
+
+def test_on_reasonshift_both_sets_share_six_verdicts_and_sao_over_grpo_is_not_one():
+    sets = [f"../{(REASON / s).relative_to(ROOT).as_posix()}" for s in SETS]
+    rows = {row["pair"]: row for row in _table(" ".join(["replication", *sets]))}
+    replicated = {
+        row["shared by all"]
+        for row in rows.values()
+        if row["shared by all"] not in ("no", "not separated")
+    }
+    assert replicated == {
+        "sao > frozen",
+        "sao_running_mean > frozen",
+        "frozen > grpo_dis",
+        "grpo > grpo_dis",
+        "sao > grpo_dis",
+        "sao_running_mean > grpo_dis",
+    }
+    assert sorted(rows["grpo vs sao"][folder] for folder in sets) == ["not separated", "sao > grpo"]
+    others = "sao_running_mean,grpo,grpo_dis"
+    pooled = _table(_spec("versus", REASON / "seeds-0-5", "sao", others))
+    old = _table(f"versus ../benchmarks/lite/seeds-0-5 sao {others} ReasonShift")
+    verdicts = {row["other"]: row["verdict"] for row in pooled}
+    assert verdicts["grpo"].startswith("not separated")
+    assert {row["other"]: row["verdict"] for row in old}["grpo"] == "sao better"
+
+
+def test_reasonshifts_tuning_moved_sao_and_grpo_dis_off_the_tiers_point():
+    rows = _table(_spec("tuning", REASON / "seeds-0-5"), index=1)
+    chosen = {row["method"]: row["ReasonShift"] for row in rows}
+    expected = {
+        "grpo": "optim.lr=0.001, regularizers.kl_coef=0.3 (",  # the tier's
+        "sao_running_mean": "optim.lr=0.001, regularizers.kl_coef=0.3 (",
+        "sao": "optim.lr=0.002, regularizers.kl_coef=0.3 (",
+        "grpo_dis": "optim.lr=0.002, regularizers.kl_coef=0.03 (",
+    }
+    assert all(chosen[method].startswith(point) for method, point in expected.items())
+    values = {m: float(re.search(r"\((-?\d+\.\d+);", cell).group(1)) for m, cell in chosen.items()}
+    assert min(values, key=values.get) == "grpo_dis"
+    moved = [float(re.search(r"moved by (-?\d+\.\d+)", cell).group(1)) for cell in chosen.values()]
+    assert min(moved) > 0.25
+
+
+@pytest.mark.parametrize("folder", [*SETS, "seeds-0-5"])
+def test_on_reasonshift_sao_re_adapts_first_with_the_lowest_control(folder):
+    rows = _table(_spec("readaptation", REASON / folder))
+    assert rows[0]["method"] == "sao"
+    controls = {row["method"]: float(row["control"]) for row in rows}
+    assert min(controls, key=controls.get) == "sao"
+
+
+def test_on_reasonshift_saos_first_phase_is_below_sao_running_means_and_grpos():
+    sets = [f"../{(REASON / s).relative_to(ROOT).as_posix()}" for s in SETS]
+    rows = _table(" ".join(["first-phase", *sets]))
+    for folder in SETS:
+        mean = {row["method"]: float(row["mean"]) for row in rows if row["set"] == folder}
+        assert mean["sao"] < min(mean["sao_running_mean"], mean["grpo"])
