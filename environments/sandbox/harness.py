@@ -18,6 +18,7 @@ import functools
 import importlib
 import json
 import os
+import signal
 import struct
 import sys
 import types
@@ -127,6 +128,9 @@ def watch(module, tally):
 
 def main():
     deny_kernel_keyrings()
+    # An interpreter inherits an ignored SIGINT from whatever started it (a background job's
+    # does); the program meets it as a fresh interactive start has it, on every backend.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     request = json.loads(sys.stdin.buffer.read().decode())
     nonce = request["nonce"]
     results = os.fdopen(os.dup(1), "w")

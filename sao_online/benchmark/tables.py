@@ -22,7 +22,7 @@ several folders, a row per command of each, named by its path below their common
 point with its value on the tuning seeds and its sensitivity) and ``sweep DIR [AXIS]`` (a
 sweep's folder: each method's IQM at each swept value, on ``episodes`` or the time axis,
 ``virtual_seconds``; default episodes), and ``warm-starts DIR`` (the warm starts exported to a
-folder: each one's weights id, what fitting it took and its losses).
+folder: what fitting each took and its losses).
 ``sao-online benchmark tables FILE.md...`` rewrites every block from its data; with ``--check``
 it changes nothing and reports the files whose tables disagree with their data.
 """

@@ -176,8 +176,9 @@ def import_warm_starts(
 
 def exported_table(folder: str | Path) -> pd.DataFrame:
     """The warm starts exported to ``folder`` (``<task>`` or ``<task>/seed-<k>`` sub-folders),
-    a row each: the task, its warm-start seed, the weights id, what it was fitted on (SFT steps,
-    demonstrations) and what that cost (seconds, on which CPU), and its first and last loss."""
+    a row each: the task, its warm-start seed, what it was fitted on (SFT steps,
+    demonstrations), what that cost (seconds, on which CPU), and its first and last loss. (The
+    weights id is in each one's ``warm_start.json``.)"""
     folder = Path(folder)
     summaries = sorted(folder.glob("*/warm_start.json")) + sorted(
         folder.glob("*/seed-*/warm_start.json")
@@ -193,7 +194,6 @@ def exported_table(folder: str | Path) -> pd.DataFrame:
             {
                 "task": path.parents[1].name if nested else path.parent.name,
                 "warm-start seed": int(path.parent.name.split("-", 1)[1]) if nested else "",
-                "weights": summary["weights"],
                 "SFT steps": summary["steps"],
                 "demonstrations": summary["demonstrations"],
                 "seconds": round(summary["seconds"]),

@@ -107,13 +107,9 @@ def test_the_warm_starts_table_reads_each_exported_summary(tmp_path):
     summary(tmp_path / "kept" / "GridShift" / "seed-1", "b" * 16, 148.6, 4.7514, 0.5044)
     summary(tmp_path / "kept" / "GridShift" / "seed-0", "a" * 16, 156.4, 4.7456, 0.4886)
     table = render_block("warm-starts kept", tmp_path).splitlines()
-    assert table[0].startswith("| task | warm-start seed | weights | SFT steps | demonstrations")
-    assert (
-        table[2] == f"| GridShift | 0 | {'a' * 16} | 400 | 2048 | 156 | AMD EPYC | 4.746 | 0.489 |"
-    )
-    assert (
-        table[3] == f"| GridShift | 1 | {'b' * 16} | 400 | 2048 | 149 | AMD EPYC | 4.751 | 0.504 |"
-    )
+    assert table[0].startswith("| task | warm-start seed | SFT steps | demonstrations | seconds")
+    assert table[2] == "| GridShift | 0 | 400 | 2048 | 156 | AMD EPYC | 4.746 | 0.489 |"
+    assert table[3] == "| GridShift | 1 | 400 | 2048 | 149 | AMD EPYC | 4.751 | 0.504 |"
     (tmp_path / "empty").mkdir()
     with pytest.raises(TableSpecError, match="holds no exported warm start"):
         render_block("warm-starts empty", tmp_path)
