@@ -20,6 +20,7 @@ import math
 import os
 import secrets
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,21 @@ class _RunUids:
 
 
 _run_uids = _RunUids()
+
+
+@contextlib.contextmanager
+def run_files(payload: bytes) -> Iterator[tuple[Any, Any]]:
+    """(request, output): host temp files for one run, the request holding ``payload`` and
+    rewound, to hand to the harness as its stdin and stdout; gone when the block ends."""
+    with (
+        tempfile.TemporaryFile(prefix="sao-sandbox-out-") as output,
+        tempfile.TemporaryFile(prefix="sao-sandbox-in-") as request,
+    ):
+        request.write(payload)
+        request.flush()
+        request.seek(0)
+        yield request, output
+
 
 #: The source of the program run inside every sandbox (standard library only, Python 3.9+).
 HARNESS_SOURCE: str = (Path(__file__).with_name("harness.py")).read_text()

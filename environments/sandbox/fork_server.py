@@ -35,7 +35,13 @@ import threading
 import weakref
 from pathlib import Path
 
-from sao_online.environments.sandbox.base import HARNESS_SOURCE, Ending, Limits, SandboxUnavailable
+from sao_online.environments.sandbox.base import (
+    HARNESS_SOURCE,
+    Ending,
+    Limits,
+    SandboxUnavailable,
+    run_files,
+)
 
 CONFINE_SOURCE: str = Path(__file__).with_name("confine.py").read_text()
 
@@ -112,15 +118,7 @@ class ForkServer:
         server = self._started()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         message = json.dumps({"uid": uid, "limits": dataclasses.asdict(limits)}).encode()
-        with (
-            ours,
-            theirs,
-            tempfile.TemporaryFile(prefix="sao-sandbox-out-") as output,
-            tempfile.TemporaryFile(prefix="sao-sandbox-in-") as request,
-        ):
-            request.write(payload)
-            request.flush()
-            request.seek(0)
+        with ours, theirs, run_files(payload) as (request, output):
             try:
                 socket.send_fds(
                     server.control, [message], [request.fileno(), output.fileno(), theirs.fileno()]

@@ -30,10 +30,13 @@ PLAIN_TYPES = (bool, int, float, str, type(None))
 #: shared across uids, so a program could leave one for a later run: the harness refuses them.
 KEY_CALLS = {
     "x86_64": {
-        0xC000003E: (248, 249, 250, 0x400000F8, 0x400000F9, 0x400000FA),  # and x32
-        0x40000003: (286, 287, 288),
-    },  # i386 through int 0x80
-    "aarch64": {0xC00000B7: (217, 218, 219), 0x40000028: (309, 310, 311)},  # and 32-bit arm
+        0xC000003E: (248, 249, 250, 0x400000F8, 0x400000F9, 0x400000FA),  # and their x32 forms
+        0x40000003: (286, 287, 288),  # i386, through int 0x80
+    },
+    "aarch64": {
+        0xC00000B7: (217, 218, 219),
+        0x40000028: (309, 310, 311),  # 32-bit arm
+    },
 }
 
 
@@ -42,11 +45,11 @@ def deny_kernel_keyrings():
     this process and every one it starts; False where it cannot (another machine, no ctypes,
     no seccomp)."""
     calls = KEY_CALLS.get(os.uname().machine)
+    if calls is None:
+        return False
     try:
         import ctypes
     except ImportError:
-        return False
-    if calls is None:
         return False
     load_arch, load_call = (0x20, 0, 0, 4), (0x20, 0, 0, 0)  # BPF_LD|BPF_W|BPF_ABS
     allow, deny = (0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050000 | errno.ENOSYS)

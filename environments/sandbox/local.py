@@ -44,9 +44,10 @@ from sao_online.environments.sandbox.base import (
     Limits,
     Sandbox,
     SandboxUnavailable,
+    run_files,
     run_uid_block,
 )
-from sao_online.environments.sandbox.fork_server import ForkServer
+from sao_online.environments.sandbox.fork_server import CONFINE_SOURCE, ForkServer
 
 #: Seconds a killed run's first process may take to be gone (it cannot catch SIGKILL; only a
 #: wait inside the kernel, such as on a hung filesystem, holds it up).
@@ -88,13 +89,6 @@ def _drop_privileges_prefix(uid: int) -> list[str]:
     ]
 
 
-#: Runs first in the sandbox's interpreter where namespaces can be made: confines it (private
-#: namespaces, root filesystem and user; see ``confine.py``), then the harness runs.
-CONFINED_HARNESS_SOURCE: str = (
-    Path(__file__).with_name("confine.py").read_text() + "\n" + HARNESS_SOURCE
-)
-
-
 @cache
 def _root_folders() -> tuple[list[str], list[str]]:
     """(links, folders): ``/bin``, ``/lib``... as in the host, links into ``/usr`` (merged
@@ -109,8 +103,11 @@ def _root_folders() -> tuple[list[str], list[str]]:
     return links, folders
 
 
-def _confined_command(python: str, limits: Limits, uid: int, run_id: str) -> list[str]:
-    """The command that runs the harness confined by ``confine.py`` (as ``uid`` when root)."""
+def _confined_command(
+    python: str, limits: Limits, uid: int, run_id: str, program: str = HARNESS_SOURCE
+) -> list[str]:
+    """The command that runs ``program`` (the harness) in an interpreter that ``confine.py``
+    first confines (as ``uid`` when root)."""
     links, folders = _root_folders()
     config = {
         "mode": "run",
@@ -119,7 +116,8 @@ def _confined_command(python: str, limits: Limits, uid: int, run_id: str) -> lis
         "links": links,
         "folders": folders,
     }
-    return [python, "-E", "-s", "-c", CONFINED_HARNESS_SOURCE, json.dumps(config), run_id]
+    source = CONFINE_SOURCE + "\n" + program
+    return [python, "-E", "-s", "-c", source, json.dumps(config), run_id]
 
 
 @cache
@@ -131,8 +129,8 @@ def namespaces_problem() -> str:
         python = _find_python()
     except FileNotFoundError as error:
         return str(error)
-    command = _confined_command(python, Limits(), run_uid_block()[-1], "probe")
-    command[4] = command[4].replace(HARNESS_SOURCE, "assert __import__('os').getcwd() == '/work'")
+    trivial = "assert __import__('os').getcwd() == '/work'"
+    command = _confined_command(python, Limits(), run_uid_block()[-1], "probe", trivial)
     workdir = tempfile.mkdtemp(prefix="sao-sandbox-")
     try:
         probe = subprocess.run(
@@ -189,12 +187,7 @@ class _ChildProcessSandbox(Sandbox):
         try:
             if _running_as_root():
                 os.chown(workdir, uid, uid)
-            with (
-                tempfile.TemporaryFile(prefix="sao-sandbox-out-") as output,
-                tempfile.TemporaryFile(prefix="sao-sandbox-in-") as request,
-            ):
-                request.write(payload)
-                request.seek(0)
+            with run_files(payload) as (request, output):
                 command = self._command(limits, uid, run_id)
                 ending = self._run_child(command, workdir, request, output, limits)
                 output.seek(0)
